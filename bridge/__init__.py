@@ -1,0 +1,30 @@
+"""mcp-app-bridge: reach a desktop app's MCP server (Streamable HTTP on loopback) from any
+AI client over stdio.
+
+The public surface is re-exported here; everything else is internal.
+"""
+
+from ._version import __version__
+from .config import BridgeConfig, ConfigError
+from .errors import REASONS, BridgeError, UpstreamError
+
+__all__ = [
+    "__version__",
+    "BridgeConfig",
+    "ConfigError",
+    "BridgeError",
+    "UpstreamError",
+    "REASONS",
+    "Bridge",
+    "run_stdio",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The I/O side imports anyio and httpx; load it only when asked for, so importing the
+    # package (or running `--help`) stays fast.
+    if name in ("Bridge", "run_stdio"):
+        from . import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'bridge' has no attribute {name!r}")

@@ -1,0 +1,169 @@
+"""Configuration values of one bridge run, and their validation.
+
+Pure: imports only the standard library. The CLI and the library both build a
+:class:`BridgeConfig`; nothing here reads files, the environment or the network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+__all__ = [
+    "BridgeConfig",
+    "ConfigError",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "check_endpoint_url",
+    "is_loopback_host",
+    "parse_header",
+]
+
+#: Default cap on one message, either direction: 64 MiB (DESIGN.md §2.1 asks for ≥ 64 MiB).
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+# RFC 9110 §5.1 token characters for a field name.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Headers the bridge sets itself: a user header must not override the transport's own.
+_RESERVED_HEADERS = frozenset(
+    {
+        "accept",
+        "authorization",
+        "connection",
+        "content-length",
+        "content-type",
+        "host",
+        "last-event-id",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "transfer-encoding",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """A configuration value is unusable. The message says which and why; nothing started."""
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Everything one bridge run needs to know.
+
+    Attributes:
+        url: the app's MCP endpoint (Streamable HTTP), e.g. ``http://127.0.0.1:8765/mcp``.
+        headers: extra HTTP headers sent with every request, as ``(name, value)`` pairs.
+        token: a bearer token sent as ``Authorization: Bearer …``, or ``None``. Never logged.
+        connect_timeout_seconds: bound on opening a TCP connection to the app.
+        request_timeout_seconds: bound on silence while waiting for the app: no byte of a
+            reply (an SSE keep-alive comment counts) for this long fails the request with
+            reason ``timeout``. Sized for tool calls, not for network round trips.
+        max_message_bytes: the largest message accepted in either direction, in bytes.
+        max_concurrent_requests: how many requests may be in flight to the app at once;
+            further ones wait their turn (notifications never wait).
+        shutdown_grace_seconds: after stdin EOF or a signal, how long in-flight requests may
+            still finish before they are answered with reason ``shutting_down``.
+        delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
+        allow_remote: accept a non-loopback ``url`` (it must then be https).
+    """
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    token: str | None = field(default=None, repr=False)
+    connect_timeout_seconds: float = 5.0
+    request_timeout_seconds: float = 300.0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_concurrent_requests: int = 32
+    shutdown_grace_seconds: float = 1.0
+    delete_timeout_seconds: float = 0.5
+    allow_remote: bool = False
+
+    def __post_init__(self) -> None:
+        check_endpoint_url(self.url, allow_remote=self.allow_remote)
+        for name, value in self.headers:
+            _check_header(name, value)
+        if self.token is not None and (not self.token or _has_control(self.token)):
+            raise ConfigError("the token is empty or contains control characters")
+        for name in ("connect_timeout_seconds", "request_timeout_seconds", "shutdown_grace_seconds"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be a positive number of seconds")
+        if self.delete_timeout_seconds < 0:
+            raise ConfigError("delete_timeout_seconds must not be negative")
+        if self.max_message_bytes < 1024:
+            raise ConfigError("max_message_bytes must be at least 1024")
+        if self.max_concurrent_requests < 1:
+            raise ConfigError("max_concurrent_requests must be at least 1")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Return whether ``host`` (as it appears in a URL, without brackets) is loopback:
+    ``localhost``, 127.0.0.0/8 or ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
+    """Check that ``url`` may be used as the app's MCP endpoint.
+
+    Loopback ``http``/``https`` URLs are always allowed. Any other host is refused unless
+    ``allow_remote`` is true and the scheme is ``https`` (DESIGN.md §5: the bearer token must
+    not cross a network in clear text). User info and fragments are refused.
+
+    Raises:
+        ConfigError: with a sentence saying what is wrong.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"--url is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--url must be an http:// or https:// URL with a host, got {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError("--url must not contain a user name or password; use a token source")
+    if parts.fragment:
+        raise ConfigError("--url must not contain a #fragment")
+    if port == 0:
+        raise ConfigError("--url must not use port 0")
+    if is_loopback_host(parts.hostname):
+        return
+    if not allow_remote:
+        raise ConfigError(
+            f"--url points at {parts.hostname!r}, which is not a loopback address "
+            "(127.0.0.1, ::1 or localhost); the bridge only talks to an app on this machine "
+            "unless --allow-remote is given with an https:// URL"
+        )
+    if parts.scheme != "https":
+        raise ConfigError("--allow-remote only accepts https:// URLs")
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """Parse a ``'Name: value'`` option into a pair.
+
+    Raises:
+        ConfigError: no colon, an invalid name, a header the bridge sets itself, or a CR,
+            LF or other control character in the value (header injection).
+    """
+    name, colon, value = text.partition(":")
+    if not colon:
+        raise ConfigError(f"--header must look like 'Name: value', got {name.strip()!r}")
+    name, value = name.strip(), value.strip()
+    _check_header(name, value)
+    return name, value
+
+
+def _check_header(name: str, value: str) -> None:
+    if not _HEADER_NAME.match(name):
+        raise ConfigError(f"header name {name!r} is not a valid HTTP field name")
+    if name.lower() in _RESERVED_HEADERS:
+        raise ConfigError(f"header {name!r} is set by the bridge itself and cannot be overridden")
+    if _has_control(value):
+        raise ConfigError(f"the value of header {name!r} contains a control character")
+
+
+def _has_control(value: str) -> bool:
+    return any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in value)

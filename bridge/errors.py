@@ -1,0 +1,225 @@
+"""Errors the bridge makes, and the one place they become JSON-RPC error objects.
+
+Pure: imports only the standard library.
+
+Hierarchy (every class says what happens after it is raised)::
+
+    BridgeError
+    ├── InboundError              what the AI client wrote on stdin was unusable
+    │   ├── ParseError            -32700, id null
+    │   ├── InvalidRequestError   -32600, the id if readable, else null
+    │   └── LineTooLongError      -32600, the id if readable, else null
+    └── UpstreamError             talking to the app failed: -32603, the request's id
+        ├── AppUnreachableError       reason "app_unreachable"
+        ├── AppLaunchFailedError      reason "app_launch_failed"
+        ├── AuthRejectedError         reason "auth_rejected"
+        ├── UpstreamTimeoutError      reason "timeout"
+        ├── HTTPStatusError           reason "http_status" (+ data.httpStatus)
+        ├── BadUpstreamResponseError  reason "bad_upstream_response"
+        ├── StreamClosedError         reason "stream_closed"
+        ├── SessionLostError          reason "session_lost"
+        ├── MessageTooLargeError      reason "message_too_large"
+        └── ShuttingDownError         reason "shutting_down"
+
+Codes and the ``data`` shape are decided in DESIGN.md §3. -32603 is used for every failure
+between the bridge and the app because it is valid in every MCP revision: 2026-07-28 calls
+-32000…-32019 legacy and reserves -32020…-32099 for the spec. Only JSON-RPC *requests* ever
+get one of these as a reply; for a notification or a client response the error is logged
+to stderr and nothing is written to stdout.
+
+Messages are sentences a person can act on. They never contain a token, a secret or a full
+session id: callers build them from the app's name, URL, HTTP status and timings only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "PARSE_ERROR",
+    "INVALID_REQUEST",
+    "INTERNAL_ERROR",
+    "REASONS",
+    "BridgeError",
+    "InboundError",
+    "ParseError",
+    "InvalidRequestError",
+    "LineTooLongError",
+    "UpstreamError",
+    "AppUnreachableError",
+    "AppLaunchFailedError",
+    "AuthRejectedError",
+    "UpstreamTimeoutError",
+    "HTTPStatusError",
+    "BadUpstreamResponseError",
+    "StreamClosedError",
+    "SessionLostError",
+    "MessageTooLargeError",
+    "ShuttingDownError",
+    "error_object",
+    "error_response",
+]
+
+#: JSON-RPC 2.0: invalid JSON was received (or the line is not UTF-8).
+PARSE_ERROR = -32700
+#: JSON-RPC 2.0: the JSON sent is not a valid Request object.
+INVALID_REQUEST = -32600
+#: JSON-RPC 2.0: internal error. The bridge's code for every failure between it and the app.
+INTERNAL_ERROR = -32603
+
+
+class BridgeError(Exception):
+    """Base class. Subclasses fix ``code`` and, for upstream errors, ``reason``.
+
+    Args:
+        message: the human sentence that becomes ``error.message`` on the wire.
+    """
+
+    #: JSON-RPC error code written on the wire.
+    code: ClassVar[int] = INTERNAL_ERROR
+    #: ``error.data.reason``; ``None`` for inbound errors, which carry no ``data``.
+    reason: ClassVar[str | None] = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def data(self) -> dict[str, Any] | None:
+        """Return ``error.data`` for the wire, or ``None`` for no ``data`` member."""
+        if self.reason is None:
+            return None
+        return {"source": "bridge", "reason": self.reason}
+
+
+class InboundError(BridgeError):
+    """A stdin line could not be used. The bridge replies with ``request_id`` (``None`` when
+    the id could not be read) and goes on with the next line.
+
+    Args:
+        message: the human sentence for ``error.message``.
+        request_id: the line's ``id`` if it could be read, kept as sent; else ``None``.
+    """
+
+    def __init__(self, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class ParseError(InboundError):
+    """The line is not UTF-8 or not JSON. Reply -32700 with ``id: null``; reading goes on."""
+
+    code = PARSE_ERROR
+
+
+class InvalidRequestError(InboundError):
+    """The line is JSON but not a JSON-RPC 2.0 message (or is an empty batch). Reply -32600
+    with the id if it could be read, else ``null``; reading goes on."""
+
+    code = INVALID_REQUEST
+
+
+class LineTooLongError(InboundError):
+    """The line is longer than ``max_message_bytes``. It was discarded up to its newline
+    without being buffered whole; reply -32600 with the id if it could be read from the
+    start of the line, else ``null``; reading goes on."""
+
+    code = INVALID_REQUEST
+
+
+class UpstreamError(BridgeError):
+    """The exchange with the app failed. A request gets -32603 with its own id; a
+    notification or a client response only gets a log line. The bridge keeps serving."""
+
+    reason = "upstream"
+
+
+class AppUnreachableError(UpstreamError):
+    """Nothing accepted the connection at the app's address (after any ensure_running)."""
+
+    reason = "app_unreachable"
+
+
+class AppLaunchFailedError(UpstreamError):
+    """The app was not running and starting it failed or timed out."""
+
+    reason = "app_launch_failed"
+
+
+class AuthRejectedError(UpstreamError):
+    """The app answered 401 and no fresh token made it accept the request."""
+
+    reason = "auth_rejected"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The app accepted nothing (connect) or sent nothing (read) within the configured bound.
+    A request that may have reached the app is never re-sent."""
+
+    reason = "timeout"
+
+
+class HTTPStatusError(UpstreamError):
+    """The app answered with an HTTP status the bridge cannot turn into a reply, and no
+    JSON-RPC error in the body. ``data.httpStatus`` carries the status."""
+
+    reason = "http_status"
+
+    def __init__(self, message: str, http_status: int) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+
+    def data(self) -> dict[str, Any]:
+        return {"source": "bridge", "reason": self.reason, "httpStatus": self.http_status}
+
+
+class BadUpstreamResponseError(UpstreamError):
+    """The app's reply was not usable: wrong content type, not JSON, not JSON-RPC, or no
+    response for the request (for example a 202 to a request)."""
+
+    reason = "bad_upstream_response"
+
+
+class StreamClosedError(UpstreamError):
+    """The response stream broke or ended before the request's response arrived (and could
+    not be resumed). Events already relayed stay relayed."""
+
+    reason = "stream_closed"
+
+
+class SessionLostError(UpstreamError):
+    """The app no longer knows the MCP session (it was restarted) and it could not be
+    rebuilt. The next request tries again."""
+
+    reason = "session_lost"
+
+
+class MessageTooLargeError(UpstreamError):
+    """A message from the app exceeds ``max_message_bytes``; it was not written to stdout."""
+
+    reason = "message_too_large"
+
+
+class ShuttingDownError(UpstreamError):
+    """The bridge is exiting (stdin closed or a signal) and the request had not completed
+    within the grace period."""
+
+    reason = "shutting_down"
+
+
+def error_object(exc: BridgeError) -> dict[str, Any]:
+    """Return the JSON-RPC ``error`` member for ``exc``: ``{"code", "message"[, "data"]}``."""
+    obj: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    data = exc.data()
+    if data is not None:
+        obj["data"] = data
+    return obj
+
+
+def error_response(request_id: Any, exc: BridgeError) -> dict[str, Any]:
+    """Return a whole JSON-RPC error response for ``request_id`` (kept as given: same JSON
+    type and value; ``None`` for an unreadable id)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object(exc)}
+
+
+#: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3.
+REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in UpstreamError.__subclasses__())

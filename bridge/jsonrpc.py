@@ -1,0 +1,220 @@
+"""JSON-RPC 2.0 classification of what the AI client writes, and encoding of what goes out.
+
+Pure: imports only the standard library.
+
+A stdin line is exactly one of (JSON-RPC 2.0 §4–§6; MCP basic/index):
+
+- :class:`Request` — has ``method`` and an ``id`` key. ``id: 0`` and ``id: ""`` are requests;
+  ``id: null`` is not valid (MCP: "a request id is a string or an integer").
+- :class:`Notification` — has ``method`` and **no** ``id`` key. Never gets a reply.
+- :class:`Response` — no ``method``, an ``id`` and exactly one of ``result``/``error``: the
+  client answering a server→client request. Forwarded, never answered.
+- :class:`Batch` — a non-empty JSON array (allowed by MCP 2025-03-26 only). Each element is
+  classified on its own and forwarded as its own POST (SPEC-CHECKLIST item 13).
+- otherwise :func:`classify` raises :class:`~bridge.errors.ParseError` (not UTF-8 or not
+  JSON: reply -32700, id null) or :class:`~bridge.errors.InvalidRequestError` (reply -32600
+  with the id if it can be read).
+
+Only what routing needs is read; the line's bytes are kept untouched as ``body`` so the
+request is forwarded exactly as received.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import InboundError, InvalidRequestError, ParseError
+
+__all__ = [
+    "Request",
+    "Notification",
+    "Response",
+    "Batch",
+    "Message",
+    "classify",
+    "read_id_from_head",
+    "is_valid_id",
+    "encode_message",
+    "to_wire_line",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A JSON-RPC request. ``id`` is kept as sent (``str`` or ``int``)."""
+
+    id: Any
+    method: str
+    params: Any
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A JSON-RPC notification (``method``, no ``id`` key)."""
+
+    method: str
+    params: Any
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The client's response to a server→client request."""
+
+    id: Any
+    body: bytes
+
+
+Message = Union[Request, Notification, Response]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A JSON array of messages. Each item is a message or the error it earned."""
+
+    items: tuple[Message | InboundError, ...]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def is_valid_id(value: Any) -> bool:
+    """Return whether ``value`` may be a request id: a string or an integer (not a bool)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def classify(line: bytes) -> Message | Batch:
+    """Classify one stdin line.
+
+    Args:
+        line: the line's bytes without its line ending.
+
+    Returns:
+        a :class:`Request`, :class:`Notification`, :class:`Response` or :class:`Batch`.
+
+    Raises:
+        ParseError: the line is not UTF-8 or not JSON.
+        InvalidRequestError: JSON, but not a JSON-RPC 2.0 message, or an empty batch.
+    """
+    try:
+        value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ParseError("Parse error") from None
+    if isinstance(value, list):
+        if not value:
+            raise InvalidRequestError("Invalid Request: a batch must not be empty")
+        items: list[Message | InboundError] = []
+        for element in value:
+            body = json.dumps(element, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            try:
+                items.append(_classify_object(element, body))
+            except InboundError as exc:
+                items.append(exc)
+        return Batch(tuple(items))
+    return _classify_object(value, line)
+
+
+def _classify_object(value: Any, body: bytes) -> Message:
+    if not isinstance(value, dict):
+        raise InvalidRequestError("Invalid Request: a JSON-RPC message must be a JSON object")
+    has_id = "id" in value
+    message_id = value.get("id")
+    readable_id = message_id if is_valid_id(message_id) else None
+    if value.get("jsonrpc") != "2.0":
+        raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"', readable_id)
+    if "method" in value:
+        method = value["method"]
+        if not isinstance(method, str):
+            raise InvalidRequestError('Invalid Request: "method" must be a string', readable_id)
+        params = value.get("params")
+        if "params" in value and not isinstance(params, (dict, list)):
+            raise InvalidRequestError('Invalid Request: "params" must be an object or an array', readable_id)
+        if not has_id:
+            return Notification(method, params, body)
+        if not is_valid_id(message_id):
+            raise InvalidRequestError('Invalid Request: "id" must be a string or an integer', readable_id)
+        return Request(message_id, method, params, body)
+    if has_id and (("result" in value) != ("error" in value)):
+        return Response(message_id, body)
+    raise InvalidRequestError(
+        'Invalid Request: a message needs "method" (request or notification) '
+        'or "id" with exactly one of "result" and "error" (response)',
+        readable_id,
+    )
+
+
+def read_id_from_head(head: bytes) -> Any:
+    """Read a top-level ``id`` from the start of a JSON object whose end is missing.
+
+    Used for over-long lines: only their first bytes are kept, and the reply should still
+    carry the id when the client wrote it before the long part (as every SDK does).
+
+    Returns:
+        the id (``str`` or ``int``) or ``None`` when it cannot be read.
+    """
+    text = head.decode("utf-8", "ignore")
+    decoder = json.JSONDecoder()
+    position = _skip_space(text, 0)
+    if not text.startswith("{", position):
+        return None
+    position += 1
+    try:
+        while True:
+            position = _skip_space(text, position)
+            key, position = decoder.raw_decode(text, position)
+            position = _skip_space(text, position)
+            if not isinstance(key, str) or not text.startswith(":", position):
+                return None
+            value, position = decoder.raw_decode(text, _skip_space(text, position + 1))
+            if key == "id":
+                return value if is_valid_id(value) else None
+            position = _skip_space(text, position)
+            if not text.startswith(",", position):
+                return None
+            position += 1
+    except (ValueError, RecursionError):
+        return None
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def encode_message(message: Any) -> bytes:
+    """Serialize a JSON value as one compact UTF-8 line ending in ``\\n``.
+
+    U+2028 and U+2029 are escaped: JSON allows them raw, but JavaScript readers of older
+    editions treat them as line ends.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode("utf-8") + b"\n"
+
+
+_LINE_SEPARATOR = "\u2028".encode()
+_PARAGRAPH_SEPARATOR = "\u2029".encode()
+
+
+def to_wire_line(raw: bytes, message: Any) -> bytes:
+    """Return the stdout line for a message the app sent, reusing its bytes when possible.
+
+    Args:
+        raw: the message exactly as the app sent it (UTF-8, already known to parse as
+            ``message``); leading and trailing white space allowed.
+        message: the parsed value of ``raw``.
+
+    Returns:
+        ``raw`` stripped plus ``\\n`` when it is already one line; otherwise (raw line
+        breaks from pretty-printing, U+2028/U+2029) the compact re-serialization.
+    """
+    raw = raw.strip(b" \t\r\n")
+    if b"\n" in raw or b"\r" in raw:
+        return encode_message(message)
+    if _LINE_SEPARATOR in raw or _PARAGRAPH_SEPARATOR in raw:
+        raw = raw.replace(_LINE_SEPARATOR, b"\\u2028").replace(_PARAGRAPH_SEPARATOR, b"\\u2029")
+    return raw + b"\n"

@@ -1,0 +1,344 @@
+"""The loop that wires stdin, the app and stdout together (DESIGN.md §2).
+
+One anyio task group holds everything:
+
+- the **reader** pulls chunks from stdin into a :class:`~bridge.framing.LineFramer`,
+  classifies each line and starts one task per message. It never waits for a reply, with
+  one exception: after an ``initialize`` request it waits for that exchange to finish, so
+  every later message carries the session id and protocol version (SPEC-CHECKLIST item 23);
+- **one task per message** forwards it. Requests wait for a slot of the capacity limit
+  (``max_concurrent_requests``); notifications and client responses never wait, so a
+  ``notifications/cancelled`` is never stuck behind the slow call it cancels;
+- the **writer** is the only code that writes stdout, one whole line per message;
+- the **GET stream** task relays server-initiated messages once ``notifications/initialized``
+  was accepted.
+
+Every request gets exactly one reply: the app's, or an error with its id. The gate is
+:meth:`Bridge._answer`; whatever path writes a reply goes through it, and the shutdown path
+answers what is still open with reason ``shutting_down``.
+
+Shutdown (stdin EOF, SIGTERM/SIGINT): stop reading, let in-flight requests finish for
+``shutdown_grace_seconds``, answer the rest, ``DELETE`` the MCP session (bounded), flush
+stdout (bounded) and return 0. A closed stdout ends the run at once and quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+
+from .config import BridgeConfig
+from .errors import BridgeError, InboundError, LineTooLongError, ShuttingDownError, UpstreamError, error_response
+from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
+from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, read_id_from_head
+from .stdio import ByteSink, ByteSource, FdReader, FdWriter
+from .upstream import Upstream
+
+__all__ = ["Bridge", "run_stdio"]
+
+log = logging.getLogger("bridge")
+
+#: How long buffered stdout lines may take to reach the client once the run is over.
+FLUSH_TIMEOUT_SECONDS = 0.3
+#: Lines queued for the writer before senders wait (backpressure from a slow client).
+OUTPUT_QUEUE_LINES = 64
+
+
+@dataclass(eq=False)
+class _Pending:
+    """Requests that owe the client a reply: one request, or the requests of one batch.
+
+    ``replies`` holds one slot per request; a batch is answered by one array line once
+    every slot is filled (SPEC-CHECKLIST item 13).
+    """
+
+    requests: list[Request]
+    batch: bool
+    replies: list[bytes | None] = field(default_factory=list)
+    extra: list[bytes] = field(default_factory=list)  # batch: errors for its invalid items
+    answered: bool = False
+
+    def __post_init__(self) -> None:
+        self.replies = [None] * len(self.requests)
+
+    def line(self) -> bytes:
+        if not self.batch:
+            reply = self.replies[0]
+            assert reply is not None
+            return reply
+        parts = [reply.rstrip(b"\n") for reply in self.replies if reply is not None]
+        parts += [item.rstrip(b"\n") for item in self.extra]
+        return b"[" + b",".join(parts) + b"]\n"
+
+
+class Bridge:
+    """Serve one stdio connection: forward every message to the app, write every reply.
+
+    Args:
+        config: the run's configuration.
+        stdin: where the client's bytes come from (``receive() -> bytes``, ``b""`` at EOF).
+        stdout: where lines go (``send(bytes)``, raising ``OSError`` once the client is gone).
+        http_client: an ``httpx.AsyncClient`` to use (tests pass one backed by respx); by
+            default the bridge builds its own.
+        app_name: how the app is named in error messages.
+        handle_signals: stop gracefully on SIGTERM/SIGINT (only where the platform allows).
+    """
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        stdin: ByteSource,
+        stdout: ByteSink,
+        http_client: httpx.AsyncClient | None = None,
+        app_name: str = "The app",
+        handle_signals: bool = False,
+    ) -> None:
+        self._config = config
+        self._stdin = stdin
+        self._stdout = stdout
+        self._upstream = Upstream(config, client=http_client, app_name=app_name)
+        self._handle_signals = handle_signals
+        self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)
+        self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](OUTPUT_QUEUE_LINES)
+        self._open: set[_Pending] = set()
+        self._idle: anyio.Event | None = None
+        self._stopping = anyio.Event()
+        self._stdout_closed = False
+        self._listening = False
+        self._work: anyio.abc.TaskGroup | None = None
+
+    @property
+    def upstream(self) -> Upstream:
+        """The connection to the app (session id, protocol version)."""
+        return self._upstream
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown, as stdin EOF would."""
+        self._stopping.set()
+
+    async def run(self) -> int:
+        """Serve until stdin ends, a signal arrives or stdout closes; return the exit status
+        (0). Never raises for anything the client or the app does."""
+        try:
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(self._write_loop)
+                async with anyio.create_task_group() as work:
+                    self._work = work
+                    work.start_soon(self._read_loop)
+                    if self._handle_signals:
+                        work.start_soon(self._signal_loop)
+                    await self._stopping.wait()
+                    if not self._stdout_closed:
+                        await self._drain()
+                    work.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._upstream.terminate_session()
+                self._out_send.close()
+                outer.cancel_scope.deadline = anyio.current_time() + FLUSH_TIMEOUT_SECONDS
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._upstream.aclose()
+        return 0
+
+    # -- stdin ---------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        framer = LineFramer(self._config.max_message_bytes)
+        while True:
+            event = framer.next_event()
+            if event is NEED_DATA:
+                framer.receive_data(await self._stdin.receive())
+            elif event is EOF:
+                log.info("stdin closed; shutting down")
+                self._stopping.set()
+                return
+            elif isinstance(event, OverlongLine):
+                request_id = read_id_from_head(event.head)
+                log.warning("discarded a %d-byte line (limit %d)", event.size_bytes, framer.max_line_bytes)
+                await self._emit_error(
+                    request_id,
+                    LineTooLongError(
+                        f"Invalid Request: the message is {event.size_bytes} bytes, more than the "
+                        f"{framer.max_line_bytes}-byte limit (--max-message-bytes)",
+                        request_id,
+                    ),
+                )
+            else:
+                assert isinstance(event, bytes)
+                await self._dispatch_line(event)
+
+    async def _dispatch_line(self, line: bytes) -> None:
+        assert self._work is not None
+        try:
+            message = classify(line)
+        except InboundError as exc:
+            log.warning("stdin: %s", exc.message)
+            await self._emit_error(exc.request_id, exc)
+            return
+        if isinstance(message, Batch):
+            self._start_batch(message)
+        elif isinstance(message, Request):
+            pending = self._open_pending([message], batch=False)
+            if message.method == "initialize":
+                # The barrier: later messages need the session id this exchange sets.
+                done = anyio.Event()
+                self._work.start_soon(self._handle_request, pending, 0, done)
+                await done.wait()
+            else:
+                self._work.start_soon(self._handle_request, pending, 0, None)
+        else:
+            self._work.start_soon(self._handle_message, message)
+
+    def _open_pending(self, requests: list[Request], *, batch: bool) -> _Pending:
+        pending = _Pending(requests, batch)
+        self._open.add(pending)
+        return pending
+
+    def _start_batch(self, batch: Batch) -> None:
+        assert self._work is not None
+        requests = [item for item in batch.items if isinstance(item, Request)]
+        pending = self._open_pending(requests, batch=True)
+        for item in batch.items:
+            if isinstance(item, InboundError):
+                pending.extra.append(encode_message(error_response(item.request_id, item)))
+            elif not isinstance(item, Request):
+                self._work.start_soon(self._handle_message, item)
+        if not requests:
+            # Only notifications/responses (and invalid items): no request owes a reply.
+            self._open.discard(pending)
+            if pending.extra:
+                self._work.start_soon(self._emit, pending.line())
+            return
+        for index in range(len(requests)):
+            self._work.start_soon(self._handle_request, pending, index, None)
+
+    # -- forwarding ----------------------------------------------------------------------
+
+    async def _handle_request(self, pending: _Pending, index: int, done: anyio.Event | None) -> None:
+        request = pending.requests[index]
+        try:
+            async with self._limiter:
+                line = await self._upstream.send_request(request, self._emit)
+        except UpstreamError as exc:
+            log.warning("request %r (%s): %s", request.id, request.method, exc.message)
+            line = encode_message(error_response(request.id, exc))
+        finally:
+            if done is not None:
+                done.set()
+        pending.replies[index] = line
+        if all(reply is not None for reply in pending.replies):
+            await self._answer(pending)
+
+    async def _handle_message(self, message: Message) -> None:
+        """Forward a notification or a client response. Never writes to stdout."""
+        what = f"notification {message.method}" if isinstance(message, Notification) else "response"
+        try:
+            await self._upstream.send_message(message.body, what)
+        except UpstreamError as exc:
+            log.warning("%s not delivered: %s", what, exc.message)
+            return
+        if isinstance(message, Notification) and message.method == "notifications/initialized":
+            self._start_listening()
+
+    def _start_listening(self) -> None:
+        if self._listening or self._work is None:
+            return
+        self._listening = True
+        self._work.start_soon(self._upstream.listen, self._emit)
+
+    # -- stdout --------------------------------------------------------------------------
+
+    async def _answer(self, pending: _Pending) -> None:
+        """Write the reply owed by ``pending``, unless it was written already."""
+        if pending.answered:
+            return
+        pending.answered = True
+        try:
+            await self._emit(pending.line())
+        finally:
+            self._open.discard(pending)
+            if not self._open and self._idle is not None:
+                self._idle.set()
+
+    async def _emit(self, line: bytes) -> None:
+        try:
+            await self._out_send.send(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the run is over; nothing more reaches the client
+
+    async def _emit_error(self, request_id: Any, exc: BridgeError) -> None:
+        await self._emit(encode_message(error_response(request_id, exc)))
+
+    async def _write_loop(self) -> None:
+        async with self._out_receive:
+            async for line in self._out_receive:
+                if self._stdout_closed:
+                    continue
+                try:
+                    await self._stdout.send(line)
+                except OSError as exc:
+                    log.info("stdout closed (%s); shutting down", type(exc).__name__)
+                    self._stdout_closed = True
+                    self._stopping.set()
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Give in-flight requests the grace period, then answer the rest."""
+        if self._open:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(self._config.shutdown_grace_seconds):
+                await self._idle.wait()
+        for pending in list(self._open):
+            exc = ShuttingDownError("The bridge is shutting down (its input was closed) before the app answered.")
+            for index, request in enumerate(pending.requests):
+                if pending.replies[index] is None:
+                    pending.replies[index] = encode_message(error_response(request.id, exc))
+            await self._answer(pending)
+
+    async def _signal_loop(self) -> None:
+        try:
+            receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+        except (NotImplementedError, AttributeError, ValueError):
+            return  # not on this platform (Windows) or not the main thread
+        with receiver as signals:
+            async for signum in signals:
+                log.info("%s received; shutting down", signal.Signals(signum).name)
+                self._stopping.set()
+                return
+
+
+
+def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:
+    """Run the bridge on this process's stdin and stdout until the client lets go.
+
+    Claims the wire first: fd 1 is duplicated for the bridge's private use and fd 1 itself
+    is pointed at stderr, so a stray ``print()`` (from the app's own code, a library or a
+    warning) can never corrupt the JSON-RPC stream (DESIGN.md §2.2, HAZARDS B09).
+
+    Returns:
+        the process exit status: 0 after a normal shutdown (EOF, SIGTERM/SIGINT, closed
+        stdout); 1 when stdout is not usable at all.
+    """
+    try:
+        wire_fd = os.dup(1)
+        os.dup2(2, 1)
+    except OSError as exc:
+        log.error("stdout is not usable (%s); an AI client must start the bridge with pipes", exc)
+        return 1
+
+    async def serve() -> int:
+        bridge = Bridge(
+            config, stdin=FdReader(0), stdout=FdWriter(wire_fd), app_name=app_name, handle_signals=True
+        )
+        return await bridge.run()
+
+    return anyio.run(serve)

@@ -1,0 +1,458 @@
+"""The app side: MCP Streamable HTTP over one long-lived httpx client.
+
+This module is the only place that catches httpx exceptions (:func:`map_httpx_errors`),
+turning each into one :class:`~bridge.errors.UpstreamError`. Everything it returns to the
+session loop is already a stdout line (UTF-8 bytes ending in ``\\n``).
+
+Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
+SPEC-CHECKLIST items 28–55):
+
+- every message is its own POST with ``Content-Type: application/json`` and
+  ``Accept: application/json, text/event-stream``; ``Mcp-Session-Id`` once the server
+  assigned one on a successful ``initialize``; ``MCP-Protocol-Version`` once negotiated
+  (left off ``initialize`` itself); ``Authorization: Bearer`` when a token is configured;
+- a request's reply is ``application/json`` (one message, or a 2025-03-26 batch array) or
+  ``text/event-stream``, whose events are relayed as they arrive until the response;
+  comments, empty priming events and non-``message`` events are skipped, ``id``/``retry``
+  are kept; a stream that ends early is resumed by GET with ``Last-Event-ID`` (at most
+  :data:`MAX_RESUME_ATTEMPTS` times) when the server gave event ids, otherwise the request
+  gets reason ``stream_closed``;
+- the optional GET stream (server-initiated messages) is opened by :meth:`Upstream.listen`;
+  405 means the server offers none;
+- no proxies from the environment, no redirects (the token must not travel), no cookies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+
+import anyio
+import httpx
+from httpx_sse import EventSource
+
+from .config import BridgeConfig
+from .errors import (
+    AppUnreachableError,
+    AuthRejectedError,
+    BadUpstreamResponseError,
+    HTTPStatusError,
+    MessageTooLargeError,
+    SessionLostError,
+    StreamClosedError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from .jsonrpc import Request, encode_message, is_valid_id, to_wire_line
+
+__all__ = ["Upstream", "map_httpx_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
+
+log = logging.getLogger("bridge.upstream")
+
+#: Writes one stdout line (a message from the app that is not the awaited response).
+Emit = Callable[[bytes], Awaitable[None]]
+
+#: Tries to resume a broken SSE stream by GET + ``Last-Event-ID`` (both official SDKs use 2).
+MAX_RESUME_ATTEMPTS = 2
+#: Wait before reconnecting when the server sent no ``retry`` (both official SDKs: 1 s).
+DEFAULT_RETRY_SECONDS = 1.0
+#: Upper bound on the GET stream's reconnect delay, and how many empty tries in a row it gets.
+MAX_LISTEN_DELAY_SECONDS = 30.0
+MAX_LISTEN_FAILURES = 5
+#: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
+MAX_ERROR_BODY_BYTES = 1024 * 1024
+
+_JSON = "application/json"
+_SSE = "text/event-stream"
+
+
+@contextlib.contextmanager
+def map_httpx_errors(app: str) -> Iterator[None]:
+    """Translate an httpx exception raised inside the block into an ``UpstreamError``.
+
+    The most specific class wins: connect failures become ``app_unreachable``, timeouts
+    ``timeout``, a connection broken mid-exchange ``stream_closed``, anything else httpx
+    raises ``bad_upstream_response``. The message names the app, never a header value.
+    """
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeoutError(
+            f"{app} sent nothing within the request timeout; the request was abandoned."
+        ) from exc
+    except httpx.ConnectError as exc:
+        raise AppUnreachableError(f"{app} is not running or not reachable: {_describe(exc)}.") from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+        raise StreamClosedError(
+            f"The connection to {app} broke before the response arrived: {_describe(exc)}."
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise BadUpstreamResponseError(f"The exchange with {app} failed: {_describe(exc)}.") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    # httpx messages name the URL at most; the type name helps when the message is empty.
+    return str(exc) or type(exc).__name__
+
+
+@dataclass
+class _StreamState:
+    """What an SSE stream told us about resuming it."""
+
+    last_event_id: str | None = None
+    retry_seconds: float | None = None
+
+
+class Upstream:
+    """One MCP connection to the app: the HTTP client plus the MCP session's state.
+
+    Args:
+        config: the run's configuration (URL, headers, token, timeouts, caps).
+        client: an ``httpx.AsyncClient`` to use instead of building one (tests inject one
+            backed by respx). The caller keeps ownership of an injected client.
+        app_name: how the app is named in error messages.
+
+    Attributes:
+        session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
+        protocol_version: the version the server chose in that ``initialize`` result.
+    """
+
+    def __init__(
+        self, config: BridgeConfig, *, client: httpx.AsyncClient | None = None, app_name: str = "The app"
+    ) -> None:
+        self._config = config
+        self._url = config.url
+        self._app = app_name
+        self._owns_client = client is None
+        self._client = client if client is not None else _build_client(config)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object built it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    # -- headers -------------------------------------------------------------------------
+
+    def _headers(self, *, for_initialize: bool = False, accept: str = f"{_JSON}, {_SSE}") -> dict[str, str]:
+        headers = dict(self._config.headers)
+        headers["Accept"] = accept
+        if self._config.token:
+            headers["Authorization"] = f"Bearer {self._config.token}"
+        if not for_initialize:
+            if self.session_id is not None:
+                headers["Mcp-Session-Id"] = self.session_id
+            if self.protocol_version is not None:
+                headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def _post_headers(self, *, for_initialize: bool = False) -> dict[str, str]:
+        headers = self._headers(for_initialize=for_initialize)
+        headers["Content-Type"] = _JSON
+        return headers
+
+    # -- POST ----------------------------------------------------------------------------
+
+    async def send_request(self, request: Request, emit: Emit) -> bytes:
+        """POST a request and return the stdout line answering it.
+
+        Messages that arrive before the response on an SSE stream (progress, logging,
+        server→client requests) are passed to ``emit`` as they arrive, in order.
+
+        Returns:
+            the response line (its id is the request's, same type and value).
+
+        Raises:
+            UpstreamError: one subclass per reason (DESIGN.md §3). Nothing is retried here.
+        """
+        initialize = request.method == "initialize"
+        sent_session = self.session_id is not None and not initialize
+        with map_httpx_errors(self._app):
+            async with self._client.stream(
+                "POST", self._url, content=request.body, headers=self._post_headers(for_initialize=initialize)
+            ) as response:
+                status = response.status_code
+                if not 200 <= status < 300:
+                    return await self._error_status(request, response, sent_session)
+                media_type = _media_type(response)
+                if status in (202, 204) or (media_type is None and status == 200):
+                    raise BadUpstreamResponseError(
+                        f"{self._app} accepted the request (HTTP {status}) but sent no response for it."
+                    )
+                if media_type == _JSON:
+                    raw = await self._read_body(response, self._config.max_message_bytes)
+                    extras: list[bytes] = []
+                    line, message = self._answer_from_json(request, raw, extras)
+                    for extra in extras:
+                        await emit(extra)
+                elif media_type == _SSE:
+                    line, message = await self._answer_from_sse(request, response, emit)
+                else:
+                    raise BadUpstreamResponseError(
+                        f"{self._app} answered with content type {media_type!r}, "
+                        "which is neither application/json nor text/event-stream."
+                    )
+                if initialize:
+                    self._remember_session(response, message)
+                return line
+
+    async def send_message(self, body: bytes, what: str) -> None:
+        """POST a notification or a client response; any 2xx is success (usually 202).
+
+        Raises:
+            UpstreamError: on a non-2xx status or a transport failure. The caller logs it;
+                nothing is ever written to stdout for these messages.
+        """
+        with map_httpx_errors(self._app):
+            response = await self._client.post(self._url, content=body, headers=self._post_headers())
+        if not 200 <= response.status_code < 300:
+            if response.status_code == 404 and self.session_id is not None:
+                raise SessionLostError(f"{self._app} no longer knows this MCP session (HTTP 404).")
+            raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
+
+    async def _error_status(self, request: Request, response: httpx.Response, sent_session: bool) -> bytes:
+        status = response.status_code
+        if status == 401:
+            raise AuthRejectedError(
+                f"{self._app} rejected the bridge's credentials (HTTP 401); check the token source."
+            )
+        if status == 404 and sent_session:
+            raise SessionLostError(
+                f"{self._app} no longer knows this MCP session (HTTP 404); it was probably restarted."
+            )
+        raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)
+        error = _jsonrpc_error_in(raw)
+        if error is not None:
+            # The app's own JSON-RPC error passes through unchanged, with the request's id.
+            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+        raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
+
+    async def _read_body(self, response: httpx.Response, limit: int, *, truncate: bool = False) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > limit:
+                if truncate:
+                    break
+                raise MessageTooLargeError(
+                    f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
+                )
+        return bytes(body)
+
+    def _remember_session(self, response: httpx.Response, message: dict[str, Any]) -> None:
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return  # an error: the handshake failed, the old state (if any) stays
+        session_id = response.headers.get("mcp-session-id")
+        if session_id is not None and not _is_visible_ascii(session_id):
+            log.warning("ignoring an Mcp-Session-Id that is not visible ASCII")
+            session_id = None
+        self.session_id = session_id
+        version = result.get("protocolVersion")
+        self.protocol_version = version if isinstance(version, str) and _is_visible_ascii(version) else None
+        log.info(
+            "MCP session %s, protocol version %s",
+            _short(session_id) if session_id else "(none)",
+            self.protocol_version or "(unknown)",
+        )
+
+    # -- reading replies -----------------------------------------------------------------
+
+    def _answer_from_json(
+        self, request: Request, raw: bytes, extras: list[bytes]
+    ) -> tuple[bytes, dict[str, Any]]:
+        value = self._parse(raw)
+        if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
+            answer: tuple[bytes, dict[str, Any]] | None = None
+            for item in value:
+                if answer is None and _is_response(item) and _id_matches(item, request.id):
+                    answer = (encode_message(item), item)
+                elif isinstance(item, dict):
+                    extras.append(encode_message(item))
+            if answer is None:
+                raise BadUpstreamResponseError(f"{self._app} sent a batch without the response to this request.")
+            return answer
+        if not _is_response(value):
+            raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC response.")
+        if not _id_matches(value, request.id):
+            # One POST, one JSON reply: it answers this request whatever id it carries
+            # (servers answer errors with id null). Put the request's id back.
+            value = {**value, "id": request.id}
+            return encode_message(value), value
+        return to_wire_line(raw, value), value
+
+    async def _answer_from_sse(
+        self, request: Request, response: httpx.Response, emit: Emit
+    ) -> tuple[bytes, dict[str, Any]]:
+        state = _StreamState()
+        async for line, message in self._events(response, state):
+            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
+                if not _id_matches(message, request.id):
+                    message = {**message, "id": request.id}
+                    line = encode_message(message)
+                return line, message
+            await emit(line)
+        for attempt in range(1, MAX_RESUME_ATTEMPTS + 1):
+            if state.last_event_id is None:
+                break
+            await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+            log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
+            async with self._client.stream("GET", self._url, headers=self._get_headers(state)) as resumed:
+                if resumed.status_code != 200 or _media_type(resumed) != _SSE:
+                    break
+                async for line, message in self._events(resumed, state):
+                    if _is_response(message) and _id_matches(message, request.id):
+                        return line, message
+                    await emit(line)
+        raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
+
+    def _get_headers(self, state: _StreamState) -> dict[str, str]:
+        headers = self._headers(accept=_SSE)
+        if state.last_event_id is not None:
+            headers["Last-Event-ID"] = state.last_event_id
+        return headers
+
+    async def _events(self, response: httpx.Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
+        """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message."""
+        async for event in EventSource(response).aiter_sse():
+            if event.id:
+                state.last_event_id = event.id
+            if event.retry is not None:
+                state.retry_seconds = event.retry / 1000
+            if event.event != "message" or not event.data.strip():
+                continue  # priming events, keep-alives, event types MCP does not define
+            raw = event.data.encode("utf-8")
+            if len(raw) > self._config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"{self._app} sent a message larger than the "
+                    f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
+                )
+            message = self._parse(raw)
+            if not isinstance(message, dict):
+                raise BadUpstreamResponseError(f"{self._app} sent an SSE event that is not one JSON-RPC message.")
+            yield to_wire_line(raw, message), message
+
+    def _parse(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
+
+    # -- GET stream and DELETE -----------------------------------------------------------
+
+    async def listen(self, emit: Emit) -> None:
+        """Relay the server's GET stream (server-initiated messages) until cancelled.
+
+        Reconnects with ``Last-Event-ID`` after the server's ``retry`` delay (default 1 s,
+        growing ×1.5 up to 30 s while tries fail); gives up quietly on 405 (no stream
+        offered) or after :data:`MAX_LISTEN_FAILURES` tries in a row that delivered nothing.
+        Never raises for upstream failures: nothing about this stream goes to stdout.
+        """
+        state = _StreamState()
+        failures = 0
+        delay = DEFAULT_RETRY_SECONDS
+        while True:
+            delivered = False
+            try:
+                with map_httpx_errors(self._app):
+                    async with self._client.stream(
+                        "GET", self._url, headers=self._get_headers(state), timeout=self._listen_timeout()
+                    ) as response:
+                        if response.status_code == 405:
+                            log.debug("the app offers no GET stream (HTTP 405)")
+                            return
+                        if response.status_code != 200 or _media_type(response) != _SSE:
+                            raise HTTPStatusError(
+                                f"GET stream refused (HTTP {response.status_code})", response.status_code
+                            )
+                        log.debug("GET stream open")
+                        async for line, _message in self._events(response, state):
+                            delivered = True
+                            await emit(line)
+            except UpstreamError as exc:
+                log.info("GET stream: %s", exc.message)
+            failures = 0 if delivered else failures + 1
+            if failures >= MAX_LISTEN_FAILURES:
+                log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
+                return
+            delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
+            await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)
+
+    def _listen_timeout(self) -> httpx.Timeout:
+        # The GET stream is idle for as long as the server has nothing to say: no read bound.
+        return httpx.Timeout(self._config.connect_timeout_seconds, read=None)
+
+    async def terminate_session(self) -> None:
+        """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``.
+        A 405 or any failure is ignored (SPEC-CHECKLIST item 47)."""
+        if self.session_id is None or self._config.delete_timeout_seconds <= 0:
+            return
+        with anyio.move_on_after(self._config.delete_timeout_seconds):
+            try:
+                response = await self._client.delete(self._url, headers=self._headers())
+                log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
+            except httpx.HTTPError as exc:
+                log.debug("DELETE of the MCP session failed: %s", _describe(exc))
+        self.session_id = None
+
+
+def _build_client(config: BridgeConfig) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(
+            config.request_timeout_seconds,
+            connect=config.connect_timeout_seconds,
+            pool=config.request_timeout_seconds,
+        ),
+        limits=httpx.Limits(
+            max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
+            max_keepalive_connections=config.max_concurrent_requests + 2,
+        ),
+        trust_env=False,  # no HTTP(S)_PROXY for loopback, and a broken NO_PROXY cannot hurt
+        follow_redirects=False,  # the Authorization header must not travel
+    )
+
+
+def _media_type(response: httpx.Response) -> str | None:
+    value = response.headers.get("content-type")
+    if value is None:
+        return None
+    return value.partition(";")[0].strip().lower() or None
+
+
+def _is_response(value: Any) -> bool:
+    return isinstance(value, dict) and "method" not in value and (("result" in value) != ("error" in value))
+
+
+def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
+    value = message.get("id")
+    return is_valid_id(value) and type(value) is type(request_id) and value == request_id
+
+
+def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        return None
+    error = value.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return error
+    return None
+
+
+def _is_visible_ascii(value: str) -> bool:
+    return bool(value) and all(0x21 <= ord(ch) <= 0x7E for ch in value)
+
+
+def _short(session_id: str) -> str:
+    """A session id shortened for logs (SPEC-CHECKLIST item 49: never log it whole)."""
+    return session_id[:4] + "…" if len(session_id) > 4 else "…"
