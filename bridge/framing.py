@@ -77,6 +77,7 @@ class LineFramer:
         # Set while an over-long line is being dropped: its head and the bytes seen so far.
         self._discard_head: bytes | None = None
         self._discard_size = 0
+        self._discard_ends_with_cr = False
 
     def receive_data(self, data: bytes) -> None:
         """Add bytes read from stdin. Does not parse; call :meth:`next_event` afterwards.
@@ -96,9 +97,9 @@ class LineFramer:
             # Dropping an over-long line: count the bytes up to its newline, keep the rest.
             newline = data.find(b"\n")
             if newline < 0:
-                self._discard_size += len(data)
+                self._discard(data)
                 return
-            self._discard_size += newline
+            self._discard(data[:newline])
             self._buffer += b"\n"
             data = data[newline + 1 :]
         self._buffer += data
@@ -131,9 +132,11 @@ class LineFramer:
         buffer = self._buffer
         newline = buffer.find(b"\n", self._scanned)
         if newline < 0:
-            if len(buffer) > self.max_line_bytes:
+            # + 1: the line's content may be complete with only its "\r\n" still to come.
+            if len(buffer) > self.max_line_bytes + 1:
                 self._discard_head = bytes(buffer[: self._head_bytes])
-                self._discard_size = len(buffer)
+                self._discard_size = 0
+                self._discard(buffer)
                 buffer.clear()
                 self._scanned = 0
                 return self._continue_discard()
@@ -160,16 +163,21 @@ class LineFramer:
         buffer = self._buffer
         newline = buffer.find(b"\n")
         if newline < 0 and not self._eof:
-            self._discard_size += len(buffer)
+            self._discard(buffer)
             buffer.clear()
             return NEED_DATA
         if newline < 0:
             newline = len(buffer)
-        size = self._discard_size + newline
-        if newline and buffer[newline - 1] == 0x0D:
-            size -= 1
+        self._discard(buffer[:newline])
         del buffer[: newline + 1]
+        size = self._discard_size - self._discard_ends_with_cr
         head = self._discard_head or b""
         self._discard_head = None
         self._discard_size = 0
+        self._discard_ends_with_cr = False
         return OverlongLine(head, size)
+
+    def _discard(self, data: bytes | bytearray) -> None:
+        if data:
+            self._discard_size += len(data)
+            self._discard_ends_with_cr = data[-1] == 0x0D

@@ -170,9 +170,10 @@ def read_id_from_head(head: bytes) -> Any:
             if not isinstance(key, str) or not text.startswith(":", position):
                 return None
             value, position = decoder.raw_decode(text, _skip_space(text, position + 1))
-            if key == "id":
-                return value if is_valid_id(value) else None
             position = _skip_space(text, position)
+            # A value is only whole when something follows it: "12" may be "123" cut short.
+            if key == "id" and position < len(text):
+                return value if is_valid_id(value) else None
             if not text.startswith(",", position):
                 return None
             position += 1

@@ -1,0 +1,66 @@
+"""The error table of DESIGN.md §3, in one place, complete."""
+
+from __future__ import annotations
+
+import bridge
+from bridge import errors
+from bridge.errors import (
+    INTERNAL_ERROR,
+    REASONS,
+    HTTPStatusError,
+    ParseError,
+    UpstreamError,
+    error_response,
+)
+
+DESIGN_REASONS = {
+    "app_unreachable",
+    "app_launch_failed",
+    "auth_rejected",
+    "timeout",
+    "http_status",
+    "bad_upstream_response",
+    "stream_closed",
+    "session_lost",
+    "message_too_large",
+    "shutting_down",
+}
+
+
+def test_every_design_reason_has_exactly_one_error_class() -> None:
+    classes = UpstreamError.__subclasses__()
+    assert sorted(cls.reason for cls in classes) == sorted(DESIGN_REASONS)
+    assert set(REASONS) == DESIGN_REASONS
+
+
+def test_every_upstream_error_is_minus_32603_with_bridge_source_and_its_reason() -> None:
+    for cls in UpstreamError.__subclasses__():
+        exc = HTTPStatusError("m", 502) if cls is HTTPStatusError else cls("m")
+        reply = error_response(7, exc)
+        assert reply["id"] == 7
+        assert reply["error"]["code"] == INTERNAL_ERROR
+        assert reply["error"]["data"]["source"] == "bridge"
+        assert reply["error"]["data"]["reason"] == cls.reason
+
+
+def test_http_status_error_carries_the_status() -> None:
+    assert error_response("a", HTTPStatusError("m", 500))["error"]["data"] == {
+        "source": "bridge",
+        "reason": "http_status",
+        "httpStatus": 500,
+    }
+
+
+def test_parse_error_has_code_minus_32700_null_id_and_no_data() -> None:
+    assert error_response(None, ParseError("Parse error")) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+
+
+def test_public_names_are_exported() -> None:
+    for name in bridge.__all__:
+        assert getattr(bridge, name) is not None
+    for name in errors.__all__:
+        assert hasattr(errors, name)

@@ -1,0 +1,120 @@
+"""Classification of stdin lines, id reading from a line's head, and output encoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bridge.errors import INVALID_REQUEST, PARSE_ERROR, InboundError, InvalidRequestError, ParseError
+from bridge.jsonrpc import (
+    Batch,
+    Notification,
+    Request,
+    Response,
+    classify,
+    encode_message,
+    read_id_from_head,
+    to_wire_line,
+)
+
+
+@pytest.mark.parametrize("request_id", [0, "", 1, "1", 9007199254740993, -5, "ü"])
+def test_any_string_or_integer_id_makes_a_request_kept_exactly(request_id: object) -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping"}).encode()
+    message = classify(line)
+    assert isinstance(message, Request)
+    assert message.id == request_id and type(message.id) is type(request_id)
+    assert message.body is line  # forwarded as received, never re-serialized
+
+
+def test_no_id_key_makes_a_notification() -> None:
+    message = classify(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert isinstance(message, Notification)
+    assert message.method == "notifications/initialized"
+
+
+@pytest.mark.parametrize("body", [b'{"jsonrpc":"2.0","id":3,"result":{}}', b'{"jsonrpc":"2.0","id":"s1","error":{"code":1,"message":"x"}}'])
+def test_result_or_error_without_method_is_a_client_response(body: bytes) -> None:
+    assert isinstance(classify(body), Response)
+
+
+@pytest.mark.parametrize(
+    ("line", "error", "request_id"),
+    [
+        (b"not json", ParseError, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping"', ParseError, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"p\xff"}', ParseError, None),
+        (b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}', ParseError, None),
+        (b"[]", InvalidRequestError, None),
+        (b"42", InvalidRequestError, None),
+        (b'{"jsonrpc":"1.0","id":1,"method":"ping"}', InvalidRequestError, 1),
+        (b'{"id":"a","method":"ping"}', InvalidRequestError, "a"),
+        (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', InvalidRequestError, None),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', InvalidRequestError, None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', InvalidRequestError, None),
+        (b'{"jsonrpc":"2.0","id":2,"method":7}', InvalidRequestError, 2),
+        (b'{"jsonrpc":"2.0","id":2,"method":"x","params":"s"}', InvalidRequestError, 2),
+        (b'{"jsonrpc":"2.0","id":4,"result":{},"error":{}}', InvalidRequestError, 4),
+        (b'{"jsonrpc":"2.0"}', InvalidRequestError, None),
+    ],
+)
+def test_unusable_lines_raise_the_error_their_reply_needs(line: bytes, error: type, request_id: object) -> None:
+    with pytest.raises(error) as caught:
+        classify(line)
+    assert caught.value.request_id == request_id
+    assert caught.value.code == (PARSE_ERROR if error is ParseError else INVALID_REQUEST)
+
+
+def test_batch_items_are_classified_one_by_one() -> None:
+    line = b'[{"jsonrpc":"2.0","id":16,"method":"ping"},{"jsonrpc":"2.0","method":"n"},5]'
+    batch = classify(line)
+    assert isinstance(batch, Batch)
+    first, second, third = batch.items
+    assert isinstance(first, Request) and json.loads(first.body) == {"jsonrpc": "2.0", "id": 16, "method": "ping"}
+    assert isinstance(second, Notification)
+    assert isinstance(third, InvalidRequestError)
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"aaaa', 7),
+        (b'{ "id" : "abc" , "params": {"id": 9, "t": "', "abc"),
+        (b'{"jsonrpc":"2.0","method":"tools/call","params":{"id":3,"t":"aaaa', None),
+        (b'{"jsonrpc":"2.0","method":"x","id":12', None),  # the id itself may be cut short
+        (b'{"jsonrpc":"2.0","method":"x","id":12,', 12),
+        (b'{"jsonrpc":"2.0","id":null,"method"', None),
+        (b"[1,2", None),
+        (b"garbage", None),
+    ],
+)
+def test_id_is_read_from_the_start_of_a_cut_off_line_only_at_top_level(head: bytes, expected: object) -> None:
+    assert read_id_from_head(head) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_classify_or_raise_only_inbound_errors(line: bytes) -> None:
+    try:
+        classify(line)
+    except InboundError:
+        pass
+    read_id_from_head(line)
+
+
+def test_encode_message_is_one_compact_utf8_line_with_line_separators_escaped() -> None:
+    line = encode_message({"t": "é\u2028x\u2029\nz"})
+    assert line == '{"t":"é\\u2028x\\u2029\\nz"}\n'.encode()
+    assert line.count(b"\n") == 1
+
+
+def test_wire_line_reuses_one_line_bytes_and_reserializes_pretty_printed_ones() -> None:
+    raw = b'{"jsonrpc":"2.0","id":1,"result":{"t":"\xc3\xa9"}}'
+    assert to_wire_line(raw + b"\n", json.loads(raw)) == raw + b"\n"
+    pretty = b'{\n  "jsonrpc": "2.0",\r\n  "id": 1,\n  "result": {}\n}'
+    assert to_wire_line(pretty, json.loads(pretty)) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    separator = '{"t":"a\u2028b"}'.encode()
+    assert to_wire_line(separator, json.loads(separator)) == b'{"t":"a\\u2028b"}\n'
