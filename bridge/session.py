@@ -35,7 +35,7 @@ import anyio.abc
 import httpx
 
 from .config import BridgeConfig
-from .errors import BridgeError, InboundError, LineTooLongError, ShuttingDownError, UpstreamError, error_response
+from .errors import BadUpstreamResponseError, BridgeError, InboundError, LineTooLongError, ShuttingDownError, UpstreamError, error_response
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, read_id_from_head
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter
@@ -230,6 +230,9 @@ class Bridge:
         except UpstreamError as exc:
             log.warning("request %r (%s): %s", request.id, request.method, exc.message)
             line = encode_message(error_response(request.id, exc))
+        except Exception as exc:  # a bug must cost one request, never the whole connection
+            log.exception("request %r (%s) failed inside the bridge", request.id, request.method)
+            line = encode_message(error_response(request.id, _internal_error(exc)))
         finally:
             if done is not None:
                 done.set()
@@ -244,6 +247,9 @@ class Bridge:
             await self._upstream.send_message(message.body, what)
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)
+            return
+        except Exception:
+            log.exception("%s not delivered: failure inside the bridge", what)
             return
         if isinstance(message, Notification) and message.method == "notifications/initialized":
             self._start_listening()
@@ -315,6 +321,10 @@ class Bridge:
                 self._stopping.set()
                 return
 
+
+
+def _internal_error(exc: Exception) -> UpstreamError:
+    return BadUpstreamResponseError(f"The bridge failed while handling this request ({type(exc).__name__}).")
 
 
 def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:

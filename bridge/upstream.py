@@ -377,6 +377,8 @@ class Upstream:
                             await emit(line)
             except UpstreamError as exc:
                 log.info("GET stream: %s", exc.message)
+            except Exception:  # never let the optional stream take the connection down
+                log.exception("GET stream failed inside the bridge")
             failures = 0 if delivered else failures + 1
             if failures >= MAX_LISTEN_FAILURES:
                 log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
@@ -397,7 +399,7 @@ class Upstream:
             try:
                 response = await self._client.delete(self._url, headers=self._headers())
                 log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
-            except httpx.HTTPError as exc:
+            except Exception as exc:  # best effort: nothing may stop the exit
                 log.debug("DELETE of the MCP session failed: %s", _describe(exc))
         self.session_id = None
 

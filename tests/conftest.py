@@ -1,0 +1,185 @@
+"""Shared fixtures: a real MCP app server on 127.0.0.1, and an environment without proxies.
+
+``examples/app_server.py`` (the official MCP SDK's server behind uvicorn) is started with
+``sys.executable`` on a free port. The fixtures wait at most `LISTEN_TIMEOUT` seconds for
+its ``LISTENING <url>`` line and always stop it at teardown.
+
+- ``app_server``: one default (stateful, SSE) server shared by the whole session. Tests
+  must not kill it; start a private one instead.
+- ``start_app_server(*extra_args)``: starts a private server per call, e.g.
+  ``start_app_server("--json-response")`` or ``start_app_server("--stateless")``; to
+  "restart the app" on the same port, kill one and call
+  ``start_app_server("--port", str(old.port))``. All are stopped when the test ends.
+
+Each server's stderr (SDK logs and uvicorn's access log, e.g. ``"DELETE /mcp HTTP/1.1"
+200``) goes to a file: read it with ``.stderr_text()`` or wait for a line with
+``.wait_for_stderr("DELETE /mcp")``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+APP_SERVER_SCRIPT = REPO_ROOT / "examples" / "app_server.py"
+
+LISTEN_TIMEOUT = 10.0
+"""Seconds to wait for the app server's LISTENING line."""
+
+STOP_TIMEOUT = 5.0
+"""Seconds a stopping server gets after SIGTERM before it is killed."""
+
+PROXY_VARS = tuple(
+    name for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower())
+)
+
+
+def _env_without_proxies() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in PROXY_VARS}
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remove proxy variables (both spellings) for every test: loopback traffic must not see them."""
+    for name in PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass
+class AppServer:
+    """A running ``examples/app_server.py`` subprocess."""
+
+    url: str
+    """Endpoint, ``http://127.0.0.1:<port>/mcp``."""
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    """File holding the server's stderr (SDK logs and uvicorn access log)."""
+    args: tuple[str, ...] = ()
+    """The extra command-line arguments it was started with."""
+    _stdout: IO[bytes] | None = field(default=None, repr=False)
+
+    def stderr_text(self) -> str:
+        """Everything the server wrote to stderr so far."""
+        return self.log_path.read_bytes().decode("utf-8", errors="replace")
+
+    def wait_for_stderr(self, text: str, timeout: float = 5.0) -> bool:
+        """Poll stderr until it contains `text`; True if it did within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if text in self.stderr_text():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL on POSIX), like an app that crashed."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=STOP_TIMEOUT)
+        self._close_stdout()
+
+    def stop(self) -> None:
+        """Stop the server gracefully (SIGTERM), killing it if it takes longer than `STOP_TIMEOUT`."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT)
+        self._close_stdout()
+
+    def _close_stdout(self) -> None:
+        if self._stdout is not None:
+            self._stdout.close()
+            self._stdout = None
+
+
+def _read_listening_line(proc: subprocess.Popen[bytes], timeout: float) -> str | None:
+    """The server's first stdout line, or None if none arrived within `timeout` seconds."""
+    stdout = proc.stdout
+    assert stdout is not None
+    lines: list[bytes] = []
+    # A thread, not select(): pipes cannot be polled on Windows. If the wait times out the
+    # caller kills the process, which ends the readline() with EOF.
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive() or not lines:
+        return None
+    return lines[0].decode("utf-8", errors="replace").strip()
+
+
+def launch_app_server(*extra_args: str, log_path: Path) -> AppServer:
+    """Start ``examples/app_server.py --port 0 *extra_args`` and wait for it to listen.
+
+    A ``--port N`` in `extra_args` overrides the default port 0.
+
+    Raises:
+        RuntimeError: The server exited or did not print LISTENING within `LISTEN_TIMEOUT`;
+            the message includes its stderr.
+    """
+    log_file = open(log_path, "wb")  # noqa: SIM115 - the child holds it; we close our copy below
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", *extra_args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            cwd=REPO_ROOT,
+            env=_env_without_proxies(),
+        )
+    finally:
+        log_file.close()
+    line = _read_listening_line(proc, LISTEN_TIMEOUT)
+    if line is None or not line.startswith("LISTENING http://"):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        stderr = log_path.read_bytes().decode("utf-8", errors="replace")
+        raise RuntimeError(
+            f"app server {' '.join(extra_args) or '(default)'} did not start within {LISTEN_TIMEOUT:g} s "
+            f"(first stdout line: {line!r}, exit code {proc.returncode}); stderr:\n{stderr[-4000:]}"
+        )
+    url = line.split(" ", 1)[1]
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=extra_args, _stdout=proc.stdout)
+
+
+@pytest.fixture
+def start_app_server(tmp_path: Path) -> Iterator[Callable[..., AppServer]]:
+    """Factory: ``start_app_server(*extra_args) -> AppServer``; every server is stopped at teardown."""
+    started: list[AppServer] = []
+
+    def start(*extra_args: str) -> AppServer:
+        server = launch_app_server(*extra_args, log_path=tmp_path / f"app_server_{len(started)}.log")
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    """The default stateful SSE app server, shared by the whole test session (do not kill it)."""
+    server = launch_app_server(log_path=tmp_path_factory.mktemp("app_server") / "app_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
