@@ -35,9 +35,18 @@ import anyio.abc
 import httpx
 
 from .config import BridgeConfig
-from .errors import BadUpstreamResponseError, BridgeError, InboundError, LineTooLongError, ShuttingDownError, UpstreamError, error_response
+from .errors import (
+    BadUpstreamResponseError,
+    BridgeError,
+    InboundError,
+    LineTooLongError,
+    ShuttingDownError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    error_response,
+)
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
-from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, read_id_from_head
+from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, is_valid_id, read_id_from_head
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter
 from .upstream import Upstream
 
@@ -64,6 +73,9 @@ class _Pending:
     replies: list[bytes | None] = field(default_factory=list)
     extra: list[bytes] = field(default_factory=list)  # batch: errors for its invalid items
     answered: bool = False
+    #: The client sent notifications/cancelled for it: a late result is still relayed, but
+    #: no error is made up for it (HAZARDS B33; the client has already forgotten the id).
+    cancelled: bool = False
 
     def __post_init__(self) -> None:
         self.replies = [None] * len(self.requests)
@@ -109,6 +121,7 @@ class Bridge:
         self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)
         self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](OUTPUT_QUEUE_LINES)
         self._open: set[_Pending] = set()
+        self._by_id: dict[tuple[type, Any], _Pending] = {}  # open single requests, by id
         self._idle: anyio.Event | None = None
         self._stopping = anyio.Event()
         self._stdout_closed = False
@@ -187,6 +200,7 @@ class Bridge:
             self._start_batch(message)
         elif isinstance(message, Request):
             pending = self._open_pending([message], batch=False)
+            self._by_id[_id_key(message.id)] = pending
             if message.method == "initialize":
                 # The barrier: later messages need the session id this exchange sets.
                 done = anyio.Event()
@@ -195,7 +209,15 @@ class Bridge:
             else:
                 self._work.start_soon(self._handle_request, pending, 0, None)
         else:
+            if isinstance(message, Notification) and message.method == "notifications/cancelled":
+                self._note_cancelled(message)
             self._work.start_soon(self._handle_message, message)
+
+    def _note_cancelled(self, message: Notification) -> None:
+        request_id = message.params.get("requestId") if isinstance(message.params, dict) else None
+        pending = self._by_id.get(_id_key(request_id)) if is_valid_id(request_id) else None
+        if pending is not None:
+            pending.cancelled = True
 
     def _open_pending(self, requests: list[Request], *, batch: bool) -> _Pending:
         pending = _Pending(requests, batch)
@@ -229,6 +251,13 @@ class Bridge:
                 line = await self._upstream.send_request(request, self._emit)
         except UpstreamError as exc:
             log.warning("request %r (%s): %s", request.id, request.method, exc.message)
+            if pending.cancelled:
+                await self._answer(pending, silently=True)
+                return
+            if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize":
+                # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64).
+                assert self._work is not None
+                self._work.start_soon(self._send_cancellation, request.id)
             line = encode_message(error_response(request.id, exc))
         except Exception as exc:  # a bug must cost one request, never the whole connection
             log.exception("request %r (%s) failed inside the bridge", request.id, request.method)
@@ -239,6 +268,11 @@ class Bridge:
         pending.replies[index] = line
         if all(reply is not None for reply in pending.replies):
             await self._answer(pending)
+
+    async def _send_cancellation(self, request_id: Any) -> None:
+        params = {"requestId": request_id, "reason": "The bridge timed out waiting for the response."}
+        body = encode_message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+        await self._handle_message(Notification("notifications/cancelled", params, body[:-1]))
 
     async def _handle_message(self, message: Message) -> None:
         """Forward a notification or a client response. Never writes to stdout."""
@@ -262,15 +296,19 @@ class Bridge:
 
     # -- stdout --------------------------------------------------------------------------
 
-    async def _answer(self, pending: _Pending) -> None:
-        """Write the reply owed by ``pending``, unless it was written already."""
+    async def _answer(self, pending: _Pending, *, silently: bool = False) -> None:
+        """Write the reply owed by ``pending``, unless it was written already (or, with
+        ``silently``, close it without writing anything)."""
         if pending.answered:
             return
         pending.answered = True
         try:
-            await self._emit(pending.line())
+            if not silently:
+                await self._emit(pending.line())
         finally:
             self._open.discard(pending)
+            if not pending.batch and self._by_id.get(key := _id_key(pending.requests[0].id)) is pending:
+                del self._by_id[key]
             if not self._open and self._idle is not None:
                 self._idle.set()
 
@@ -298,17 +336,19 @@ class Bridge:
     # -- shutdown ------------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        """Give in-flight requests the grace period, then answer the rest."""
+        """Give in-flight requests the grace period, then answer the rest (bounded too: a
+        client that stopped reading stdout cannot hold the exit up)."""
         if self._open:
             self._idle = anyio.Event()
             with anyio.move_on_after(self._config.shutdown_grace_seconds):
                 await self._idle.wait()
-        for pending in list(self._open):
-            exc = ShuttingDownError("The bridge is shutting down (its input was closed) before the app answered.")
-            for index, request in enumerate(pending.requests):
-                if pending.replies[index] is None:
-                    pending.replies[index] = encode_message(error_response(request.id, exc))
-            await self._answer(pending)
+        exc = ShuttingDownError("The bridge is shutting down (its input was closed) before the app answered.")
+        with anyio.move_on_after(FLUSH_TIMEOUT_SECONDS):
+            for pending in list(self._open):
+                for index, request in enumerate(pending.requests):
+                    if pending.replies[index] is None:
+                        pending.replies[index] = encode_message(error_response(request.id, exc))
+                await self._answer(pending, silently=pending.cancelled)
 
     async def _signal_loop(self) -> None:
         try:
@@ -321,6 +361,11 @@ class Bridge:
                 self._stopping.set()
                 return
 
+
+
+def _id_key(request_id: Any) -> tuple[type, Any]:
+    # 1 and "1" are different ids (and True is no id at all).
+    return (type(request_id), request_id)
 
 
 def _internal_error(exc: Exception) -> UpstreamError:

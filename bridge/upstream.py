@@ -291,25 +291,33 @@ class Upstream:
         self, request: Request, response: httpx.Response, emit: Emit
     ) -> tuple[bytes, dict[str, Any]]:
         state = _StreamState()
-        async for line, message in self._events(response, state):
-            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
-                if not _id_matches(message, request.id):
-                    message = {**message, "id": request.id}
-                    line = encode_message(message)
-                return line, message
-            await emit(line)
-        for attempt in range(1, MAX_RESUME_ATTEMPTS + 1):
-            if state.last_event_id is None:
-                break
-            await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
-            log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
-            async with self._client.stream("GET", self._url, headers=self._get_headers(state)) as resumed:
-                if resumed.status_code != 200 or _media_type(resumed) != _SSE:
-                    break
-                async for line, message in self._events(resumed, state):
-                    if _is_response(message) and _id_matches(message, request.id):
-                        return line, message
-                    await emit(line)
+        async with contextlib.AsyncExitStack() as streams:
+            stream = response
+            for attempt in range(MAX_RESUME_ATTEMPTS + 1):
+                if attempt:
+                    await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+                    log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
+                    stream = await streams.enter_async_context(
+                        self._client.stream("GET", self._url, headers=self._get_headers(state))
+                    )
+                    if stream.status_code != 200 or _media_type(stream) != _SSE:
+                        break
+                try:
+                    with map_httpx_errors(self._app):
+                        async for line, message in self._events(stream, state):
+                            if _is_response(message) and (
+                                _id_matches(message, request.id) or message.get("id") is None
+                            ):
+                                if not _id_matches(message, request.id):  # an error with id null
+                                    message = {**message, "id": request.id}
+                                    line = encode_message(message)
+                                return line, message
+                            await emit(line)
+                except StreamClosedError:
+                    if state.last_event_id is None:
+                        raise
+                if state.last_event_id is None:
+                    break  # no event ids: the stream cannot be resumed (SPEC-CHECKLIST item 41)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
     def _get_headers(self, state: _StreamState) -> dict[str, str]:

@@ -521,3 +521,119 @@ async def test_closed_stdout_ends_the_run_quietly() -> None:
             while h.exit_status is None:
                 await anyio.sleep(0.01)
         assert h.exit_status == 0
+
+
+# -- cancellation, timeouts, resumption, version and session details --------------------------
+
+
+async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line() -> None:
+    cancelled = anyio.Event()
+
+    async def handle(request: httpx.Request) -> Any:
+        if request.method == "POST":
+            message = json.loads(request.content)
+            if message.get("method") == "notifications/cancelled":
+                cancelled.set()
+                return httpx.Response(202)
+            if message.get("method") == "tools/call":
+
+                async def body() -> Any:
+                    await cancelled.wait()
+                    yield b": the app stops and closes the stream without a response\n\n"
+
+                return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+        return await app()(request)
+
+    async with running_bridge(handle) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(21, "tools/call", {"name": "slow"}))
+        await anyio.sleep(0.05)
+        h.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21}}\n')
+        await anyio.sleep(0.2)
+        h.stdin.feed(request_line(22))
+        messages = await h.stdout.wait_for(2)
+        await anyio.sleep(0.05)
+        assert [m["id"] for m in h.stdout.messages()] == [0, 22]
+        assert messages[1] == {"jsonrpc": "2.0", "id": 22, "result": {}}
+
+
+async def test_bridge_timeout_answers_the_client_and_cancels_the_request_at_the_app() -> None:
+    def time_out(message: dict[str, Any], request: httpx.Request) -> Any:
+        raise httpx.ReadTimeout("timed out")
+
+    async with running_bridge(app(time_out)) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(40, "tools/call", {"name": "slow"}))
+        _, reply = await h.stdout.wait_for(2)
+        assert reply["error"]["data"]["reason"] == "timeout"
+        await anyio.sleep(0.05)
+    cancels = [b for b in h.posted_bodies() if b.get("method") == "notifications/cancelled"]
+    assert cancels == [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 40, "reason": "The bridge timed out waiting for the response."}}]
+
+
+async def test_b21_stream_broken_mid_event_is_resumed_when_it_carried_event_ids() -> None:
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+
+    async def handle(request: httpx.Request) -> Any:
+        if request.method == "GET" and request.headers.get("last-event-id") == "e1":
+            return sse(event({"jsonrpc": "2.0", "id": 11, "result": {}}, "e2"))
+        return await app(lambda m, r: sse("retry: 10\n\n", event(progress, "e1"), "data: {\"jso", error=httpx.ReadError("reset")))(request)
+
+    async with running_bridge(handle) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(11, "tools/call", {"name": "long"}))
+        messages = await h.stdout.wait_for(3)
+        assert messages[1:] == [progress, {"jsonrpc": "2.0", "id": 11, "result": {}}]
+
+
+async def test_negotiated_protocol_version_is_the_one_the_server_chose() -> None:
+    async def older(request: httpx.Request) -> Any:
+        if request.method == "POST" and json.loads(request.content).get("method") == "initialize":
+            return json_response(
+                {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-03-26", "capabilities": {}, "serverInfo": {"name": "old", "version": "0"}}},
+                headers={"Mcp-Session-Id": "sess-B"},
+            )
+        return await app()(request)
+
+    async with running_bridge(older) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(1))
+        messages = await h.stdout.wait_for(2)
+        assert messages[0]["result"]["protocolVersion"] == "2025-03-26"  # relayed unchanged
+    later = h.posts()[1:]
+    assert {r.headers["mcp-protocol-version"] for r in later} == {"2025-03-26"}
+    assert {r.headers["mcp-session-id"] for r in later} == {"sess-B"}
+
+
+async def test_session_id_that_is_not_visible_ascii_is_never_sent_back() -> None:
+    async def bad_session(request: httpx.Request) -> Any:
+        response = await app()(request)
+        if request.method == "POST" and json.loads(request.content).get("method") == "initialize":
+            response.headers["mcp-session-id"] = "abc def"
+        return response
+
+    async with running_bridge(bad_session) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(1))
+        await h.stdout.wait_for(2)
+    assert all("mcp-session-id" not in r.headers for r in h.posts())
+
+
+async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the_probe_id() -> None:
+    """SPEC-CHECKLIST item 74 / D5: the app's 400 (id null) reaches the client as the error
+    for its probe, so a dual-era client falls back to initialize at once."""
+    refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
+
+    async def legacy(request: httpx.Request) -> Any:
+        if request.method == "POST" and json.loads(request.content).get("method") == "server/discover":
+            return json_response(refusal, status=400, headers={"mcp-session-id": "throw-away"})
+        return await app()(request)
+
+    async with running_bridge(legacy) as h:
+        h.stdin.feed(request_line(1, "server/discover", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}))
+        (reply,) = await h.stdout.wait_for(1)
+        assert reply == {"jsonrpc": "2.0", "id": 1, "error": refusal["error"]}
+        h.stdin.feed(init(2) + NOTIF_INIT + request_line(3))
+        await h.stdout.wait_for(3)
+    assert "mcp-session-id" not in h.posts()[1].headers  # the probe's session was not kept
+    assert h.posts()[-1].headers["mcp-session-id"] == "sess-A"
