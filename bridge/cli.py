@@ -32,7 +32,8 @@ def _read_token(token_env: str | None, token_file: Path | None) -> str | None:
         try:
             token = token_file.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {token_file}: {exc.__class__.__name__}", param_hint="--token-file")
+            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise click.BadParameter(f"cannot read {token_file}: {reason}", param_hint="--token-file") from None
         if not token:
             raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
         return token

@@ -120,6 +120,7 @@ class LineFramer:
                 if self._buffer.startswith(_BOM):
                     del self._buffer[: len(_BOM)]
                 self._at_stream_start = False
+            event: bytes | OverlongLine | type[NEED_DATA] | type[EOF] | None
             if self._discard_head is not None:
                 event = self._continue_discard()
             else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .errors import InboundError, InvalidRequestError, ParseError
 
@@ -68,7 +68,7 @@ class Response:
     body: bytes
 
 
-Message = Union[Request, Notification, Response]
+Message = Request | Notification | Response
 
 
 @dataclass(frozen=True, slots=True)

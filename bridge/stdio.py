@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import anyio
 import anyio.from_thread

@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import anyio
 import httpx

@@ -134,7 +134,7 @@ lines = st.lists(
 def test_any_chunking_yields_the_same_messages(lines: list[bytes], data: st.DataObject) -> None:
     stream = b"".join(line + b"\n" for line in lines)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
-    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)]) if b > a]
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True) if b > a]
     expected = [line.removeprefix(b"\xef\xbb\xbf") if i == 0 else line for i, line in enumerate(lines)]
     expected = [line for line in expected if line.strip(b" \t\r")]
     assert frame(chunks) == [*expected, EOF]

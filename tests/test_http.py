@@ -7,16 +7,15 @@ app is a respx side effect, so every request the bridge sends can be inspected.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-
 from helpers import (
     NOTIF_INIT,
     TOKEN,
-    URL,
     echo_ok,
     event,
     init,
