@@ -25,7 +25,6 @@ stdout (bounded) and return 0. A closed stdout ends the run at once and quietly.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +46,7 @@ from .errors import (
 )
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, is_valid_id, read_id_from_head
-from .stdio import ByteSink, ByteSource, FdReader, FdWriter
+from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
 from .upstream import Upstream
 
 __all__ = ["Bridge", "run_stdio"]
@@ -375,24 +374,26 @@ def _internal_error(exc: Exception) -> UpstreamError:
 def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:
     """Run the bridge on this process's stdin and stdout until the client lets go.
 
-    Claims the wire first: fd 1 is duplicated for the bridge's private use and fd 1 itself
-    is pointed at stderr, so a stray ``print()`` (from the app's own code, a library or a
-    warning) can never corrupt the JSON-RPC stream (DESIGN.md §2.2, HAZARDS B09).
+    Claims the wire first (:func:`~bridge.stdio.claim_stdio`): a stray ``print()`` from
+    the app's own code, a library or a warning then goes to stderr and can never corrupt
+    the JSON-RPC stream (DESIGN.md §2.2, HAZARDS B09). In a PyInstaller one-file
+    executable a watchdog also ends the process when its bootloader is killed.
 
     Returns:
         the process exit status: 0 after a normal shutdown (EOF, SIGTERM/SIGINT, closed
-        stdout); 1 when stdout is not usable at all.
+        stdout, a dead parent); 1 when stdin or stdout is not usable at all.
     """
     try:
-        wire_fd = os.dup(1)
-        os.dup2(2, 1)
+        read_fd, wire_fd = claim_stdio()
     except OSError as exc:
-        log.error("stdout is not usable (%s); an AI client must start the bridge with pipes", exc)
+        log.error("stdin or stdout is not usable (%s); an AI client must start the bridge with pipes", exc)
         return 1
+    if is_onefile_child():
+        watch_parent()
 
     async def serve() -> int:
         bridge = Bridge(
-            config, stdin=FdReader(0), stdout=FdWriter(wire_fd), app_name=app_name, handle_signals=True
+            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), app_name=app_name, handle_signals=True
         )
         return await bridge.run()
 

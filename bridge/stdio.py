@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -26,7 +29,16 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-__all__ = ["ByteSource", "ByteSink", "FdReader", "FdWriter", "DEFAULT_READ_BYTES"]
+__all__ = [
+    "ByteSource",
+    "ByteSink",
+    "FdReader",
+    "FdWriter",
+    "DEFAULT_READ_BYTES",
+    "claim_stdio",
+    "is_onefile_child",
+    "watch_parent",
+]
 
 #: Bytes asked for per read. A pipe hands over at most its buffer (64 KiB on Linux) per read;
 #: a larger request costs nothing and helps with files and sockets.
@@ -133,3 +145,85 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def claim_stdio() -> tuple[int, int]:
+    """Take the process's stdin and stdout for the wire and return ``(read_fd, write_fd)``.
+
+    fd 1 is duplicated for the bridge's private use, then pointed at stderr (or at the null
+    device when there is no stderr), so that a stray ``print()`` from any code in the
+    process lands in the log instead of corrupting the JSON-RPC stream (HAZARDS B09).
+
+    On Windows, a program built without a console (a windowed desktop app offering
+    ``--mcp-stdio``) starts with no C-runtime descriptors 0/1/2 even when the AI client gave
+    it pipes (HAZARDS B16). The pipes are still there as OS handles, so descriptors are
+    made from ``GetStdHandle`` before anything else.
+
+    Raises:
+        OSError: stdin or stdout is not usable at all (the process was started without
+            pipes, e.g. by a double click). Nothing was changed in that case.
+    """
+    if sys.platform == "win32":
+        _adopt_windows_std_handles()
+    os.fstat(0)
+    wire_fd = os.dup(1)
+    try:
+        os.fstat(2)
+        os.dup2(2, 1)
+    except OSError:
+        null_fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null_fd, 1)
+        os.close(null_fd)
+    return 0, wire_fd
+
+
+def _adopt_windows_std_handles() -> None:  # pragma: no cover - Windows only
+    import ctypes
+    import msvcrt
+
+    get_std_handle = ctypes.windll.kernel32.GetStdHandle  # type: ignore[attr-defined]
+    get_std_handle.restype = ctypes.c_void_p
+    for fd, std_handle, mode in ((0, -10, os.O_RDONLY), (1, -11, os.O_WRONLY), (2, -12, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+            continue  # already a working descriptor
+        except OSError:
+            pass
+        handle = get_std_handle(std_handle)
+        if not handle or handle == ctypes.c_void_p(-1).value:
+            continue
+        new_fd = msvcrt.open_osfhandle(handle, mode | os.O_BINARY)  # type: ignore[attr-defined]
+        if new_fd != fd:
+            os.dup2(new_fd, fd)
+            os.close(new_fd)
+
+
+def is_onefile_child() -> bool:
+    """Return whether this is the Python process of a PyInstaller one-file executable.
+
+    Such a process is the child of the executable's bootloader, which extracted it to a
+    ``_MEI…`` folder. When an AI client kills the bootloader outright (SIGKILL), nothing
+    tells the child: its stdin stays open because the client still holds the pipe
+    (HAZARDS B14).
+    """
+    bundle = getattr(sys, "_MEIPASS", None)
+    return bool(getattr(sys, "frozen", False)) and bundle is not None and os.path.basename(bundle).startswith("_MEI")
+
+
+def watch_parent(interval_seconds: float = 0.5) -> None:
+    """Send this process SIGTERM (a graceful shutdown) once its parent has died.
+
+    POSIX only: an orphan is re-parented, so ``getppid()`` changes. Polls from a daemon
+    thread every ``interval_seconds``; does nothing on Windows, where PyInstaller's
+    bootloader puts the child in a job object that is closed with it.
+    """
+    if os.name != "posix":
+        return
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent and parent != 1:
+            time.sleep(interval_seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="mcp-app-bridge parent watchdog", daemon=True).start()

@@ -804,3 +804,40 @@ def test_cut_down_environment(app_server: AppServer, env_kind: str) -> None:
         handshake(bridge)
         bridge.send(tool_call(1, "echo", {"text": "cut-down env ✓"}))
         assert result_text(bridge.read_reply(1)) == "cut-down env ✓"
+
+
+# -- the token never leaks (HAZARDS B27) -----------------------------------------------------
+
+TOKEN = "tok-PLACEHOLDER-0123456789"
+
+
+def assert_no_token(text: str) -> None:
+    """Neither the token nor any 8-character piece of it (nor its hex form) appears."""
+    for start in range(len(TOKEN) - 7):
+        assert TOKEN[start : start + 8] not in text, f"token piece {TOKEN[start:start + 8]!r} leaked"
+    assert TOKEN.encode().hex()[:16] not in text
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("source", ["env", "file"])
+def test_token_never_appears_in_stdout_stderr_or_the_log_file(app_server: AppServer, tmp_path: Path, source: str) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    token_args = ["--token-env", "MYAPP_TOKEN"] if source == "env" else ["--token-file", str(token_file)]
+    env = base_env(MYAPP_TOKEN=TOKEN, PYTHONWARNINGS="always")
+    log_file = tmp_path / "bridge.log"
+    seen: list[str] = []
+    with start_bridge(app_server.url, *token_args, "--log-level", "debug", env=env) as bridge:
+        handshake(bridge)
+        bridge.send(request(1, "tools/list"))
+        bridge.read_reply(1)
+        bridge.send(tool_call(2, "fail", {"message": "boom"}))
+        bridge.read_reply(2)
+    seen += [line.decode() for line in bridge.stdout_lines] + [bridge.stderr_text()]
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    with start_bridge(dead, *token_args, "--log-level", "debug", "--log-file", str(log_file), env=env) as bridge:
+        bridge.send(request(3, "tools/list"))
+        assert bridge_error_reason(bridge.read_reply(3)) == "app_unreachable"
+    seen += [line.decode() for line in bridge.stdout_lines] + [bridge.stderr_text(), log_file.read_text()]
+    assert "DEBUG" in "".join(seen)
+    assert_no_token("".join(seen))

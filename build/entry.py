@@ -1,0 +1,6 @@
+"""PyInstaller entry point of the frozen executable: the same as ``python -m bridge``."""
+
+from bridge.cli import main
+
+if __name__ == "__main__":
+    main()
