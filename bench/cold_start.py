@@ -1,0 +1,131 @@
+"""Cold start to the first reply: spawn the bridge, send ``initialize`` at once, time the reply.
+
+A benchmark, not a test: it prints a Markdown table and asserts nothing about speed.
+
+    python bench/cold_start.py [--rounds 20] [--exe build/out/mcp-app-bridge]
+
+Contenders, interleaved round by round in one run against one example app on 127.0.0.1:
+``python -m bridge`` (this interpreter) and, when it exists, the frozen executable. Each
+round measures wall time from ``Popen`` to the complete ``initialize`` reply line on
+stdout, then the resident memory of the bridge's whole process tree (the one-file build
+is two processes) while idle after the handshake, then closes stdin and waits for exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INIT = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+        }
+    ).encode()
+    + b"\n"
+)
+
+
+def start_app() -> tuple[subprocess.Popen[bytes], str]:
+    app = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "app_server.py"), "--port", "0", "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert app.stdout is not None
+    line = app.stdout.readline().decode().strip()
+    if not line.startswith("LISTENING "):
+        app.kill()
+        raise SystemExit(f"the example app did not start: {line!r}")
+    return app, line.split(" ", 1)[1]
+
+
+def tree_rss_kib(pid: int) -> int:
+    """VmRSS of ``pid`` and its children (Linux /proc), in KiB; 0 where unavailable."""
+    total = 0
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(child) for child in children.read_text().split()]
+    for each in pids:
+        try:
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def one_round(command: list[str], url: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [*command, "--url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(INIT)
+    proc.stdin.flush()
+    reply = proc.stdout.readline()
+    elapsed = time.perf_counter() - started
+    if b'"result"' not in reply:
+        proc.kill()
+        raise SystemExit(f"{command}: no initialize result: {reply[:200]!r}")
+    time.sleep(0.3)  # idle after the handshake
+    rss = tree_rss_kib(proc.pid)
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    return elapsed, rss
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--exe", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge")
+    args = parser.parse_args()
+
+    contenders = {"python -m bridge": [sys.executable, "-m", "bridge"]}
+    if args.exe.exists():
+        contenders["frozen one-file executable"] = [str(args.exe)]
+    else:
+        print(f"(no frozen executable at {args.exe}; build it to include it)", file=sys.stderr)
+
+    app, url = start_app()
+    try:
+        for command in contenders.values():  # warm the page cache once, untimed
+            one_round(command, url)
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        rss: dict[str, list[int]] = {name: [] for name in contenders}
+        for _ in range(args.rounds):
+            for name, command in contenders.items():
+                elapsed, kib = one_round(command, url)
+                times[name].append(elapsed)
+                rss[name].append(kib)
+    finally:
+        app.terminate()
+        app.wait(timeout=10)
+
+    print(f"Cold start to the `initialize` reply, {args.rounds} rounds interleaved "
+          f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}):\n")
+    print("| contender | median | p90 | idle RSS of the process tree (median) |")
+    print("|---|---|---|---|")
+    for name in contenders:
+        ordered = sorted(times[name])
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        print(f"| {name} | {statistics.median(ordered) * 1000:.0f} ms | {p90 * 1000:.0f} ms "
+              f"| {statistics.median(rss[name]) / 1024:.1f} MiB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
