@@ -31,6 +31,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import httpx
 
 from .config import BridgeConfig
@@ -388,13 +390,19 @@ def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:
     except OSError as exc:
         log.error("stdin or stdout is not usable (%s); an AI client must start the bridge with pipes", exc)
         return 1
-    if is_onefile_child():
-        watch_parent()
 
     async def serve() -> int:
         bridge = Bridge(
             config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), app_name=app_name, handle_signals=True
         )
+        if is_onefile_child():
+            token = anyio.lowlevel.current_token()
+
+            def parent_gone() -> None:
+                log.info("the executable's bootloader is gone; shutting down")
+                anyio.from_thread.run_sync(bridge.stop, token=token)
+
+            watch_parent(parent_gone)
         return await bridge.run()
 
     return anyio.run(serve)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -210,20 +209,33 @@ def is_onefile_child() -> bool:
     return bool(getattr(sys, "frozen", False)) and bundle is not None and os.path.basename(bundle).startswith("_MEI")
 
 
-def watch_parent(interval_seconds: float = 0.5) -> None:
-    """Send this process SIGTERM (a graceful shutdown) once its parent has died.
+def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0.5) -> None:
+    """Call ``on_parent_gone()`` from a daemon thread once this process's parent has died.
 
-    POSIX only: an orphan is re-parented, so ``getppid()`` changes. Polls from a daemon
-    thread every ``interval_seconds``; does nothing on Windows, where PyInstaller's
-    bootloader puts the child in a job object that is closed with it.
+    POSIX: an orphan is re-parented, so ``getppid()`` changes; it is polled every
+    ``interval_seconds``. Windows: the thread waits on a handle to the parent process
+    (``OpenProcess`` + ``WaitForSingleObject``; written for Windows, not run by this
+    project's CI). Where neither works, nothing is watched.
     """
-    if os.name != "posix":
-        return
     parent = os.getppid()
+    if os.name == "nt":  # pragma: no cover - Windows only
+        import ctypes
 
-    def watch() -> None:
-        while os.getppid() == parent and parent != 1:
-            time.sleep(interval_seconds)
-        os.kill(os.getpid(), signal.SIGTERM)
+        synchronize, infinite = 0x00100000, 0xFFFFFFFF
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(synchronize, False, parent)
+        if not handle:
+            return
+
+        def watch() -> None:
+            kernel32.WaitForSingleObject(handle, infinite)
+            on_parent_gone()
+
+    else:
+
+        def watch() -> None:
+            while os.getppid() == parent and parent != 1:
+                time.sleep(interval_seconds)
+            on_parent_gone()
 
     threading.Thread(target=watch, name="mcp-app-bridge parent watchdog", daemon=True).start()
