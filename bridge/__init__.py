@@ -17,6 +17,10 @@ __all__ = [
     "REASONS",
     "Bridge",
     "run_stdio",
+    "mcp_stdio_option",
+    "write_discovery_file",
+    "remove_discovery_file",
+    "default_discovery_path",
 ]
 
 
@@ -27,4 +31,12 @@ def __getattr__(name: str) -> object:
         from . import session
 
         return getattr(session, name)
+    if name == "mcp_stdio_option":
+        from . import cli
+
+        return cli.mcp_stdio_option
+    if name in ("write_discovery_file", "remove_discovery_file", "default_discovery_path"):
+        from . import discovery
+
+        return getattr(discovery, name)
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")

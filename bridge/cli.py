@@ -1,4 +1,5 @@
-"""The ``mcp-app-bridge`` command (the only module that knows click).
+"""The ``mcp-app-bridge`` command, and ``--mcp-stdio`` for Python apps (the only module
+that knows click).
 
 ``mcp-app-bridge --url URL [options]`` runs the bridge on stdio. A bad option exits 2 with
 a message on stderr and nothing on stdout; stdout is only ever the JSON-RPC wire.
@@ -9,38 +10,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from ._version import __version__
-from .config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, parse_header
+from .config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
 
-__all__ = ["main"]
+__all__ = ["main", "mcp_stdio_option"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_TOKEN_OPTIONS = ("--token-env", "--token-file", "--token-command", "--auth-url")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _read_token(token_env: str | None, token_file: Path | None) -> str | None:
-    """Read the bearer token from its source. The token itself never appears in messages."""
-    if token_env is not None:
-        token = os.environ.get(token_env, "").strip()
-        if not token:
-            raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
-        return token
-    if token_file is not None:
-        try:
-            token = token_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise click.BadParameter(f"cannot read {token_file}: {reason}", param_hint="--token-file") from None
-        if not token:
-            raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
-        return token
-    return None
-
-
-def _setup_logging(level: str, log_file: Path | None) -> None:
+def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
+    """Send diagnostics to stderr (or ``log_file``), never stdout, at ``level``."""
     handler: logging.Handler
     if log_file is not None:
         handler = logging.FileHandler(log_file, encoding="utf-8")
@@ -56,24 +44,85 @@ def _setup_logging(level: str, log_file: Path | None) -> None:
     logging.captureWarnings(True)
 
 
+def _token_source(
+    token_env: str | None,
+    token_file: Path | None,
+    token_command: str | None,
+    auth_url: str | None,
+    secret_file: Path | None,
+    token_timeout_seconds: float,
+    allow_remote: bool,
+) -> object | None:
+    given = [name for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True) if value]
+    if len(given) > 1:
+        raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
+    if (auth_url is None) != (secret_file is None):
+        raise click.UsageError("--auth-url and --secret-file go together")
+    from . import tokens  # the I/O side: imported only once the options are known to be good
+
+    if token_env is not None:
+        if not os.environ.get(token_env, "").strip():
+            raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
+        return tokens.EnvTokenSource(token_env)
+    if token_file is not None:
+        return tokens.FileTokenSource(token_file)
+    if token_command is not None:
+        try:
+            argv = tokens.split_command(token_command)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--token-command") from None
+        return tokens.CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
+    if auth_url is not None and secret_file is not None:
+        try:
+            check_endpoint_url(auth_url, allow_remote=allow_remote)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc).replace("--url", "--auth-url"), param_hint="--auth-url") from None
+        return tokens.AuthRouteTokenSource(auth_url, secret_file)
+    return None
+
+
+_PATH = click.Path(dir_okay=False, path_type=Path)
+_SECONDS = click.FloatRange(min=0, min_open=True)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--url", required=True, metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only).")
+@click.option("--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only).")
+@click.option("--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file.")
+@click.option("--discovery-file", type=_PATH, metavar="PATH", help="The app's discovery file (endpoint, pid, token), re-read on every reconnect.")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra HTTP header for every request (repeatable).")
-@click.option("--token-env", metavar="VAR", help="Read the bearer token from environment variable VAR.")
-@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH", help="Read the bearer token from a file.")
-@click.option("--connect-timeout", "connect_timeout_seconds", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app.")
-@click.option("--request-timeout", "request_timeout_seconds", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity).")
+@click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR.")
+@click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600).")
+@click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell).")
+@click.option("--auth-url", metavar="URL", help="The app's auth route: POST the --secret-file, get a token.")
+@click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600).")
+@click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token.")
+@click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens.")
+@click.option("--launch-timeout", "launch_timeout_seconds", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS", help="Bound on starting the app until it accepts connections.")
+@click.option("--launch-log", "launch_log_file", type=_PATH, metavar="PATH", help="Where the launched app's output goes (default: discarded).")
+@click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone).")
+@click.option("--connect-timeout", "connect_timeout_seconds", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app.")
+@click.option("--request-timeout", "request_timeout_seconds", type=_SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity).")
 @click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction.")
 @click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only).")
 @click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout).")
-@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH", help="Write diagnostics to PATH instead of stderr.")
+@click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr.")
 @click.version_option(__version__, "--version", prog_name="mcp-app-bridge")
 def main(
-    url: str,
+    url: str | None,
+    app_name: str | None,
+    discovery_file: Path | None,
     headers: tuple[str, ...],
     token_env: str | None,
     token_file: Path | None,
+    token_command: str | None,
+    auth_url: str | None,
+    secret_file: Path | None,
+    token_timeout_seconds: float,
+    launch: str | None,
+    launch_timeout_seconds: float,
+    launch_log_file: Path | None,
+    session_400_heuristic: bool,
     connect_timeout_seconds: float,
     request_timeout_seconds: float,
     max_message_bytes: int,
@@ -84,18 +133,40 @@ def main(
 ) -> None:
     """Bridge an AI client on stdio to a desktop app's MCP server over Streamable HTTP.
 
-    Reads newline-delimited JSON-RPC on stdin, forwards each message to the app at --url,
-    and writes every reply to stdout. Errors between the bridge and the app come back as
-    JSON-RPC errors (code -32603, data.reason); the bridge keeps serving until stdin closes.
+    Reads newline-delimited JSON-RPC on stdin, forwards each message to the app, and writes
+    every reply to stdout. Errors between the bridge and the app come back as JSON-RPC
+    errors (code -32603, data.reason); the bridge keeps serving until stdin closes.
+
+    The app is found by --url, or by its discovery file (--discovery-file, or the default
+    one of --app-name).
     """
-    if token_env is not None and token_file is not None:
-        raise click.UsageError("give at most one of --token-env and --token-file")
+    if url is None and discovery_file is None and app_name is None:
+        raise click.UsageError("give the app's endpoint: --url URL, --discovery-file PATH or --app-name NAME")
+    if discovery_file is None and url is None and app_name is not None:
+        from .discovery import default_discovery_path
+
+        discovery_file = default_discovery_path(app_name)
+    source = _token_source(token_env, token_file, token_command, auth_url, secret_file, token_timeout_seconds, allow_remote)
+    launch_command = None
+    if launch is not None:
+        from .tokens import split_command
+
+        try:
+            launch_command = tuple(split_command(launch))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--launch") from None
     try:
-        parsed_headers = tuple(parse_header(text) for text in headers)
         config = BridgeConfig(
             url=url,
-            headers=parsed_headers,
-            token=_read_token(token_env, token_file),
+            discovery_file=discovery_file,
+            app_name=app_name or "The app",
+            headers=tuple(parse_header(text) for text in headers),
+            token_source=source,
+            token_timeout_seconds=token_timeout_seconds,
+            launch_command=launch_command,
+            launch_timeout_seconds=launch_timeout_seconds,
+            launch_log_file=launch_log_file,
+            session_400_heuristic=session_400_heuristic,
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             max_message_bytes=max_message_bytes,
@@ -104,8 +175,51 @@ def main(
         )
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    _setup_logging(log_level, log_file)
+    setup_logging(log_level, log_file)
 
     from .session import run_stdio  # imported late: `--help` and bad options stay fast
 
     sys.exit(run_stdio(config))
+
+
+def mcp_stdio_option(
+    make_config: Callable[[], BridgeConfig],
+    *,
+    flag: str = "--mcp-stdio",
+    log_level: str = "warning",
+    log_file: Path | None = None,
+) -> Callable[[F], F]:
+    """Add ``--mcp-stdio`` to a Python app's own click command.
+
+    The option is eager: when given, the bridge runs (on this process's stdin/stdout) and
+    the process exits with its status *before* the command's body runs, so no window,
+    database or single-instance lock of the app is ever touched. The app's running
+    instance is reached through whatever ``make_config()`` returns (typically its
+    discovery file, a token source and ``ensure_running``)::
+
+        @click.command()
+        @mcp_stdio_option(lambda: BridgeConfig(app_name="MyApp", discovery_file=PATH))
+        def main(): ...  # the GUI
+
+    Args:
+        make_config: builds the configuration, called only when the flag is given.
+        flag: the option's name.
+        log_level, log_file: where the bridge's diagnostics go (never stdout).
+    """
+
+    def run(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if not value or ctx.resilient_parsing:
+            return
+        setup_logging(log_level, log_file)
+        from .session import run_stdio
+
+        ctx.exit(run_stdio(make_config()))
+
+    return click.option(
+        flag,
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=run,
+        help="Serve MCP on stdin/stdout for an AI client, through the running app.",
+    )

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -52,8 +55,22 @@ class BridgeConfig:
 
     Attributes:
         url: the app's MCP endpoint (Streamable HTTP), e.g. ``http://127.0.0.1:8765/mcp``.
+            Optional when ``discovery_file`` is given; wins over it when both are.
+        discovery_file: the app's discovery file (see ``bridge.discovery``), read on every
+            reconnect and after every 401.
+        app_name: how the app is named in messages ("MyApp is not running …").
         headers: extra HTTP headers sent with every request, as ``(name, value)`` pairs.
-        token: a bearer token sent as ``Authorization: Bearer …``, or ``None``. Never logged.
+        token: a fixed bearer token, or ``None``. Never logged.
+        token_source: an object with ``async fetch(context) -> str | None`` (see
+            ``bridge.tokens``), or a callable ``(base_url) -> str | None``, sync or async.
+            Takes precedence over ``token`` and over the discovery file's token.
+        token_timeout_seconds: bound on one token fetch.
+        launch_command: argv that starts the app when nothing listens (no shell), or ``None``.
+        ensure_running: a callable (sync or async) that starts the app, for library users.
+        launch_timeout_seconds: bound on starting the app and waiting for it to listen.
+        launch_log_file: where the launched app's output goes (default: the null device).
+        session_400_heuristic: treat a 400 whose body mentions the session, in reply to a
+            request that carried a session id, like a 404 (the session is gone).
         connect_timeout_seconds: bound on opening a TCP connection to the app.
         request_timeout_seconds: bound on silence while waiting for the app: no byte of a
             reply (an SSE keep-alive comment counts) for this long fails the request with
@@ -67,9 +84,18 @@ class BridgeConfig:
         allow_remote: accept a non-loopback ``url`` (it must then be https).
     """
 
-    url: str
+    url: str | None = None
+    discovery_file: Path | None = None
+    app_name: str = "The app"
     headers: tuple[tuple[str, str], ...] = ()
     token: str | None = field(default=None, repr=False)
+    token_source: Any = field(default=None, repr=False)
+    token_timeout_seconds: float = 10.0
+    launch_command: tuple[str, ...] | None = None
+    ensure_running: Callable[[], Any] | None = field(default=None, repr=False)
+    launch_timeout_seconds: float = 30.0
+    launch_log_file: Path | None = None
+    session_400_heuristic: bool = True
     connect_timeout_seconds: float = 5.0
     request_timeout_seconds: float = 300.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -79,12 +105,23 @@ class BridgeConfig:
     allow_remote: bool = False
 
     def __post_init__(self) -> None:
-        check_endpoint_url(self.url, allow_remote=self.allow_remote)
+        if self.url is None and self.discovery_file is None:
+            raise ConfigError("give the app's endpoint: --url, --discovery-file or --app-name")
+        if self.url is not None:
+            check_endpoint_url(self.url, allow_remote=self.allow_remote)
         for name, value in self.headers:
             _check_header(name, value)
-        if self.token is not None and (not self.token or _has_control(self.token)):
-            raise ConfigError("the token is empty or contains control characters")
-        for name in ("connect_timeout_seconds", "request_timeout_seconds", "shutdown_grace_seconds"):
+        if self.token is not None and (not self.token or _has_control(self.token) or " " in self.token):
+            raise ConfigError("the token is empty or contains spaces or control characters")
+        if self.launch_command is not None and not self.launch_command:
+            raise ConfigError("the launch command is empty")
+        for name in (
+            "connect_timeout_seconds",
+            "request_timeout_seconds",
+            "shutdown_grace_seconds",
+            "token_timeout_seconds",
+            "launch_timeout_seconds",
+        ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds")
         if self.delete_timeout_seconds < 0:
@@ -134,7 +171,7 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     if not allow_remote:
         raise ConfigError(
             f"--url points at {parts.hostname!r}, which is not a loopback address "
-            "(127.0.0.1, ::1 or localhost); the bridge only talks to an app on this machine "
+            "(127.0.0.0/8, ::1 or localhost); the bridge only talks to an app on this machine "
             "unless --allow-remote is given with an https:// URL"
         )
     if parts.scheme != "https":

@@ -128,9 +128,20 @@ class LineTooLongError(InboundError):
 
 class UpstreamError(BridgeError):
     """The exchange with the app failed. A request gets -32603 with its own id; a
-    notification or a client response only gets a log line. The bridge keeps serving."""
+    notification or a client response only gets a log line. The bridge keeps serving.
+
+    Args:
+        message: the human sentence for ``error.message``.
+        recoverable: whether the policy (``policy.py``) may try its recovery for this kind
+            of error (refresh, relaunch, rebuild). ``False`` for an error raised by a
+            recovery itself, or by a token source that failed: trying again cannot help.
+    """
 
     reason = "upstream"
+
+    def __init__(self, message: str, *, recoverable: bool = True) -> None:
+        super().__init__(message)
+        self.recoverable = recoverable
 
 
 class AppUnreachableError(UpstreamError):
@@ -146,9 +157,12 @@ class AppLaunchFailedError(UpstreamError):
 
 
 class AuthRejectedError(UpstreamError):
-    """The app answered 401 and no fresh token made it accept the request."""
+    """The app answered 401 and no fresh token made it accept the request, or no token
+    could be obtained at all."""
 
     reason = "auth_rejected"
+    #: The token generation the rejected request used (see ``TokenStore``), if any.
+    token_generation: int | None = None
 
 
 class UpstreamTimeoutError(UpstreamError):
@@ -165,7 +179,7 @@ class HTTPStatusError(UpstreamError):
     reason = "http_status"
 
     def __init__(self, message: str, http_status: int) -> None:
-        super().__init__(message)
+        super().__init__(message, recoverable=False)
         self.http_status = http_status
 
     def data(self) -> dict[str, Any]:
@@ -191,6 +205,8 @@ class SessionLostError(UpstreamError):
     rebuilt. The next request tries again."""
 
     reason = "session_lost"
+    #: The session generation the failed request used (see ``Upstream``), if any.
+    session_generation: int | None = None
 
 
 class MessageTooLargeError(UpstreamError):

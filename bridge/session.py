@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ import anyio.lowlevel
 import httpx
 
 from .config import BridgeConfig
+from .driver import Driver
 from .errors import (
     BadUpstreamResponseError,
     BridgeError,
@@ -49,7 +51,6 @@ from .errors import (
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, is_valid_id, read_id_from_head
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
-from .upstream import Upstream
 
 __all__ = ["Bridge", "run_stdio"]
 
@@ -100,7 +101,8 @@ class Bridge:
         stdout: where lines go (``send(bytes)``, raising ``OSError`` once the client is gone).
         http_client: an ``httpx.AsyncClient`` to use (tests pass one backed by respx); by
             default the bridge builds its own.
-        app_name: how the app is named in error messages.
+        app_probe: ``async (url) -> bool``, whether the app accepts connections (tests pass
+            one that follows their fake app); by default a TCP connect.
         handle_signals: stop gracefully on SIGTERM/SIGINT (only where the platform allows).
     """
 
@@ -111,13 +113,15 @@ class Bridge:
         stdin: ByteSource,
         stdout: ByteSink,
         http_client: httpx.AsyncClient | None = None,
-        app_name: str = "The app",
+        app_probe: Callable[[str], Awaitable[bool]] | None = None,
         handle_signals: bool = False,
     ) -> None:
         self._config = config
         self._stdin = stdin
         self._stdout = stdout
-        self._upstream = Upstream(config, client=http_client, app_name=app_name)
+        self._driver = Driver(
+            config, http_client=http_client, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
+        )
         self._handle_signals = handle_signals
         self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)
         self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](OUTPUT_QUEUE_LINES)
@@ -130,9 +134,9 @@ class Bridge:
         self._work: anyio.abc.TaskGroup | None = None
 
     @property
-    def upstream(self) -> Upstream:
-        """The connection to the app (session id, protocol version)."""
-        return self._upstream
+    def driver(self) -> Driver:
+        """The app side: endpoint, tokens, launcher, HTTP exchange and MCP session."""
+        return self._driver
 
     def stop(self) -> None:
         """Begin a graceful shutdown, as stdin EOF would."""
@@ -154,12 +158,12 @@ class Bridge:
                         await self._drain()
                     work.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
-                    await self._upstream.terminate_session()
+                    await self._driver.upstream.terminate_session()
                 self._out_send.close()
                 outer.cancel_scope.deadline = anyio.current_time() + FLUSH_TIMEOUT_SECONDS
         finally:
             with anyio.CancelScope(shield=True):
-                await self._upstream.aclose()
+                await self._driver.upstream.aclose()
         return 0
 
     # -- stdin ---------------------------------------------------------------------------
@@ -249,7 +253,7 @@ class Bridge:
         request = pending.requests[index]
         try:
             async with self._limiter:
-                line = await self._upstream.send_request(request, self._emit)
+                line = await self._driver.request(request, self._emit)
         except UpstreamError as exc:
             log.warning("request %r (%s): %s", request.id, request.method, exc.message)
             if pending.cancelled:
@@ -279,7 +283,7 @@ class Bridge:
         """Forward a notification or a client response. Never writes to stdout."""
         what = f"notification {message.method}" if isinstance(message, Notification) else "response"
         try:
-            await self._upstream.send_message(message.body, what)
+            await self._driver.deliver(message.body, what)
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)
             return
@@ -293,7 +297,19 @@ class Bridge:
         if self._listening or self._work is None:
             return
         self._listening = True
-        self._work.start_soon(self._upstream.listen, self._emit)
+        self._work.start_soon(self._listen)
+
+    async def _listen(self) -> None:
+        try:
+            await self._driver.upstream.listen(self._emit)
+        finally:
+            self._listening = False
+
+    async def _session_rebuilt(self) -> None:
+        """After a rebuild: reopen the GET stream, tell the client its lists may differ."""
+        self._start_listening()
+        for line in self._driver.list_changed_notifications():
+            await self._emit(line)
 
     # -- stdout --------------------------------------------------------------------------
 
@@ -373,7 +389,7 @@ def _internal_error(exc: Exception) -> UpstreamError:
     return BadUpstreamResponseError(f"The bridge failed while handling this request ({type(exc).__name__}).")
 
 
-def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:
+def run_stdio(config: BridgeConfig) -> int:
     """Run the bridge on this process's stdin and stdout until the client lets go.
 
     Claims the wire first (:func:`~bridge.stdio.claim_stdio`): a stray ``print()`` from
@@ -393,7 +409,7 @@ def run_stdio(config: BridgeConfig, *, app_name: str = "The app") -> int:
 
     async def serve() -> int:
         bridge = Bridge(
-            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), app_name=app_name, handle_signals=True
+            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True
         )
         if is_onefile_child():
             token = anyio.lowlevel.current_token()

@@ -36,6 +36,7 @@ import httpx
 from httpx_sse import EventSource
 
 from .config import BridgeConfig
+from .discovery import DiscoveryError, Endpoint
 from .errors import (
     AppUnreachableError,
     AuthRejectedError,
@@ -48,6 +49,7 @@ from .errors import (
     UpstreamTimeoutError,
 )
 from .jsonrpc import Request, encode_message, is_valid_id, to_wire_line
+from .tokens import TokenContext, TokenStore
 
 __all__ = ["Upstream", "map_httpx_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
 
@@ -102,6 +104,14 @@ def _describe(exc: BaseException) -> str:
 
 
 @dataclass
+class _Sent:
+    """What one HTTP request carried, for deciding a recovery (see ``policy.py``)."""
+
+    token_generation: int
+    session_generation: int | None = None
+
+
+@dataclass
 class _StreamState:
     """What an SSE stream told us about resuming it."""
 
@@ -113,50 +123,94 @@ class Upstream:
     """One MCP connection to the app: the HTTP client plus the MCP session's state.
 
     Args:
-        config: the run's configuration (URL, headers, token, timeouts, caps).
+        config: the run's configuration (headers, timeouts, caps, app name).
+        endpoint: where the app listens (a fixed URL or its discovery file).
+        tokens: the bearer token store (may hold no source: no authentication).
         client: an ``httpx.AsyncClient`` to use instead of building one (tests inject one
             backed by respx). The caller keeps ownership of an injected client.
-        app_name: how the app is named in error messages.
 
     Attributes:
         session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
         protocol_version: the version the server chose in that ``initialize`` result.
+        server_capabilities: the ``capabilities`` of that result.
+        session_generation: increases with every successful ``initialize``; a
+            ``SessionLostError`` carries the generation the failed request used, so that
+            many requests failing together cause one rebuild.
     """
 
     def __init__(
-        self, config: BridgeConfig, *, client: httpx.AsyncClient | None = None, app_name: str = "The app"
+        self,
+        config: BridgeConfig,
+        *,
+        endpoint: Endpoint,
+        tokens: TokenStore,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         self._config = config
-        self._url = config.url
-        self._app = app_name
+        self._endpoint = endpoint
+        self._tokens = tokens
+        self._app = config.app_name
         self._owns_client = client is None
         self._client = client if client is not None else _build_client(config)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.server_capabilities: dict[str, Any] = {}
+        self.session_generation = 0
 
     async def aclose(self) -> None:
         """Close the HTTP client if this object built it."""
         if self._owns_client:
             await self._client.aclose()
 
+    def forget_session(self) -> None:
+        """Drop the session id and version, before replaying ``initialize``."""
+        self.session_id = None
+        self.protocol_version = None
+
+    async def refresh_token(self, used_generation: int) -> None:
+        """Re-read the discovery file and replace the token rejected with a 401.
+
+        Raises:
+            AuthRejectedError: (not recoverable) the token source failed.
+        """
+        self._endpoint.reload()
+        await self._tokens.refresh(self._token_context(), used_generation)
+
     # -- headers -------------------------------------------------------------------------
 
-    def _headers(self, *, for_initialize: bool = False, accept: str = f"{_JSON}, {_SSE}") -> dict[str, str]:
+    def _token_context(self) -> TokenContext:
+        try:
+            base_url = self._endpoint.url()
+        except DiscoveryError:
+            base_url = ""
+        return TokenContext(base_url=base_url, http_client=self._client)
+
+    async def _prepare(
+        self, *, for_initialize: bool = False, accept: str = f"{_JSON}, {_SSE}"
+    ) -> tuple[str, dict[str, str], _Sent]:
+        """The URL, the headers and what they carried, for one HTTP request."""
+        try:
+            url = self._endpoint.url()
+        except DiscoveryError as exc:
+            raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client=self._client))
         headers = dict(self._config.headers)
         headers["Accept"] = accept
-        if self._config.token:
-            headers["Authorization"] = f"Bearer {self._config.token}"
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        sent = _Sent(token_generation=token_generation)
         if not for_initialize:
             if self.session_id is not None:
                 headers["Mcp-Session-Id"] = self.session_id
+                sent.session_generation = self.session_generation
             if self.protocol_version is not None:
                 headers["MCP-Protocol-Version"] = self.protocol_version
-        return headers
+        return url, headers, sent
 
-    def _post_headers(self, *, for_initialize: bool = False) -> dict[str, str]:
-        headers = self._headers(for_initialize=for_initialize)
+    async def _prepare_post(self, *, for_initialize: bool = False) -> tuple[str, dict[str, str], _Sent]:
+        url, headers, sent = await self._prepare(for_initialize=for_initialize)
         headers["Content-Type"] = _JSON
-        return headers
+        return url, headers, sent
 
     # -- POST ----------------------------------------------------------------------------
 
@@ -173,14 +227,12 @@ class Upstream:
             UpstreamError: one subclass per reason (DESIGN.md §3). Nothing is retried here.
         """
         initialize = request.method == "initialize"
-        sent_session = self.session_id is not None and not initialize
+        url, headers, sent = await self._prepare_post(for_initialize=initialize)
         with map_httpx_errors(self._app):
-            async with self._client.stream(
-                "POST", self._url, content=request.body, headers=self._post_headers(for_initialize=initialize)
-            ) as response:
+            async with self._client.stream("POST", url, content=request.body, headers=headers) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
-                    return await self._error_status(request, response, sent_session)
+                    return await self._error_status(request, response, sent)
                 media_type = _media_type(response)
                 if status in (202, 204) or (media_type is None and status == 200):
                     raise BadUpstreamResponseError(
@@ -210,24 +262,41 @@ class Upstream:
             UpstreamError: on a non-2xx status or a transport failure. The caller logs it;
                 nothing is ever written to stdout for these messages.
         """
+        url, headers, sent = await self._prepare_post()
         with map_httpx_errors(self._app):
-            response = await self._client.post(self._url, content=body, headers=self._post_headers())
-        if not 200 <= response.status_code < 300:
-            if response.status_code == 404 and self.session_id is not None:
-                raise SessionLostError(f"{self._app} no longer knows this MCP session (HTTP 404).")
-            raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
+            async with self._client.stream("POST", url, content=body, headers=headers) as response:
+                if 200 <= response.status_code < 300:
+                    return
+                await self._check_status(response, sent)
+        raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
 
-    async def _error_status(self, request: Request, response: httpx.Response, sent_session: bool) -> bytes:
+    async def _check_status(self, response: httpx.Response, sent: _Sent) -> bytes:
+        """Raise for the statuses the recovery policy acts on; else return the (capped) body.
+
+        401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
+        session id → ``SessionLostError`` (rebuild the session), and so is a 400 whose body
+        talks about the session, when ``session_400_heuristic`` is on (SPEC-CHECKLIST D4:
+        some servers answer an unknown session id with 400, not 404).
+        """
         status = response.status_code
         if status == 401:
-            raise AuthRejectedError(
-                f"{self._app} rejected the bridge's credentials (HTTP 401); check the token source."
-            )
-        if status == 404 and sent_session:
-            raise SessionLostError(
-                f"{self._app} no longer knows this MCP session (HTTP 404); it was probably restarted."
-            )
+            error = AuthRejectedError(f"{self._app} rejected the bridge's credentials (HTTP 401); check the token source.")
+            error.token_generation = sent.token_generation
+            raise error
         raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)
+        if sent.session_generation is not None and (
+            status == 404 or (status == 400 and self._config.session_400_heuristic and b"session" in raw.lower())
+        ):
+            lost = SessionLostError(
+                f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted."
+            )
+            lost.session_generation = sent.session_generation
+            raise lost
+        return raw
+
+    async def _error_status(self, request: Request, response: httpx.Response, sent: _Sent) -> bytes:
+        status = response.status_code
+        raw = await self._check_status(response, sent)
         error = _jsonrpc_error_in(raw)
         if error is not None:
             # The app's own JSON-RPC error passes through unchanged, with the request's id.
@@ -257,6 +326,9 @@ class Upstream:
         self.session_id = session_id
         version = result.get("protocolVersion")
         self.protocol_version = version if isinstance(version, str) and _is_visible_ascii(version) else None
+        capabilities = result.get("capabilities")
+        self.server_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        self.session_generation += 1
         log.info(
             "MCP session %s, protocol version %s",
             _short(session_id) if session_id else "(none)",
@@ -298,9 +370,8 @@ class Upstream:
                 if attempt:
                     await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
-                    stream = await streams.enter_async_context(
-                        self._client.stream("GET", self._url, headers=self._get_headers(state))
-                    )
+                    url, headers, _ = await self._prepare_get(state)
+                    stream = await streams.enter_async_context(self._client.stream("GET", url, headers=headers))
                     if stream.status_code != 200 or _media_type(stream) != _SSE:
                         break
                 try:
@@ -321,11 +392,11 @@ class Upstream:
                     break  # no event ids: the stream cannot be resumed (SPEC-CHECKLIST item 41)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
-    def _get_headers(self, state: _StreamState) -> dict[str, str]:
-        headers = self._headers(accept=_SSE)
+    async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:
+        url, headers, sent = await self._prepare(accept=_SSE)
         if state.last_event_id is not None:
             headers["Last-Event-ID"] = state.last_event_id
-        return headers
+        return url, headers, sent
 
     async def _events(self, response: httpx.Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
         """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message."""
@@ -369,10 +440,9 @@ class Upstream:
         while True:
             delivered = False
             try:
+                url, headers, _ = await self._prepare_get(state)
                 with map_httpx_errors(self._app):
-                    async with self._client.stream(
-                        "GET", self._url, headers=self._get_headers(state), timeout=self._listen_timeout()
-                    ) as response:
+                    async with self._client.stream("GET", url, headers=headers, timeout=self._listen_timeout()) as response:
                         if response.status_code == 405:
                             log.debug("the app offers no GET stream (HTTP 405)")
                             return
@@ -406,7 +476,8 @@ class Upstream:
             return
         with anyio.move_on_after(self._config.delete_timeout_seconds):
             try:
-                response = await self._client.delete(self._url, headers=self._headers())
+                url, headers, _ = await self._prepare()
+                response = await self._client.delete(url, headers=headers)
                 log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
             except Exception as exc:  # best effort: nothing may stop the exit
                 log.debug("DELETE of the MCP session failed: %s", _describe(exc))

@@ -138,19 +138,29 @@ class Harness:
         await self.stdout.wait_for(1)
 
 
+async def app_down(url: str) -> bool:
+    """The default probe: nothing real listens in these tests."""
+    return False
+
+
 @asynccontextmanager
 async def running_bridge(
-    handler: Callable[[httpx.Request], Any], *, stop: bool = True, **config: Any
+    handler: Callable[[httpx.Request], Any],
+    *,
+    app_probe: Callable[[str], Any] = app_down,
+    **config: Any,
 ) -> AsyncIterator[Harness]:
     """Run a bridge whose app is ``handler`` (a respx side effect for every request to URL).
 
-    On exit stdin is closed and the bridge must finish within 5 s.
+    ``config`` goes to ``BridgeConfig`` (``url`` defaults to URL). On exit stdin is closed
+    and the bridge must finish within 5 s.
     """
     router = respx.MockRouter(assert_all_called=False)
-    router.route(url=URL).mock(side_effect=handler)
+    router.route(host="127.0.0.1").mock(side_effect=handler)
     async with httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)) as client:
         stdin, stdout = FakeStdin(), FakeStdout()
-        bridge = Bridge(BridgeConfig(url=URL, **config), stdin=stdin, stdout=stdout, http_client=client)
+        config.setdefault("url", URL)
+        bridge = Bridge(BridgeConfig(**config), stdin=stdin, stdout=stdout, http_client=client, app_probe=app_probe)
         harness = Harness(router, stdin, stdout, bridge)
         async with anyio.create_task_group() as tg:
 

@@ -26,7 +26,7 @@ def runner() -> CliRunner:
 @pytest.mark.parametrize(
     ("args", "env", "says"),
     [
-        ([], {}, "Missing option '--url'"),
+        ([], {}, "give the app's endpoint"),
         (["--url", "http://192.168.1.10:8000/mcp"], {}, "not a loopback address"),
         (["--url", "http://example.com/mcp", "--allow-remote"], {}, "only accepts https"),
         (["--url", "ftp://127.0.0.1/mcp"], {}, "http:// or https://"),
@@ -35,6 +35,12 @@ def runner() -> CliRunner:
         (["--url", "http://127.0.0.1:1/mcp", "--header", "Authorization: Bearer x"], {}, "set by the bridge"),
         (["--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_VAR_FOR_TEST"], {}, "UNSET_VAR_FOR_TEST is not set"),
         (["--url", "http://127.0.0.1:1/mcp", "--token-env", "A", "--token-file", "f"], {"A": TOKEN}, "at most one"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-command", "x", "--auth-url", "http://127.0.0.1:1/a", "--secret-file", "s"], {}, "at most one"),
+        (["--url", "http://127.0.0.1:1/mcp", "--auth-url", "http://127.0.0.1:1/auth"], {}, "go together"),
+        (["--url", "http://127.0.0.1:1/mcp", "--auth-url", "http://203.0.113.5/auth", "--secret-file", "s"], {}, "not a loopback"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-command", "  "], {}, "empty"),
+        (["--url", "http://127.0.0.1:1/mcp", "--launch", ""], {}, "empty"),
+        (["--url", "http://127.0.0.1:1/mcp", "--launch-timeout", "0"], {}, "--launch-timeout"),
         (["--url", "http://127.0.0.1:1/mcp", "--request-timeout", "0"], {}, "--request-timeout"),
         (["--url", "http://127.0.0.1:1/mcp", "--max-message-bytes", "10"], {}, "--max-message-bytes"),
         (["--url", "http://127.0.0.1:1/mcp", "--log-level", "loud"], {}, "--log-level"),
@@ -70,3 +76,24 @@ def test_python_dash_m_bridge_is_the_same_command() -> None:
     assert done.returncode == 2
     assert done.stdout == b""
     assert b"not a loopback address" in done.stderr
+
+
+def test_mcp_stdio_option_branches_before_the_apps_own_code(tmp_path) -> None:
+    """A Python app's `--mcp-stdio` runs the bridge and exits before the command body
+    (its GUI, its single-instance lock) ever runs."""
+    import click
+
+    from bridge import BridgeConfig, mcp_stdio_option
+
+    body_ran = []
+
+    @click.command()
+    @mcp_stdio_option(lambda: BridgeConfig(url="http://10.0.0.1/mcp"))
+    def app() -> None:
+        body_ran.append(True)
+
+    result = CliRunner().invoke(app, ["--mcp-stdio"])
+    assert body_ran == []
+    assert isinstance(result.exception, Exception)  # the bad config surfaced before any GUI code
+    result = CliRunner().invoke(app, [])
+    assert body_ran == [True] and result.exit_code == 0

@@ -823,6 +823,7 @@ def assert_no_token(text: str) -> None:
 def test_token_never_appears_in_stdout_stderr_or_the_log_file(app_server: AppServer, tmp_path: Path, source: str) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    token_file.chmod(0o600)  # a token file others may read is refused
     token_args = ["--token-env", "MYAPP_TOKEN"] if source == "env" else ["--token-file", str(token_file)]
     env = base_env(MYAPP_TOKEN=TOKEN, PYTHONWARNINGS="always")
     log_file = tmp_path / "bridge.log"

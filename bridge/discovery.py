@@ -1,0 +1,248 @@
+"""The discovery file: how a running app tells the bridge where it listens (DESIGN.md §4).
+
+The app writes a small JSON document when its MCP server is up and removes it when it
+stops; the bridge reads it on every (re)connect and after every 401, so an app that comes
+back on another port or with a rotated token is found again without touching the AI
+client's configuration::
+
+    {"url": "http://127.0.0.1:8765/mcp", "pid": 4242, "token": "…"}
+
+- ``url`` (required): the MCP endpoint, with an explicit loopback address (``127.x.y.z``
+  or ``[::1]``), never a name such as ``localhost`` that could resolve elsewhere.
+- ``pid`` (optional): the app's process id. While that process lives, the bridge waits for
+  it instead of launching a second instance.
+- ``token`` (optional): a bearer token for the endpoint.
+
+The file must be owned by the user running the bridge and not writable by group or others
+(the app writes it with mode 0600, atomically); otherwise it is refused. Its default place
+is per user: ``platformdirs.user_state_path(app_name) / "mcp-endpoint.json"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .config import ConfigError
+
+__all__ = [
+    "DISCOVERY_FILE_NAME",
+    "Discovery",
+    "DiscoveryError",
+    "default_discovery_path",
+    "read_discovery_file",
+    "write_discovery_file",
+    "remove_discovery_file",
+    "pid_is_alive",
+]
+
+DISCOVERY_FILE_NAME = "mcp-endpoint.json"
+
+
+class DiscoveryError(ConfigError):
+    """The discovery file is missing, unsafe or malformed. The message says which; a request
+    that needed it gets reason ``app_unreachable``; the bridge keeps serving."""
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the app published: its endpoint, and optionally its pid and a token."""
+
+    url: str
+    pid: int | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+def default_discovery_path(app_name: str) -> Path:
+    """The per-user discovery file of ``app_name`` (``user_state_path`` of platformdirs)."""
+    import platformdirs
+
+    return platformdirs.user_state_path(app_name, appauthor=False) / DISCOVERY_FILE_NAME
+
+
+def read_discovery_file(path: Path) -> Discovery:
+    """Read and check a discovery file.
+
+    Raises:
+        DiscoveryError: the file does not exist (the app is not running), is writable by
+            group or others, belongs to another user, is not the JSON described above, or
+            names an endpoint that is not an explicit loopback address.
+    """
+    try:
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            raw = handle.read(64 * 1024)
+    except FileNotFoundError:
+        raise DiscoveryError(f"no discovery file at {path}: the app is not running") from None
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read the discovery file {path}: {exc.strerror}") from None
+    if os.name == "posix":
+        if status.st_mode & 0o022:
+            raise DiscoveryError(
+                f"refusing the discovery file {path}: it is writable by group or others "
+                f"(mode {status.st_mode & 0o777:04o}); the app must write it with mode 0600"
+            )
+        if status.st_uid != os.getuid():
+            raise DiscoveryError(f"refusing the discovery file {path}: it belongs to another user")
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise DiscoveryError(f"the discovery file {path} is not valid JSON") from None
+    if not isinstance(document, dict) or not isinstance(document.get("url"), str):
+        raise DiscoveryError(f'the discovery file {path} has no "url" string')
+    url = document["url"]
+    _check_explicit_loopback(url, path)
+    pid = document.get("pid")
+    token = document.get("token")
+    if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0):
+        raise DiscoveryError(f'the "pid" in {path} is not a positive integer')
+    if token is not None and (not isinstance(token, str) or not token):
+        raise DiscoveryError(f'the "token" in {path} is not a non-empty string')
+    return Discovery(url=url, pid=pid, token=token)
+
+
+def _check_explicit_loopback(url: str, path: Path) -> None:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise DiscoveryError(
+            f"refusing the discovery file {path}: its url {url!r} must name an explicit "
+            "loopback address such as 127.0.0.1 or [::1]"
+        ) from None
+    if parts.scheme not in ("http", "https") or not address.is_loopback:
+        raise DiscoveryError(f"refusing the discovery file {path}: its url {url!r} is not http(s) on loopback")
+
+
+def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token: str | None = None) -> None:
+    """Publish the app's endpoint, for Python apps (call it once the server listens).
+
+    Writes atomically (a temporary file in the same folder, then a rename) with mode 0600,
+    creating the folder (mode 0700) if needed. ``pid`` defaults to this process.
+
+    Raises:
+        DiscoveryError: ``url`` is not an explicit loopback http(s) URL.
+        OSError: the file could not be written.
+    """
+    _check_explicit_loopback(url, path)
+    document: dict[str, object] = {"url": url, "pid": os.getpid() if pid is None else pid}
+    if token is not None:
+        document["token"] = token
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=".mcp-endpoint-", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            if os.name == "posix":
+                os.fchmod(handle.fileno(), 0o600)
+            json.dump(document, handle)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def remove_discovery_file(path: Path, *, pid: int | None = None) -> None:
+    """Remove the discovery file when the app stops, if it is still this app's.
+
+    Only removes it when its ``pid`` is ``pid`` (default: this process), so a second
+    instance that took over is not disturbed. A missing or unreadable file is ignored.
+    """
+    expected = os.getpid() if pid is None else pid
+    try:
+        current = read_discovery_file(path)
+    except DiscoveryError:
+        return
+    if current.pid == expected:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def pid_is_alive(pid: int) -> bool:
+    """Return whether a process with this id exists (best effort, never raises)."""
+    if os.name == "nt":  # pragma: no cover - Windows only
+        import ctypes
+
+        handle = ctypes.windll.kernel32.OpenProcess(0x1000, False, pid)  # type: ignore[attr-defined]
+        if not handle:
+            return False
+        code = ctypes.c_ulong()
+        ctypes.windll.kernel32.GetExitCodeProcess(handle, ctypes.byref(code))  # type: ignore[attr-defined]
+        ctypes.windll.kernel32.CloseHandle(handle)  # type: ignore[attr-defined]
+        return code.value == 259  # STILL_ACTIVE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class Endpoint:
+    """Where the app's MCP endpoint is: a fixed URL, or the discovery file's, or both.
+
+    With a discovery file the file is read at the first request and again whenever
+    :meth:`reload` is called (on every reconnect attempt and after every 401), so an app
+    that restarted on another port, or with a rotated token, is found again.
+
+    Args:
+        url: a fixed endpoint (``--url``); it wins over the discovery file's.
+        discovery_file: the app's discovery file, or ``None``.
+    """
+
+    def __init__(self, *, url: str | None = None, discovery_file: Path | None = None) -> None:
+        if url is None and discovery_file is None:
+            raise ValueError("an endpoint needs a URL or a discovery file")
+        self._fixed_url = url
+        self.discovery_file = discovery_file
+        self._discovery: Discovery | None = None
+        self._problem: str | None = None
+        self._loaded = False
+
+    def reload(self) -> None:
+        """Read the discovery file again (if there is one). Never raises: a problem is
+        kept and reported by :meth:`url` when no fixed URL exists."""
+        self._loaded = True
+        if self.discovery_file is None:
+            return
+        try:
+            self._discovery = read_discovery_file(self.discovery_file)
+            self._problem = None
+        except DiscoveryError as exc:
+            self._discovery = None
+            self._problem = str(exc)
+
+    @property
+    def discovery(self) -> Discovery | None:
+        """The discovery file's content as last read (``None`` if absent or refused)."""
+        if not self._loaded:
+            self.reload()
+        return self._discovery
+
+    def url(self) -> str:
+        """Return the endpoint URL.
+
+        Raises:
+            DiscoveryError: no fixed URL and no usable discovery file (the message says why).
+        """
+        if self._fixed_url is not None:
+            return self._fixed_url
+        discovery = self.discovery
+        if discovery is None:
+            raise DiscoveryError(self._problem or "no discovery file")
+        return discovery.url
+
+    def token(self) -> str | None:
+        """The discovery file's token, freshly read."""
+        self.reload()
+        return self._discovery.token if self._discovery else None

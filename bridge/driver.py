@@ -1,0 +1,237 @@
+"""The flow driver: performs what the recovery policy asks for, for every message.
+
+``policy.forward_flow`` decides (send, refresh the token, start the app, rebuild the
+session, give up); this module does it, with the pieces that own each resource:
+
+- :class:`~bridge.discovery.Endpoint` — where the app listens;
+- :class:`~bridge.tokens.TokenStore` — the bearer token, refreshed single-flight;
+- :class:`~bridge.launcher.Launcher` — ``ensure_running``, single-flight across bridges;
+- :class:`~bridge.upstream.Upstream` — the HTTP exchange and the MCP session;
+- the session rebuild itself (DESIGN.md §2.10, SPEC-CHECKLIST item 45): replay the
+  client's stored ``initialize`` under a private id whose reply never reaches stdout, POST
+  ``notifications/initialized``, then let the session loop reopen the GET stream and tell
+  the client its lists may have changed. Many requests failing together cause one rebuild;
+  while it runs, other requests wait for it instead of going out without a session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from .config import BridgeConfig
+from .discovery import Endpoint
+from .errors import AuthRejectedError, SessionLostError, UpstreamError
+from .jsonrpc import Request, encode_message
+from .launcher import Launcher, default_lock_path
+from .policy import EnsureRunning, RefreshToken, Send, forward_flow
+from .tokens import CallableTokenSource, DiscoveryTokenSource, TokenContext, TokenSource, TokenStore
+from .upstream import Emit, Upstream
+
+__all__ = ["Driver", "FixedTokenSource", "token_source_for"]
+
+log = logging.getLogger("bridge")
+
+T = TypeVar("T")
+
+_INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
+#: The lists a client caches; after a rebuild it is told they may have changed.
+_LISTS = ("tools", "prompts", "resources")
+
+
+class FixedTokenSource:
+    """A token given once (``BridgeConfig.token``)."""
+
+    description = "configured token"
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        return self._token
+
+
+def token_source_for(config: BridgeConfig, endpoint: Endpoint) -> TokenSource | None:
+    """Pick the token source: ``token_source`` (an object or a callable), else the fixed
+    ``token``, else the discovery file's token, else none."""
+    source = config.token_source
+    if source is not None:
+        if hasattr(source, "fetch"):
+            return source  # type: ignore[no-any-return]
+        if callable(source):
+            return CallableTokenSource(source)
+        raise TypeError("token_source must have an async fetch(context) method or be a callable")
+    if config.token is not None:
+        return FixedTokenSource(config.token)
+    if config.discovery_file is not None:
+        return DiscoveryTokenSource(endpoint.token)
+    return None
+
+
+class Driver:
+    """Forward messages to the app, recovering as ``policy.forward_flow`` allows.
+
+    Args:
+        config: the run's configuration.
+        http_client: an injected ``httpx.AsyncClient`` (tests), else the bridge builds one.
+        app_probe: an injected ``async (url) -> bool`` telling whether the app accepts
+            connections (tests), else a TCP connect.
+        on_session_rebuilt: called (awaited) after every successful session rebuild.
+    """
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        app_probe: Callable[[str], Awaitable[bool]] | None = None,
+        on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._config = config
+        self._app = config.app_name
+        self.endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
+        self.tokens = TokenStore(
+            token_source_for(config, self.endpoint), timeout_seconds=config.token_timeout_seconds, app_name=self._app
+        )
+        self.upstream = Upstream(config, endpoint=self.endpoint, tokens=self.tokens, client=http_client)
+        configured = config.launch_command is not None or config.ensure_running is not None
+        lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
+        self.launcher = Launcher(
+            self.endpoint,
+            command=config.launch_command,
+            ensure_running=config.ensure_running,
+            timeout_seconds=config.launch_timeout_seconds,
+            app_name=self._app,
+            lock_path=default_lock_path(lock_key) if configured else None,
+            log_file=config.launch_log_file,
+            probe=app_probe,
+        )
+        self._on_session_rebuilt = on_session_rebuilt
+        self._initialize: Request | None = None
+        self._rebuild_lock = anyio.Lock()
+        self._rebuilt = anyio.Event()
+        self._rebuilt.set()  # set while no rebuild is running
+        #: How many session rebuilds succeeded (logs and tests read it).
+        self.rebuilds = 0
+        self._replays = 0
+
+    async def request(self, request: Request, emit: Emit) -> bytes:
+        """Forward a request; return its stdout line (the app's reply).
+
+        Raises:
+            UpstreamError: the error that ended the recovery flow.
+        """
+        if request.method == "initialize":
+            self._initialize = request
+        return await self._run(lambda: self.upstream.send_request(request, emit))
+
+    async def deliver(self, body: bytes, what: str) -> None:
+        """Forward a notification or a client response (no reply is owed).
+
+        Raises:
+            UpstreamError: the error that ended the recovery flow (the caller logs it).
+        """
+        await self._run(lambda: self.upstream.send_message(body, what))
+
+    async def _run(self, send: Callable[[], Awaitable[T]], *, replay: bool = False) -> T:
+        flow = forward_flow(can_rebuild=not replay)
+        action = next(flow)
+        result: T | None = None
+        last: UpstreamError | None = None
+        while True:
+            outcome: UpstreamError | None = None
+            try:
+                if isinstance(action, Send):
+                    if not replay:
+                        await self._rebuilt.wait()
+                    result = await send()
+                elif isinstance(action, RefreshToken):
+                    used = last.token_generation if isinstance(last, AuthRejectedError) else None
+                    await self.upstream.refresh_token(self.tokens.generation if used is None else used)
+                elif isinstance(action, EnsureRunning):
+                    await self.launcher.ensure_running()
+                else:
+                    used = last.session_generation if isinstance(last, SessionLostError) else None
+                    await self.rebuild_session(self.upstream.session_generation if used is None else used)
+            except UpstreamError as exc:
+                outcome = exc
+                if isinstance(action, Send):
+                    last = exc
+            try:
+                action = flow.send(outcome)
+            except StopIteration:
+                return result  # type: ignore[return-value]  # a Send succeeded, so result is set
+
+    async def rebuild_session(self, lost_generation: int) -> None:
+        """Get a new MCP session after the app forgot the one of ``lost_generation``.
+
+        Single-flight: a caller whose session was already replaced returns at once.
+
+        Raises:
+            SessionLostError: (not recoverable) no ``initialize`` to replay, or the replay
+                failed; the old session state is kept so the next request tries again.
+        """
+        async with self._rebuild_lock:
+            if self.upstream.session_generation != lost_generation:
+                return
+            if self._initialize is None:
+                raise SessionLostError(
+                    f"{self._app} no longer knows this MCP session and the bridge has no initialize to replay.",
+                    recoverable=False,
+                )
+            self._rebuilt = anyio.Event()
+            try:
+                await self._replay_initialize(lost_generation)
+            finally:
+                self._rebuilt.set()
+        self.rebuilds += 1
+        log.warning("%s was restarted; the MCP session was rebuilt", self._app)
+        if self._on_session_rebuilt is not None:
+            await self._on_session_rebuilt()
+
+    async def _replay_initialize(self, lost_generation: int) -> None:
+        assert self._initialize is not None
+        self._replays += 1
+        replay_id = f"mcp-app-bridge-reinit-{self._replays}"
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": replay_id, "method": "initialize"}
+        if self._initialize.params is not None:
+            message["params"] = self._initialize.params
+        replay = Request(replay_id, "initialize", self._initialize.params, encode_message(message)[:-1])
+        old = (self.upstream.session_id, self.upstream.protocol_version)
+        self.upstream.forget_session()
+        try:
+            await self._run(lambda: self.upstream.send_request(replay, _drop), replay=True)
+            if self.upstream.session_generation == lost_generation:
+                raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
+            if old[1] is not None and self.upstream.protocol_version != old[1]:
+                raise SessionLostError(
+                    f"{self._app} now speaks protocol version {self.upstream.protocol_version}, not {old[1]}; "
+                    "restart the AI client's connection.",
+                    recoverable=False,
+                )
+            await self._run(lambda: self.upstream.send_message(_INITIALIZED, "notification notifications/initialized"), replay=True)
+        except UpstreamError as exc:
+            self.upstream.session_id, self.upstream.protocol_version = old
+            raise SessionLostError(
+                f"{self._app} was restarted and the MCP session could not be rebuilt: {exc.message}", recoverable=False
+            ) from exc
+
+    def list_changed_notifications(self) -> list[bytes]:
+        """``notifications/<list>/list_changed`` lines for each list the server said may change."""
+        lines = []
+        for name in _LISTS:
+            capability = self.upstream.server_capabilities.get(name)
+            if isinstance(capability, dict) and capability.get("listChanged") is True:
+                lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
+        return lines
+
+
+async def _drop(line: bytes) -> None:
+    """Where messages on the replayed initialize's stream go: nowhere (the client never
+    asked for that exchange)."""
+    log.debug("dropped a message from the replayed initialize (%d bytes)", len(line))
+

@@ -1,0 +1,284 @@
+"""ensure_running: start the app when nothing listens, once, across every bridge (§2.9).
+
+AI clients start two to five copies of a stdio server at once (one per window, plus a
+probe). When the app is down they all see "connection refused" together, and only one of
+them may launch it. :class:`Launcher` therefore serializes twice: an ``anyio.Lock`` inside
+the process and a ``filelock`` lock file across processes. Whoever gets the lock first
+checks whether the app already accepts connections (another bridge may have started it
+meanwhile), whether the discovery file names a live process (the app is starting: wait
+for it), and only then launches.
+
+The launched app is detached from the bridge: its stdin, stdout and stderr go to the null
+device (or a log file), it runs in its own session / process group, without a shell, and
+without the environment variables a PyInstaller-frozen bridge adds for itself, so the
+client sees EOF when the bridge exits and the app's own bootloader does not mistake itself
+for part of the bridge (HAZARDS B14–B16).
+
+Waiting is bounded by ``launch_timeout_seconds``; progress lines go to the log (stderr)
+every few seconds, never to stdout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+import filelock
+
+from .discovery import DiscoveryError, Endpoint, pid_is_alive
+from .errors import AppLaunchFailedError, AppUnreachableError
+
+__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path", "tcp_probe"]
+
+log = logging.getLogger("bridge.launcher")
+
+#: A library app's own ``ensure_running``: start the app (sync or async); the bridge then
+#: waits until it accepts connections.
+EnsureRunningCallable = Callable[[], "None | Awaitable[None]"]
+
+#: Seconds between connection attempts while waiting for the app.
+POLL_INTERVAL_SECONDS = 0.1
+#: Seconds between progress lines while waiting.
+PROGRESS_INTERVAL_SECONDS = 5.0
+#: Bound on one connection attempt to loopback.
+PROBE_TIMEOUT_SECONDS = 1.0
+
+
+def default_lock_path(key: str) -> Path:
+    """The per-user lock file shared by every bridge that may launch the same app."""
+    import platformdirs
+
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "locks" / f"launch-{digest}.lock"
+
+
+def launch_environment(environ: dict[str, str] | None = None, *, frozen: bool | None = None) -> dict[str, str]:
+    """The environment for the launched app: the bridge's, minus PyInstaller's own.
+
+    A frozen one-file bridge runs with ``_PYI_*`` variables and a library path pointing into
+    its extraction folder (the original kept as ``LD_LIBRARY_PATH_ORIG`` when there was
+    one). Another PyInstaller app started with them believes it is a stage of *our* launch
+    and refuses to start (PyInstaller ≥ 6.22.1), and any app would load our libraries.
+
+    Args:
+        environ: the environment to clean (default: this process's).
+        frozen: whether this bridge is frozen (default: ``sys.frozen``).
+    """
+    env = dict(os.environ if environ is None else environ)
+    for name in list(env):
+        if name.startswith("_PYI_") or name == "_MEIPASS2":
+            del env[name]
+    if getattr(sys, "frozen", False) if frozen is None else frozen:
+        for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "LIBPATH"):
+            original = env.pop(f"{name}_ORIG", None)
+            if original is not None:
+                env[name] = original
+            else:
+                env.pop(name, None)
+    return env
+
+
+class Launcher:
+    """Start the app if needed and wait until it accepts connections.
+
+    Args:
+        endpoint: where the app listens (re-read from the discovery file while waiting).
+        command: ``--launch`` as argv (no shell), or ``None``.
+        ensure_running: a library callable that starts the app, or ``None``.
+        timeout_seconds: bound on the whole wait (launch included).
+        app_name: how the app is named in messages.
+        lock_path: the cross-process lock file.
+        log_file: where the launched app's stdout/stderr go (default: the null device).
+        probe: ``async (url) -> bool``, whether the app accepts connections at ``url``
+            (default: open and close a TCP connection; tests inject their own).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        command: Sequence[str] | None = None,
+        ensure_running: EnsureRunningCallable | None = None,
+        timeout_seconds: float = 30.0,
+        app_name: str = "The app",
+        lock_path: Path | None = None,
+        log_file: Path | None = None,
+        probe: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> None:
+        self._endpoint = endpoint
+        self._command = list(command) if command else None
+        self._callable = ensure_running
+        self._timeout_seconds = timeout_seconds
+        self._app = app_name
+        self._lock_path = lock_path
+        self._log_file = log_file
+        self._probe = probe or tcp_probe
+        self._lock = anyio.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        #: How many times this process started the app (tests and logs read it).
+        self.launches = 0
+
+    @property
+    def configured(self) -> bool:
+        """Whether this launcher can start the app at all."""
+        return self._command is not None or self._callable is not None
+
+    async def ensure_running(self) -> None:
+        """Make sure the app accepts connections, starting it at most once at a time.
+
+        Raises:
+            AppUnreachableError: (not recoverable) the app is down and nothing is
+                configured to start it.
+            AppLaunchFailedError: (not recoverable) starting it failed, or it did not
+                accept connections within the launch timeout.
+        """
+        async with self._lock:
+            if await self._accepts_connections():
+                return
+            if not self.configured:
+                self._endpoint.reload()
+                raise AppUnreachableError(
+                    f"{self._app} is not running. Start it and try again"
+                    f"{self._why_unreachable()}.",
+                    recoverable=False,
+                )
+            await self._launch_under_file_lock()
+
+    async def _launch_under_file_lock(self) -> None:
+        deadline = anyio.current_time() + self._timeout_seconds
+        lock = self._file_lock()
+        if lock is not None:
+            try:
+                await anyio.to_thread.run_sync(lock.acquire, self._timeout_seconds)
+            except TimeoutError:
+                raise AppLaunchFailedError(
+                    f"{self._app} is being started by another bridge that did not finish within "
+                    f"{self._timeout_seconds:g} s (--launch-timeout).",
+                    recoverable=False,
+                ) from None
+        try:
+            if await self._accepts_connections():
+                return  # another bridge started it while we waited for the lock
+            discovery = self._endpoint.discovery
+            if discovery is not None and discovery.pid is not None and pid_is_alive(discovery.pid):
+                log.warning("%s (pid %d) is starting; waiting for it to accept connections", self._app, discovery.pid)
+            else:
+                await self._start()
+            await self._wait_until_listening(deadline)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _file_lock(self) -> filelock.BaseFileLock | None:
+        if self._lock_path is None:
+            return None
+
+        self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return filelock.FileLock(str(self._lock_path))
+
+    async def _start(self) -> None:
+        self.launches += 1
+        if self._callable is not None:
+            log.warning("starting %s", self._app)
+            try:
+                outcome = self._callable()
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception as exc:
+                raise AppLaunchFailedError(
+                    f"{self._app} is not running and could not be started: {type(exc).__name__}: {exc}.",
+                    recoverable=False,
+                ) from exc
+            return
+        assert self._command is not None
+        log.warning("starting %s: %s", self._app, " ".join(self._command))
+        output = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self._process = subprocess.Popen(
+                self._command,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT if self._log_file else subprocess.DEVNULL,
+                env=launch_environment(),
+                close_fds=True,
+                **_detached(),
+            )
+        except OSError as exc:
+            raise AppLaunchFailedError(
+                f"{self._app} is not running and could not be started: {exc.strerror or exc} "
+                f"({self._command[0]}). Check the --launch command.",
+                recoverable=False,
+            ) from None
+        finally:
+            if self._log_file:
+                output.close()  # type: ignore[union-attr]
+
+    async def _wait_until_listening(self, deadline: float) -> None:
+        started = anyio.current_time()
+        next_progress = started + PROGRESS_INTERVAL_SECONDS
+        while True:
+            self._endpoint.reload()
+            if await self._accepts_connections():
+                log.warning("%s accepts connections after %.1f s", self._app, anyio.current_time() - started)
+                return
+            if self._process is not None and self._process.poll() not in (None, 0):
+                raise AppLaunchFailedError(
+                    f"{self._app} was started but exited with status {self._process.returncode} before accepting "
+                    "connections. Start it by hand to see why.",
+                    recoverable=False,
+                )
+            now = anyio.current_time()
+            if now >= deadline:
+                raise AppLaunchFailedError(
+                    f"{self._app} was started but did not accept connections within "
+                    f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable()}.",
+                    recoverable=False,
+                )
+            if now >= next_progress:
+                log.warning("still waiting for %s (%.0f s of %g s)", self._app, now - started, self._timeout_seconds)
+                next_progress = now + PROGRESS_INTERVAL_SECONDS
+            await anyio.sleep(POLL_INTERVAL_SECONDS)
+
+    async def _accepts_connections(self) -> bool:
+        try:
+            url = self._endpoint.url()
+        except DiscoveryError:
+            return False
+        return await self._probe(url)
+
+    def _why_unreachable(self) -> str:
+        try:
+            return f" (nothing accepts connections at {self._endpoint.url()})"
+        except DiscoveryError as exc:
+            return f" ({exc})"
+
+
+async def tcp_probe(url: str) -> bool:
+    """Whether something accepts TCP connections at ``url``'s host and port."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with anyio.fail_after(PROBE_TIMEOUT_SECONDS):
+            stream = await anyio.connect_tcp(host, port)
+    except (OSError, TimeoutError):
+        return False
+    await stream.aclose()
+    return True
+
+
+def _detached() -> dict[str, Any]:
+    if os.name == "nt":  # pragma: no cover - Windows only
+        flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+        return {"creationflags": flags}
+    return {"start_new_session": True}

@@ -1,0 +1,299 @@
+"""Where the bearer token comes from, and the single-flight refresh (DESIGN.md §2.8, §5).
+
+A token source is anything with ``async fetch(context) -> str | None``. The sources here:
+
+- :class:`EnvTokenSource` — an environment variable (``--token-env VAR``);
+- :class:`FileTokenSource` — a file, refused when group or others may read it
+  (``--token-file PATH``);
+- :class:`CommandTokenSource` — a command's stdout, run without a shell, bounded in time
+  (``--token-command CMD``);
+- :class:`AuthRouteTokenSource` — POST a local secret to the app's auth route and read
+  the token from its JSON reply (``--auth-url URL --secret-file PATH``);
+- :class:`DiscoveryTokenSource` — the ``token`` of the app's discovery file;
+- :class:`CallableTokenSource` — a Python callable ``(base_url) -> str | None``, sync or
+  async, for apps using the library.
+
+:class:`TokenStore` fetches lazily, caches, and refreshes once per rejection however many
+requests were rejected at the same time. No token ever appears in a message, a log line
+or an exception: failures name the source and the reason only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shlex
+import subprocess
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+import httpx
+
+from .errors import AuthRejectedError
+
+__all__ = [
+    "TokenContext",
+    "TokenSource",
+    "TokenSourceError",
+    "TokenStore",
+    "EnvTokenSource",
+    "FileTokenSource",
+    "CommandTokenSource",
+    "AuthRouteTokenSource",
+    "DiscoveryTokenSource",
+    "CallableTokenSource",
+    "read_private_file",
+    "split_command",
+]
+
+#: A library app's token provider: ``(base_url) -> token or None``, sync or async.
+TokenCallable = Callable[[str], "str | None | Awaitable[str | None]"]
+
+
+class TokenSourceError(Exception):
+    """A token source failed. The message names the source and why, never a token."""
+
+
+@dataclass(frozen=True)
+class TokenContext:
+    """What a source may need: the app's MCP endpoint and the bridge's HTTP client."""
+
+    base_url: str
+    http_client: httpx.AsyncClient
+
+
+class TokenSource(Protocol):
+    """Something that produces the bearer token."""
+
+    #: How the source is named in error messages (``"--token-file /path"``).
+    description: str
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        """Return the current token, or ``None`` for none. Raises ``TokenSourceError``."""
+        ...
+
+
+def read_private_file(path: Path, what: str) -> str:
+    """Read a secret file, refusing one that group or others may read (POSIX).
+
+    Raises:
+        TokenSourceError: missing, unreadable, too open (mode looser than 0600), or empty.
+    """
+    try:
+        with open(path, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            raw = handle.read(64 * 1024)
+    except OSError as exc:
+        raise TokenSourceError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    if os.name == "posix" and mode & 0o077:
+        raise TokenSourceError(
+            f"refusing the {what} {path}: its mode {mode & 0o777:04o} lets others read it; "
+            f"run: chmod 600 {shlex.quote(str(path))}"
+        )
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise TokenSourceError(f"the {what} {path} is not UTF-8 text") from None
+    if not text:
+        raise TokenSourceError(f"the {what} {path} is empty")
+    return text
+
+
+def split_command(command: str) -> list[str]:
+    """Split a command line into words as a shell would, without running a shell."""
+    words = shlex.split(command, posix=os.name != "nt")
+    if not words:
+        raise ValueError("the command is empty")
+    return words
+
+
+class EnvTokenSource:
+    def __init__(self, variable: str) -> None:
+        self.variable = variable
+        self.description = f"environment variable {variable}"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        token = os.environ.get(self.variable, "").strip()
+        if not token:
+            raise TokenSourceError(f"environment variable {self.variable} is not set or empty")
+        return token
+
+
+class FileTokenSource:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.description = f"token file {path}"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        return read_private_file(self.path, "token file")
+
+
+class CommandTokenSource:
+    """Run a command (no shell) and take its stdout, stripped, as the token.
+
+    Args:
+        argv: the command and its arguments.
+        timeout_seconds: the command is killed after this long.
+    """
+
+    def __init__(self, argv: Sequence[str], timeout_seconds: float = 10.0) -> None:
+        self.argv = list(argv)
+        self.timeout_seconds = timeout_seconds
+        self.description = f"token command {os.path.basename(self.argv[0])}"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        try:
+            with anyio.fail_after(self.timeout_seconds):
+                result = await anyio.run_process(
+                    self.argv, check=False, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+        except TimeoutError:
+            raise TokenSourceError(f"the {self.description} did not finish within {self.timeout_seconds:g} s") from None
+        except OSError as exc:
+            raise TokenSourceError(f"the {self.description} could not be started: {exc.strerror}") from None
+        if result.returncode != 0:
+            raise TokenSourceError(f"the {self.description} exited with status {result.returncode}")
+        token = result.stdout.decode("utf-8", "replace").strip()
+        if not token:
+            raise TokenSourceError(f"the {self.description} printed no token")
+        return token
+
+
+class AuthRouteTokenSource:
+    """Exchange a local secret for a token at the app's auth route.
+
+    The exchange: ``POST <auth_url>`` with ``Content-Type: application/json`` and body
+    ``{"secret": "<contents of the secret file>"}``; the app answers 200 with a JSON object
+    holding the token as ``"token"`` (or ``"access_token"``). The secret file must have
+    mode 0600. The auth URL must be on loopback like the MCP endpoint.
+    """
+
+    def __init__(self, auth_url: str, secret_file: Path) -> None:
+        self.auth_url = auth_url
+        self.secret_file = secret_file
+        self.description = f"auth route {auth_url}"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        secret = read_private_file(self.secret_file, "secret file")
+        try:
+            response = await context.http_client.post(self.auth_url, json={"secret": secret})
+        except httpx.HTTPError as exc:
+            raise TokenSourceError(f"the {self.description} is not reachable ({type(exc).__name__})") from None
+        if response.status_code != 200:
+            raise TokenSourceError(f"the {self.description} answered HTTP {response.status_code}")
+        try:
+            document = response.json()
+        except ValueError:
+            raise TokenSourceError(f"the {self.description} did not answer with JSON") from None
+        token = document.get("token", document.get("access_token")) if isinstance(document, dict) else None
+        if not isinstance(token, str) or not token:
+            raise TokenSourceError(f'the {self.description} answered without a "token"')
+        return token
+
+
+class DiscoveryTokenSource:
+    """The ``token`` of the discovery file, read fresh on every fetch."""
+
+    def __init__(self, read: Callable[[], str | None]) -> None:
+        self._read = read
+        self.description = "the discovery file"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        return self._read()
+
+
+class CallableTokenSource:
+    """Wrap a library app's provider ``(base_url) -> str | None`` (sync or async)."""
+
+    def __init__(self, provider: TokenCallable) -> None:
+        self._provider = provider
+        self.description = f"token provider {getattr(provider, '__qualname__', type(provider).__name__)}"
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        try:
+            value = self._provider(context.base_url)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:
+            raise TokenSourceError(f"the {self.description} raised {type(exc).__name__}") from None
+        if value is not None and not isinstance(value, str):
+            raise TokenSourceError(f"the {self.description} returned {type(value).__name__}, not a string")
+        return value or None
+
+
+class TokenStore:
+    """The current token: fetched lazily, cached, refreshed single-flight.
+
+    Args:
+        source: where tokens come from, or ``None`` for no authentication.
+        timeout_seconds: bound on one fetch; a source that hangs fails the request.
+        app_name: how the app is named in error messages.
+
+    Attributes:
+        generation: increases whenever the cached token is replaced; a request remembers
+            the generation it used so that N requests rejected together cause one refresh.
+    """
+
+    def __init__(self, source: TokenSource | None, *, timeout_seconds: float = 10.0, app_name: str = "The app") -> None:
+        self._source = source
+        self._timeout_seconds = timeout_seconds
+        self._app = app_name
+        self._token: str | None = None
+        self._fetched = False
+        self._lock = anyio.Lock()
+        self.generation = 0
+
+    async def current(self, context: TokenContext) -> tuple[str | None, int]:
+        """Return ``(token or None, generation)``, fetching on first use.
+
+        Raises:
+            AuthRejectedError: (not recoverable) the source failed or timed out.
+        """
+        if not self._fetched:
+            async with self._lock:
+                if not self._fetched:
+                    await self._fetch(context)
+        return self._token, self.generation
+
+    async def refresh(self, context: TokenContext, used_generation: int) -> None:
+        """Replace the token after the app rejected the one of ``used_generation``.
+
+        Single-flight: if another request refreshed since, this returns at once and the
+        caller retries with that newer token.
+
+        Raises:
+            AuthRejectedError: (not recoverable) no source, or the source failed.
+        """
+        async with self._lock:
+            if self.generation != used_generation:
+                return
+            if self._source is None:
+                raise AuthRejectedError(
+                    f"{self._app} requires authentication (HTTP 401) and no token source is configured; "
+                    "use --token-env, --token-file, --token-command, --auth-url or the discovery file.",
+                    recoverable=False,
+                )
+            await self._fetch(context)
+
+    async def _fetch(self, context: TokenContext) -> None:
+        token: str | None = None
+        if self._source is not None:
+            try:
+                with anyio.fail_after(self._timeout_seconds):
+                    token = await self._source.fetch(context)
+            except TimeoutError:
+                raise self._failure(f"the {self._source.description} did not answer within {self._timeout_seconds:g} s") from None
+            except TokenSourceError as exc:
+                raise self._failure(str(exc)) from None
+        if token is not None and any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in token):
+            assert self._source is not None
+            raise self._failure(f"the token from the {self._source.description} contains spaces or control characters")
+        self._token = token
+        self._fetched = True
+        self.generation += 1
+
+    def _failure(self, reason: str) -> AuthRejectedError:
+        return AuthRejectedError(f"Could not get a token for {self._app}: {reason}.", recoverable=False)

@@ -1,0 +1,124 @@
+"""The discovery file, secret-file modes and the launched app's environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from bridge.discovery import (
+    DiscoveryError,
+    Endpoint,
+    read_discovery_file,
+    remove_discovery_file,
+    write_discovery_file,
+)
+from bridge.launcher import launch_environment
+from bridge.tokens import TokenSourceError, read_private_file
+
+posix = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+
+
+def test_written_file_is_0600_atomic_and_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "mcp-endpoint.json"
+    write_discovery_file(path, url="http://127.0.0.1:8765/mcp", token="tok-PLACEHOLDER-0123456789")
+    if os.name == "posix":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["mcp-endpoint.json"]  # no temporary left
+    found = read_discovery_file(path)
+    assert (found.url, found.pid, found.token) == ("http://127.0.0.1:8765/mcp", os.getpid(), "tok-PLACEHOLDER-0123456789")
+    assert "tok-" not in repr(found)
+
+
+@posix
+@pytest.mark.parametrize("mode", [0o666, 0o620, 0o602])
+def test_group_or_world_writable_file_is_refused_with_the_fix_in_the_message(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"url": "http://127.0.0.1:1/mcp"}))
+    path.chmod(mode)
+    with pytest.raises(DiscoveryError, match="writable by group or others.*0600"):
+        read_discovery_file(path)
+
+
+@pytest.mark.parametrize(
+    ("document", "says"),
+    [
+        ({"url": "http://localhost:8765/mcp"}, "explicit"),
+        ({"url": "http://192.168.1.2:8765/mcp"}, "not http"),
+        ({"url": "ftp://127.0.0.1/mcp"}, "not http"),
+        ({"pid": 3}, '"url"'),
+        ({"url": "http://127.0.0.1:1/mcp", "pid": "12"}, '"pid"'),
+        ({"url": "http://[::1]:1/mcp", "token": ""}, '"token"'),
+        ([], '"url"'),
+    ],
+)
+def test_malformed_or_off_loopback_files_are_refused(tmp_path: Path, document: object, says: str) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(document))
+    path.chmod(0o600)
+    with pytest.raises(DiscoveryError, match=says):
+        read_discovery_file(path)
+
+
+def test_missing_file_means_the_app_is_not_running(tmp_path: Path) -> None:
+    with pytest.raises(DiscoveryError, match="not running"):
+        read_discovery_file(tmp_path / "absent.json")
+
+
+def test_remove_only_removes_this_apps_file(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    write_discovery_file(path, url="http://127.0.0.1:1/mcp", pid=999_999)
+    remove_discovery_file(path)  # not ours
+    assert path.exists()
+    remove_discovery_file(path, pid=999_999)
+    assert not path.exists()
+
+
+def test_endpoint_rereads_the_file_on_reload(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    endpoint = Endpoint(discovery_file=path)
+    with pytest.raises(DiscoveryError, match="not running"):
+        endpoint.url()
+    write_discovery_file(path, url="http://127.0.0.1:1111/mcp", token="a")
+    endpoint.reload()
+    assert endpoint.url() == "http://127.0.0.1:1111/mcp"
+    write_discovery_file(path, url="http://127.0.0.1:2222/mcp", token="b")
+    assert endpoint.url() == "http://127.0.0.1:1111/mcp"  # cached until the next reconnect
+    assert endpoint.token() == "b"  # a token is always read fresh
+    assert endpoint.url() == "http://127.0.0.1:2222/mcp"
+
+
+def test_fixed_url_wins_over_the_discovery_file(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    write_discovery_file(path, url="http://127.0.0.1:2222/mcp")
+    assert Endpoint(url="http://127.0.0.1:1/mcp", discovery_file=path).url() == "http://127.0.0.1:1/mcp"
+
+
+@posix
+def test_secret_files_others_may_read_are_refused_with_the_chmod_to_run(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("tok-PLACEHOLDER-0123456789\n")
+    path.chmod(0o644)
+    with pytest.raises(TokenSourceError, match="chmod 600") as caught:
+        read_private_file(path, "token file")
+    assert "tok-" not in str(caught.value)
+    path.chmod(0o600)
+    assert read_private_file(path, "token file") == "tok-PLACEHOLDER-0123456789"
+
+
+def test_launched_app_gets_no_pyinstaller_variables_and_its_own_library_path() -> None:
+    frozen_env = {
+        "PATH": "/usr/bin",
+        "_PYI_APPLICATION_HOME_DIR": "/tmp/_MEI123",
+        "_PYI_ARCHIVE_FILE": "/opt/bridge",
+        "_MEIPASS2": "/tmp/_MEI123",
+        "LD_LIBRARY_PATH": "/tmp/_MEI123",
+        "LD_LIBRARY_PATH_ORIG": "/opt/lib",
+        "DYLD_LIBRARY_PATH": "/tmp/_MEI123",
+    }
+    assert launch_environment(frozen_env, frozen=True) == {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
+    plain = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
+    assert launch_environment(plain, frozen=False) == plain
