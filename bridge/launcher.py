@@ -125,6 +125,7 @@ class Launcher:
         self._probe = probe or tcp_probe
         self._lock = anyio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        self._file_lock_object: filelock.BaseFileLock | None = None
         #: How many times this process started the app (tests and logs read it).
         self.launches = 0
 
@@ -182,9 +183,12 @@ class Launcher:
     def _file_lock(self) -> filelock.BaseFileLock | None:
         if self._lock_path is None:
             return None
-
-        self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return filelock.FileLock(str(self._lock_path))
+        if self._file_lock_object is None:
+            self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # thread_local=False: it is acquired in a worker thread and released in the
+            # event loop's thread; a thread-local lock would never be released there.
+            self._file_lock_object = filelock.FileLock(str(self._lock_path), thread_local=False)
+        return self._file_lock_object
 
     async def _start(self) -> None:
         self.launches += 1

@@ -122,3 +122,13 @@ def test_launched_app_gets_no_pyinstaller_variables_and_its_own_library_path() -
     assert launch_environment(frozen_env, frozen=True) == {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
     plain = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
     assert launch_environment(plain, frozen=False) == plain
+
+
+@posix
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give the file away")
+def test_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    write_discovery_file(path, url="http://127.0.0.1:1/mcp")
+    os.chown(path, 65534, -1)
+    with pytest.raises(DiscoveryError, match="belongs to another user"):
+        read_discovery_file(path)

@@ -430,3 +430,44 @@ async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_req
         messages = await h.stdout.wait_for(2)
     assert messages[1] == {"jsonrpc": "2.0", "id": 20, "result": {"instance": 2}}
     assert starter.calls == 1 and source.fetches == 2
+
+
+async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching_again(tmp_path: Path) -> None:
+    """The app is starting (its pid lives) but does not listen yet: no second instance."""
+    import os
+
+    from bridge.discovery import write_discovery_file
+
+    discovery = tmp_path / "mcp-endpoint.json"
+    write_discovery_file(discovery, url=URL, pid=os.getpid())
+    app = FakeApp(stateless=True)
+    app.up = False
+    starter = Starter(app)
+    async with running_bridge(
+        app, url=None, discovery_file=discovery, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5
+    ) as h:
+        h.stdin.feed(request_line(1))
+        (reply,) = await h.stdout.wait_for(1, timeout_seconds=3)
+    assert reason(reply) == "app_launch_failed" and starter.calls == 0
+
+
+async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) -> None:
+    """The cross-process lock is taken in a worker thread and released in the loop's
+    thread; a lock tied to its thread would stay held and block the next launch."""
+    import time
+
+    from bridge.discovery import Endpoint
+    from bridge.launcher import Launcher
+
+    app = FakeApp(stateless=True)
+    starter = Starter(app)
+    launcher = Launcher(Endpoint(url=URL), ensure_running=starter, timeout_seconds=2, lock_path=tmp_path / "launch.lock", probe=starter.probe)
+    for busy in range(3):
+        app.up = False
+        async with anyio.create_task_group() as tg:
+            for _ in range(busy):  # occupy the threads used before, so this round takes a new one
+                tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.3)
+            await anyio.sleep(0.05)
+            with anyio.fail_after(1.5):
+                await launcher.ensure_running()
+    assert starter.calls == 3
