@@ -7,6 +7,8 @@ a message on stderr and nothing on stdout; stdout is only ever the JSON-RPC wire
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import sys
@@ -74,7 +76,8 @@ def _token_source(
         return tokens.CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
     if auth_url is not None and secret_file is not None:
         try:
-            check_endpoint_url(auth_url, allow_remote=allow_remote)
+            if not auth_url.startswith("/"):  # a path is resolved against the MCP endpoint
+                check_endpoint_url(auth_url, allow_remote=allow_remote)
         except ConfigError as exc:
             raise click.BadParameter(str(exc).replace("--url", "--auth-url"), param_hint="--auth-url") from None
         return tokens.AuthRouteTokenSource(auth_url, secret_file)
@@ -93,7 +96,7 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR.")
 @click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600).")
 @click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell).")
-@click.option("--auth-url", metavar="URL", help="The app's auth route: POST the --secret-file, get a token.")
+@click.option("--auth-url", metavar="URL", help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.")
 @click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600).")
 @click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token.")
 @click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens.")
@@ -183,7 +186,7 @@ def main(
 
 
 def mcp_stdio_option(
-    make_config: Callable[[], BridgeConfig],
+    make_config: Callable[[], BridgeConfig] | Callable[[dict[str, Any]], BridgeConfig],
     *,
     flag: str = "--mcp-stdio",
     log_level: str = "warning",
@@ -191,35 +194,54 @@ def mcp_stdio_option(
 ) -> Callable[[F], F]:
     """Add ``--mcp-stdio`` to a Python app's own click command.
 
-    The option is eager: when given, the bridge runs (on this process's stdin/stdout) and
-    the process exits with its status *before* the command's body runs, so no window,
-    database or single-instance lock of the app is ever touched. The app's running
-    instance is reached through whatever ``make_config()`` returns (typically its
-    discovery file, a token source and ``ensure_running``)::
+    With the flag, the bridge runs on this process's stdin/stdout and the process exits
+    with its status *instead of* the command's body, so no window, database or
+    single-instance lock of the app is touched (keep the app's option callbacks free of
+    such work: they run first, as click parses the command line)::
 
         @click.command()
-        @mcp_stdio_option(lambda: BridgeConfig(app_name="MyApp", discovery_file=PATH))
-        def main(): ...  # the GUI
+        @click.option("--profile", default="default")
+        @mcp_stdio_option(lambda params: BridgeConfig(
+            app_name="MyApp", discovery_file=discovery_path(params["profile"])))
+        def main(profile): ...  # the GUI
 
     Args:
-        make_config: builds the configuration, called only when the flag is given.
+        make_config: builds the configuration, called only when the flag is given, either
+            with no argument or with one: a dict of the command's other parameters, as
+            click parsed them.
         flag: the option's name.
         log_level, log_file: where the bridge's diagnostics go (never stdout).
     """
+    wants_params = _takes_one_argument(make_config)
 
-    def run(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-        if not value or ctx.resilient_parsing:
-            return
-        setup_logging(log_level, log_file)
-        from .session import run_stdio
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def branch(*args: Any, **params: Any) -> Any:
+            if not params.pop(_MCP_STDIO_PARAM):
+                return command(*args, **params)
+            setup_logging(log_level, log_file)
+            config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
+            from .session import run_stdio
 
-        ctx.exit(run_stdio(make_config()))
+            click.get_current_context().exit(run_stdio(config))
 
-    return click.option(
-        flag,
-        is_flag=True,
-        expose_value=False,
-        is_eager=True,
-        callback=run,
-        help="Serve MCP on stdin/stdout for an AI client, through the running app.",
-    )
+        option = click.option(
+            flag,
+            _MCP_STDIO_PARAM,
+            is_flag=True,
+            help="Serve MCP on stdin/stdout for an AI client, through the running app.",
+        )
+        return option(branch)  # type: ignore[return-value]
+
+    return decorate
+
+
+_MCP_STDIO_PARAM = "bridge_mcp_stdio"
+
+
+def _takes_one_argument(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)

@@ -47,7 +47,17 @@ DISCOVERY_FILE_NAME = "mcp-endpoint.json"
 
 class DiscoveryError(ConfigError):
     """The discovery file is missing, unsafe or malformed. The message says which; a request
-    that needed it gets reason ``app_unreachable``; the bridge keeps serving."""
+    that needed it gets reason ``app_unreachable``; the bridge keeps serving.
+
+    Attributes:
+        missing: the file does not exist, so the app is simply not running (and may be
+            started). ``False`` for a file that exists but was refused: starting a second
+            instance would not help, and would hide the problem.
+    """
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ def read_discovery_file(path: Path) -> Discovery:
             status = os.fstat(handle.fileno())
             raw = handle.read(64 * 1024)
     except FileNotFoundError:
-        raise DiscoveryError(f"no discovery file at {path}: the app is not running") from None
+        raise DiscoveryError(f"no discovery file at {path}: the app is not running", missing=True) from None
     except OSError as exc:
         raise DiscoveryError(f"cannot read the discovery file {path}: {exc.strerror}") from None
     if os.name == "posix":
@@ -206,21 +216,21 @@ class Endpoint:
         self._fixed_url = url
         self.discovery_file = discovery_file
         self._discovery: Discovery | None = None
-        self._problem: str | None = None
+        self.problem: DiscoveryError | None = None
         self._loaded = False
 
     def reload(self) -> None:
         """Read the discovery file again (if there is one). Never raises: a problem is
-        kept and reported by :meth:`url` when no fixed URL exists."""
+        kept in :attr:`problem` and raised by :meth:`url` when no fixed URL exists."""
         self._loaded = True
         if self.discovery_file is None:
             return
         try:
             self._discovery = read_discovery_file(self.discovery_file)
-            self._problem = None
+            self.problem = None
         except DiscoveryError as exc:
             self._discovery = None
-            self._problem = str(exc)
+            self.problem = exc
 
     @property
     def discovery(self) -> Discovery | None:
@@ -239,7 +249,7 @@ class Endpoint:
             return self._fixed_url
         discovery = self.discovery
         if discovery is None:
-            raise DiscoveryError(self._problem or "no discovery file")
+            raise self.problem or DiscoveryError("no discovery file", missing=True)
         return discovery.url
 
     def token(self) -> str | None:

@@ -144,10 +144,14 @@ class Launcher:
                 accept connections within the launch timeout.
         """
         async with self._lock:
+            self._endpoint.reload()  # the app may be back, on another port
             if await self._accepts_connections():
                 return
+            problem = self._endpoint.problem
+            if problem is not None and not problem.missing:
+                # A refused discovery file: a second instance would overwrite it and hide why.
+                raise AppUnreachableError(f"{self._app} cannot be reached: {problem}.", recoverable=False)
             if not self.configured:
-                self._endpoint.reload()
                 raise AppUnreachableError(
                     f"{self._app} is not running. Start it and try again"
                     f"{self._why_unreachable()}.",
@@ -168,8 +172,11 @@ class Launcher:
                     recoverable=False,
                 ) from None
         try:
+            self._endpoint.reload()
             if await self._accepts_connections():
                 return  # another bridge started it while we waited for the lock
+            if self._process is not None and self._process.poll() is not None:
+                self._process = None  # an app this bridge started has exited (and is reaped now)
             discovery = self._endpoint.discovery
             if discovery is not None and discovery.pid is not None and pid_is_alive(discovery.pid):
                 log.warning("%s (pid %d) is starting; waiting for it to accept connections", self._app, discovery.pid)
@@ -208,14 +215,8 @@ class Launcher:
         log.warning("starting %s: %s", self._app, " ".join(self._command))
         output = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self._process = subprocess.Popen(
-                self._command,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT if self._log_file else subprocess.DEVNULL,
-                env=launch_environment(),
-                close_fds=True,
-                **_detached(),
+            self._process = _spawn_detached(
+                self._command, output, subprocess.STDOUT if self._log_file else subprocess.DEVNULL
             )
         except OSError as exc:
             raise AppLaunchFailedError(
@@ -281,8 +282,21 @@ async def tcp_probe(url: str) -> bool:
     return True
 
 
-def _detached() -> dict[str, Any]:
-    if os.name == "nt":  # pragma: no cover - Windows only
-        flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
-        return {"creationflags": flags}
-    return {"start_new_session": True}
+def _spawn_detached(command: list[str], stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
+    """Start ``command`` without a shell, detached from the bridge's stdio and session."""
+    options: dict[str, Any] = {
+        "stdin": subprocess.DEVNULL,
+        "stdout": stdout,
+        "stderr": stderr,
+        "env": launch_environment(),
+        "close_fds": True,
+    }
+    if os.name != "nt":
+        return subprocess.Popen(command, start_new_session=True, **options)
+    flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+    try:  # pragma: no cover - Windows only
+        # Leave the AI client's job object where it allows that: the SDKs kill the job, and
+        # with it everything inside, when the client closes; the app must outlive it.
+        return subprocess.Popen(command, creationflags=flags | subprocess.CREATE_BREAKAWAY_FROM_JOB, **options)  # type: ignore[attr-defined,return-value]
+    except OSError:  # pragma: no cover - the job forbids breaking away
+        return subprocess.Popen(command, creationflags=flags, **options)

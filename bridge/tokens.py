@@ -28,16 +28,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urljoin
 
 import anyio
 import httpx
 
-from .errors import AuthRejectedError
+from .errors import AppUnreachableError, AuthRejectedError
 
 __all__ = [
     "TokenContext",
     "TokenSource",
     "TokenSourceError",
+    "TokenSourceUnreachableError",
     "TokenStore",
     "EnvTokenSource",
     "FileTokenSource",
@@ -55,6 +57,11 @@ TokenCallable = Callable[[str], "str | None | Awaitable[str | None]"]
 
 class TokenSourceError(Exception):
     """A token source failed. The message names the source and why, never a token."""
+
+
+class TokenSourceUnreachableError(TokenSourceError):
+    """The source is the app itself (its auth route) and nothing accepts connections there:
+    the app is not running, which ``ensure_running`` may fix."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,9 @@ class AuthRouteTokenSource:
     The exchange: ``POST <auth_url>`` with ``Content-Type: application/json`` and body
     ``{"secret": "<contents of the secret file>"}``; the app answers 200 with a JSON object
     holding the token as ``"token"`` (or ``"access_token"``). The secret file must have
-    mode 0600. The auth URL must be on loopback like the MCP endpoint.
+    mode 0600. The auth URL must be on loopback like the MCP endpoint; a path such as
+    ``/auth/token`` is resolved against the MCP endpoint, so it follows an app whose port
+    changes with every start.
     """
 
     def __init__(self, auth_url: str, secret_file: Path) -> None:
@@ -178,8 +187,11 @@ class AuthRouteTokenSource:
 
     async def fetch(self, context: TokenContext) -> str | None:
         secret = read_private_file(self.secret_file, "secret file")
+        auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         try:
-            response = await context.http_client.post(self.auth_url, json={"secret": secret})
+            response = await context.http_client.post(auth_url, json={"secret": secret})
+        except httpx.ConnectError:
+            raise TokenSourceUnreachableError(f"nothing accepts connections at the {self.description}") from None
         except httpx.HTTPError as exc:
             raise TokenSourceError(f"the {self.description} is not reachable ({type(exc).__name__})") from None
         if response.status_code != 200:
@@ -286,6 +298,8 @@ class TokenStore:
                     token = await self._source.fetch(context)
             except TimeoutError:
                 raise self._failure(f"the {self._source.description} did not answer within {self._timeout_seconds:g} s") from None
+            except TokenSourceUnreachableError as exc:
+                raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
             except TokenSourceError as exc:
                 raise self._failure(str(exc)) from None
         if token is not None and any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in token):

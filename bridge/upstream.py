@@ -192,7 +192,9 @@ class Upstream:
         try:
             url = self._endpoint.url()
         except DiscoveryError as exc:
-            raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+            if exc.missing:
+                raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+            raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
         token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client=self._client))
         headers = dict(self._config.headers)
         headers["Accept"] = accept

@@ -1,21 +1,48 @@
-"""A small stand-in for a desktop app's MCP server (Streamable HTTP on loopback).
+"""A small stand-in for a desktop app with an MCP server (Streamable HTTP on loopback).
 
 This is what the bridge talks to in the demo and in the process-level tests: a real
 MCP server built with the official SDK (`mcp` 2.3, `MCPServer`), served by uvicorn on
-``127.0.0.1`` at ``/mcp``.
+``127.0.0.1`` at ``/mcp``, with the lifecycle of a desktop app: it publishes a discovery
+file, hands out a bearer token in exchange for a local secret, gets a new token on every
+start, and offers ``--mcp-stdio`` for AI clients through the bridge library.
 
-Run it::
+Server mode (what the app does when the user starts it)::
 
     python examples/app_server.py --port 0 [--host 127.0.0.1] [--json-response] [--stateless]
+        [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
-``--port 0`` picks a free port. Once the socket accepts connections the server prints
-exactly one line to **stdout** and flushes it::
+``--port 0`` picks a free port. Once the socket accepts connections the server writes its
+discovery file (if asked), then prints exactly one line to **stdout** and flushes it::
 
     LISTENING http://127.0.0.1:<port>/mcp
 
 Everything else (SDK logs, uvicorn's access log such as ``"DELETE /mcp HTTP/1.1" 200``)
 goes to **stderr**. Sessions are on (stateful) unless ``--stateless`` is given. Stop it
-with SIGTERM/SIGINT.
+with SIGTERM/SIGINT (the discovery file is then removed).
+
+- ``--discovery-file PATH``: once listening, write ``{"url": …, "pid": …}`` there with
+  ``bridge.write_discovery_file`` (mode 0600, atomic), and remove it on exit with
+  ``bridge.remove_discovery_file`` (only if it is still this process's). With
+  ``--token-in-discovery`` the current token is written into it too.
+- ``--secret-file PATH``: ``/mcp`` requires ``Authorization: Bearer <token>`` and answers
+  401 with ``WWW-Authenticate: Bearer error="invalid_token"`` otherwise. The token is
+  random and new in every process (it rotates on restart); ``POST /auth/token`` with the
+  JSON body ``{"secret": "<the secret file's content>"}`` returns ``{"token": …}`` (403
+  for a wrong secret). The file must have mode 0600; when it does not exist it is created
+  with a random secret, as a real app does on its first start.
+- ``--started-file PATH``: append ``<pid>\\n`` at every start (tests count launches).
+
+Bridge mode (what an AI client runs; the app's own entry point, no GUI, no server)::
+
+    python examples/app_server.py --mcp-stdio [--discovery-file PATH] [--secret-file PATH]
+        [--token-in-discovery] [--started-file PATH] [--launch-log PATH]
+
+``--mcp-stdio`` comes from the bridge library (``bridge.mcp_stdio_option``): the process
+becomes a stdio↔HTTP bridge to the *running* app, found through the discovery file
+(default: the per-user one of ``demo-app``), authenticated through the app's
+``/auth/token`` route with the secret file, and started in server mode (same discovery,
+secret and started files; its output to ``--launch-log`` or discarded) when nothing
+listens. Only those options are passed on to the launched app.
 
 Tools (all ``async``, so a cancelled request really stops):
 
@@ -32,34 +59,67 @@ Tools (all ``async``, so a cancelled request really stops):
 
 Importable: ``build_server()`` returns the `MCPServer`, ``build_app(...)`` the Starlette
 ASGI app (enter its lifespan, e.g. with uvicorn or ``httpx.ASGITransport`` plus
-``app.router.lifespan_context``), ``main(argv)`` runs the CLI.
+``app.router.lifespan_context``), ``bridge_config(...)`` the bridge configuration of
+``--mcp-stdio``, ``main(argv)`` runs the CLI and returns the exit status. The server stack
+(SDK server, Starlette, uvicorn) is imported only in server mode, so ``--mcp-stdio``
+starts fast.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import copy
+import hmac
+import json
 import logging
 import os
+import secrets
 import socket
 import sys
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-import anyio
-import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from starlette.applications import Starlette
+import click
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "LOOPBACK_HOSTS", "build_app", "build_server", "main"]
+from bridge import BridgeConfig, default_discovery_path, mcp_stdio_option, remove_discovery_file, write_discovery_file
+
+if TYPE_CHECKING:
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+    from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = [
+    "APP_NAME",
+    "AUTH_PATH",
+    "DEFAULT_MAX_BODY_BYTES",
+    "LOOPBACK_HOSTS",
+    "auth_route_token_provider",
+    "bridge_config",
+    "build_app",
+    "build_server",
+    "main",
+]
+
+APP_NAME = "demo-app"
+"""The app's name: server name, bridge messages, default discovery file."""
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1")
 """Hosts this example agrees to bind. It is a local app stand-in, never a public server."""
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 """Request body limit in bytes. The SDK default is 4 MiB; tests send 8 MiB requests."""
+
+AUTH_PATH = "/auth/token"
+"""The auth route: POST ``{"secret": …}``, get ``{"token": …}``."""
+
+MAX_AUTH_BODY_BYTES = 64 * 1024
+"""Largest body accepted by the auth route."""
+
+SCRIPT = Path(__file__).resolve()
 
 _LARGE_PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
 """64 printable ASCII bytes, repeated by `large` (nothing that JSON must escape)."""
@@ -69,13 +129,17 @@ _STARTED_AT = time.time()
 logger = logging.getLogger("app_server")
 
 
-def build_server(*, name: str = "demo-app", mode: str = "stateful") -> MCPServer:
+def build_server(*, name: str = APP_NAME, mode: str = "stateful") -> MCPServer:
     """Build the MCP server with the demo tools registered.
 
     Args:
         name: Server name reported in the ``initialize`` result.
         mode: Free text reported by ``app_info`` (e.g. ``"stateful"``, ``"stateless json"``).
     """
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
     mcp = MCPServer(
         name,
         version="1.0.0",
@@ -91,12 +155,16 @@ def build_server(*, name: str = "demo-app", mode: str = "stateful") -> MCPServer
         await anyio.sleep(seconds)
         return f"done after {seconds:g} s"
 
-    @mcp.tool(description="Report `steps` progress notifications, `delay_seconds` apart, then answer.")
     async def progress(ctx: Context, steps: int = 4, delay_seconds: float = 0.1) -> str:
         for step in range(1, steps + 1):
             await anyio.sleep(delay_seconds)
             await ctx.report_progress(step, steps, f"step {step} of {steps}")
         return f"completed {steps} steps"
+
+    # The SDK finds the Context parameter by its annotation, evaluated in the module's
+    # globals, where Context is not (the server stack is imported lazily): give it the class.
+    progress.__annotations__["ctx"] = Context
+    mcp.tool(description="Report `steps` progress notifications, `delay_seconds` apart, then answer.")(progress)
 
     # structured_output=False: one text block and nothing else, so the body carries the
     # payload once (a structured result would repeat it under structuredContent).
@@ -129,6 +197,8 @@ def build_app(
     host: str = "127.0.0.1",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     session_idle_timeout: float | None = None,
+    token: str | None = None,
+    secret: str | None = None,
 ) -> Starlette:
     """Build the Starlette app serving MCP Streamable HTTP at ``/mcp``.
 
@@ -141,10 +211,14 @@ def build_app(
         max_body_bytes: Largest accepted request body, in bytes (413 above it).
         session_idle_timeout: Seconds before an idle session is dropped; None keeps
             sessions until DELETE or shutdown.
+        token: When given, ``/mcp`` requires ``Authorization: Bearer <token>`` (401
+            otherwise).
+        secret: When given (with ``token``), ``POST /auth/token`` exchanges
+            ``{"secret": secret}`` for ``{"token": token}``.
     """
     mode = ("stateless" if stateless else "stateful") + (" json" if json_response else " sse")
     server = build_server(mode=mode)
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=json_response,
         stateless_http=stateless,
@@ -152,10 +226,196 @@ def build_app(
         session_idle_timeout=session_idle_timeout,
         host=host,
     )
+    if token is not None:
+        from starlette.routing import Route
+
+        if secret is not None:
+            app.router.routes.insert(0, Route(AUTH_PATH, _token_route(secret, token), methods=["POST"]))
+        app.add_middleware(_BearerTokenMiddleware, token=token)
+    return app
+
+
+def _token_route(secret: str, token: str) -> Callable[[Any], Awaitable[Any]]:
+    """The handler of ``POST /auth/token``: the right secret gets the token, else 403."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    expected = secret.encode("utf-8")
+
+    async def exchange(request: Request) -> JSONResponse:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_AUTH_BODY_BYTES:
+                return JSONResponse({"error": "invalid_request"}, status_code=413)
+        try:
+            document = json.loads(body)
+        except ValueError:
+            return JSONResponse({"error": "invalid_request", "error_description": "expected JSON"}, status_code=400)
+        given = document.get("secret") if isinstance(document, dict) else None
+        if not isinstance(given, str) or not hmac.compare_digest(given.strip().encode("utf-8"), expected):
+            logger.warning("auth route: wrong or missing secret")
+            return JSONResponse({"error": "access_denied"}, status_code=403)
+        return JSONResponse({"token": token, "token_type": "Bearer"}, headers={"Cache-Control": "no-store"})
+
+    return exchange
+
+
+class _BearerTokenMiddleware:
+    """Require ``Authorization: Bearer <token>`` on ``/mcp`` (pure ASGI, so SSE streams
+    pass untouched); everything else (the auth route, lifespan) passes through."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode("latin-1")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")):
+            given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+            if not hmac.compare_digest(given, self._expected):
+                from starlette.responses import JSONResponse
+
+                response = JSONResponse(
+                    {"error": "invalid_token", "error_description": "missing or wrong bearer token"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+# -- the bridge side: what --mcp-stdio runs ---------------------------------------------------
+
+
+def auth_route_token_provider(secret_file: Path) -> Callable[[str], Awaitable[str | None]]:
+    """The bridge's token provider ``(base_url) -> token``: POST the secret to the auth
+    route of whichever endpoint the bridge found (the port changes with every start).
+
+    Returns ``None`` (no token) while the auth route cannot be reached: the bridge then
+    meets "connection refused" on the endpoint itself, starts the app, gets a 401 from the
+    new instance and asks this provider again. Any other failure raises; the bridge answers
+    the request with an error naming this provider (never the secret or a token).
+    """
+    import httpx
+
+    async def provider(base_url: str) -> str | None:
+        if not base_url:
+            return None
+        parts = urlsplit(base_url)
+        auth_url = urlunsplit((parts.scheme, parts.netloc, AUTH_PATH, "", ""))
+        secret = _read_secret(secret_file)
+        # No proxies (loopback), no redirects (the secret must not travel), bounded.
+        async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=5.0) as client:
+            try:
+                response = await client.post(auth_url, json={"secret": secret})
+            except httpx.ConnectError:
+                return None
+        if response.status_code != 200:
+            raise RuntimeError(f"the auth route answered HTTP {response.status_code}")
+        token = response.json().get("token")
+        if not isinstance(token, str) or not token:
+            raise RuntimeError("the auth route answered without a token")
+        return token
+
+    return provider
+
+
+def server_command(
+    *,
+    discovery_file: Path,
+    secret_file: Path | None = None,
+    token_in_discovery: bool = False,
+    started_file: Path | None = None,
+) -> tuple[str, ...]:
+    """The argv that starts this app in server mode (no shell), for ``launch_command``."""
+    argv = [sys.executable, str(SCRIPT), "--port", "0", "--discovery-file", str(discovery_file)]
+    if secret_file is not None:
+        argv += ["--secret-file", str(secret_file)]
+    if token_in_discovery:
+        argv.append("--token-in-discovery")
+    if started_file is not None:
+        argv += ["--started-file", str(started_file)]
+    return tuple(argv)
+
+
+def bridge_config(
+    *,
+    discovery_file: Path | None = None,
+    secret_file: Path | None = None,
+    token_in_discovery: bool = False,
+    started_file: Path | None = None,
+    launch_log: Path | None = None,
+) -> BridgeConfig:
+    """The bridge configuration behind ``--mcp-stdio``: find the app by its discovery
+    file, get tokens from its auth route (or the discovery file), start it when it is not
+    running."""
+    discovery_file = discovery_file or default_discovery_path(APP_NAME)
+    return BridgeConfig(
+        discovery_file=discovery_file,
+        app_name=APP_NAME,
+        token_source=auth_route_token_provider(secret_file) if secret_file is not None else None,
+        launch_command=server_command(
+            discovery_file=discovery_file,
+            secret_file=secret_file,
+            token_in_discovery=token_in_discovery,
+            started_file=started_file,
+        ),
+        launch_log_file=launch_log,
+        launch_timeout_seconds=30.0,
+    )
+
+
+def _bridge_config_from_options(params: dict[str, Any]) -> BridgeConfig:
+    return bridge_config(
+        discovery_file=params.get("discovery_file"),
+        secret_file=params.get("secret_file"),
+        token_in_discovery=bool(params.get("token_in_discovery")),
+        started_file=params.get("started_file"),
+        launch_log=params.get("launch_log"),
+    )
+
+
+# -- the server side --------------------------------------------------------------------------
+
+
+def _read_secret(path: Path) -> str:
+    """The secret file's content, stripped; refused if others may read it."""
+    with open(path, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        raw = handle.read(64 * 1024)
+    if os.name == "posix" and mode & 0o077:
+        raise PermissionError(f"the secret file {path} has mode {mode & 0o777:04o}; run: chmod 600 {path}")
+    secret = raw.decode("utf-8").strip()
+    if not secret:
+        raise ValueError(f"the secret file {path} is empty")
+    return secret
+
+
+def _load_or_create_secret(path: Path) -> str:
+    """Read the secret file, creating it (mode 0600, random content) on the first start."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_secret(path)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+    return _read_secret(path)
+
+
+def _append_started(path: Path) -> None:
+    """Append ``<pid>\\n`` (one write with O_APPEND: concurrent starts never mix lines)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(descriptor, f"{os.getpid()}\n".encode("ascii"))
+    finally:
+        os.close(descriptor)
 
 
 def _log_config(level: str) -> dict[str, Any]:
     """uvicorn's default logging config with every handler (access log included) on stderr."""
+    import uvicorn.config
+
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     for handler in config["handlers"].values():
         handler["stream"] = "ext://sys.stderr"
@@ -165,27 +425,16 @@ def _log_config(level: str) -> dict[str, Any]:
     return config
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default)")
-    parser.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS, help="loopback address to bind")
-    parser.add_argument("--json-response", action="store_true", help="answer POSTs with JSON instead of SSE")
-    parser.add_argument("--stateless", action="store_true", help="no sessions (no mcp-session-id)")
-    parser.add_argument(
-        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request body limit in bytes"
-    )
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return parser.parse_args(argv)
-
-
-async def _serve(server: uvicorn.Server, sock: socket.socket, url: str) -> None:
-    """Run uvicorn on `sock`; print the LISTENING line once it accepts connections."""
+async def _serve(server: uvicorn.Server, sock: socket.socket, url: str, on_listening: Callable[[], None]) -> None:
+    """Run uvicorn on `sock`; once it accepts connections call `on_listening`, then print
+    the LISTENING line."""
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():  # startup failed (uvicorn logged why) or a signal arrived
             await task
             return
         await asyncio.sleep(0.01)
+    on_listening()
     sys.stdout.write(f"LISTENING {url}\n")
     sys.stdout.flush()
     # stdout carries only the LISTENING line: anything printed later goes to stderr, so a
@@ -194,51 +443,161 @@ async def _serve(server: uvicorn.Server, sock: socket.socket, url: str) -> None:
     await task
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
-    args = _parse_args(argv)
+def serve(
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    json_response: bool = False,
+    stateless: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    log_level: str = "INFO",
+    discovery_file: Path | None = None,
+    secret_file: Path | None = None,
+    token_in_discovery: bool = False,
+    started_file: Path | None = None,
+) -> int:
+    """Server mode: serve until SIGTERM/SIGINT; returns the exit status."""
     # Our own root handler first: the SDK's configure_logging() (basicConfig) then leaves it alone.
-    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if started_file is not None:
+        _append_started(started_file)
 
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    secret = token = None
+    if secret_file is not None:
+        try:
+            secret = _load_or_create_secret(secret_file)
+        except (OSError, ValueError) as exc:
+            print(f"app_server: cannot use the secret file: {exc}", file=sys.stderr)
+            return 2
+    if secret is not None or token_in_discovery:
+        token = secrets.token_urlsafe(32)  # new in every process: restarting rotates it
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     if sys.platform != "win32":
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((args.host, args.port))
+        sock.bind((host, port))
     except OSError as exc:
-        print(f"app_server: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"app_server: cannot bind {host}:{port}: {exc}", file=sys.stderr)
         sock.close()
         return 2
     sock.listen(128)
     sock.set_inheritable(False)
-    port = sock.getsockname()[1]
-    url = f"http://{'[' + args.host + ']' if family == socket.AF_INET6 else args.host}:{port}/mcp"
+    bound_port = sock.getsockname()[1]
+    url = f"http://{'[' + host + ']' if family == socket.AF_INET6 else host}:{bound_port}/mcp"
+
+    import uvicorn
 
     app = build_app(
-        json_response=args.json_response,
-        stateless=args.stateless,
-        host=args.host,
-        max_body_bytes=args.max_body_bytes,
+        json_response=json_response,
+        stateless=stateless,
+        host=host,
+        max_body_bytes=max_body_bytes,
+        token=token,
+        secret=secret,
     )
     config = uvicorn.Config(
         app,
-        log_config=_log_config(args.log_level),
-        log_level=args.log_level.lower(),
+        log_config=_log_config(log_level),
+        log_level=log_level.lower(),
         access_log=True,
         # Open SSE streams must not keep a terminated app alive for long.
         timeout_graceful_shutdown=2,
     )
-    server = uvicorn.Server(config)
-    logger.info("serving %s (%s%s)", url, "stateless" if args.stateless else "stateful",
-                ", json responses" if args.json_response else "")
+
+    def publish() -> None:
+        if discovery_file is not None:
+            write_discovery_file(discovery_file, url=url, token=token if token_in_discovery else None)
+            logger.info("discovery file written: %s", discovery_file)
+
+    def unpublish() -> None:
+        if discovery_file is not None:
+            remove_discovery_file(discovery_file)  # only if it is still this process's
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Stop advertising first. This must happen here: after a SIGTERM, uvicorn
+            # re-raises the signal once serve() returns, which ends the process at once.
+            unpublish()
+            await super().shutdown(sockets)
+
+    server = Server(config)
+
+    logger.info(
+        "serving %s (%s%s%s)",
+        url,
+        "stateless" if stateless else "stateful",
+        ", json responses" if json_response else "",
+        ", bearer token required" if token is not None else "",
+    )
     try:
-        asyncio.run(_serve(server, sock, url))
+        asyncio.run(_serve(server, sock, url, publish))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        unpublish()
     return 0 if server.started or server.should_exit else 1
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command(help=__doc__.split("\n\n")[0], context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="TCP port; 0 picks a free one.")
+@click.option("--host", type=click.Choice(LOOPBACK_HOSTS), default="127.0.0.1", show_default=True, help="Loopback address to bind.")
+@click.option("--json-response", is_flag=True, help="Answer POSTs with JSON instead of SSE.")
+@click.option("--stateless", is_flag=True, help="No sessions (no mcp-session-id).")
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BODY_BYTES, show_default=True, help="Request body limit in bytes.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="INFO", show_default=True)
+# --mcp-stdio builds the bridge's configuration from these same options.
+@click.option("--discovery-file", type=_FILE, help="Publish the endpoint here (mode 0600) while serving.")
+@click.option("--secret-file", type=_FILE, help="Require a bearer token, issued by POST /auth/token for this secret.")
+@click.option("--token-in-discovery", is_flag=True, help="Also put the token in the discovery file.")
+@click.option("--started-file", type=_FILE, help="Append this process's pid at every start.")
+@click.option("--launch-log", type=_FILE, help="With --mcp-stdio: where a launched app's output goes.")
+@mcp_stdio_option(_bridge_config_from_options)
+def cli(
+    port: int,
+    host: str,
+    json_response: bool,
+    stateless: bool,
+    max_body_bytes: int,
+    log_level: str,
+    discovery_file: Path | None,
+    secret_file: Path | None,
+    token_in_discovery: bool,
+    started_file: Path | None,
+    launch_log: Path | None,
+) -> int:
+    return serve(
+        port=port,
+        host=host,
+        json_response=json_response,
+        stateless=stateless,
+        max_body_bytes=max_body_bytes,
+        log_level=log_level.upper(),
+        discovery_file=discovery_file,
+        secret_file=secret_file,
+        token_in_discovery=token_in_discovery,
+        started_file=started_file,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (2 for a bad option)."""
+    try:
+        status = cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="app_server.py", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        return 1
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,19 @@
 4. Closes the bridge's stdin (it should exit on its own and close the app session with a
    DELETE), then stops the app server.
 
+Part 2, "the bridge starts the app" (the desktop-app lifecycle):
+
+5. With the app *not* running (a fresh temporary folder: no discovery file; a local
+   secret file with mode 0600), the SDK's stdio client runs the app's own entry point
+   ``python examples/app_server.py --mcp-stdio --discovery-file … --secret-file …``, as
+   an AI client configured with it would. That process is the bridge (built with the
+   library's ``mcp_stdio_option``): it finds nothing listening, launches the app in server
+   mode, waits until it listens, gets a token from the app's ``/auth/token`` route and
+   forwards the initialize.
+6. Shows the launched app's pid (tool ``app_info``) and how long initialize took, calls a
+   tool, closes the client, then stops the launched app (its pid is in the discovery
+   file) and removes the folder.
+
 The transcript goes to stdout. The app's and the bridge's logs go to temporary files
 (printed on failure), or to stderr with ``--show-logs``. Every wait is bounded. Exit
 status: 0 on success, 1 if a step failed, 2 if the app server could not be started.
@@ -21,6 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +61,10 @@ SHUTDOWN_TIMEOUT = 10.0
 """Seconds for the bridge to go away once its stdin is closed (the SDK kills it after 2 s)."""
 BRIDGE_EXIT_GRACE = 2.0
 """The SDK stdio client closes stdin, waits this long, then kills the process tree."""
+LAUNCH_BOUND = 30.0
+"""Part 2: seconds the whole conversation may take, the app's launch included."""
+APP_STOP_TIMEOUT = 5.0
+"""Part 2: seconds the launched app gets after SIGTERM before it is killed."""
 
 ECHO_TEXT = "Hello from the demo: Grüße, 你好, 🌍, and a U+2028 line separator:\u2028end"
 PROGRESS_STEPS = 5
@@ -231,6 +251,16 @@ def _log_files(show: bool) -> Iterator[tuple[Path | None, Path | None]]:
 
 def run(show_logs: bool) -> int:
     say = Transcript()
+    status = run_part_one(show_logs, say)
+    if status == 0:
+        status = run_part_two(show_logs, say)
+    say.line("demo OK" if status == 0 else f"demo FAILED (exit {status})")
+    return status
+
+
+def run_part_one(show_logs: bool, say: Transcript) -> int:
+    """Part 1: the app runs; the bridge (``python -m bridge --url``) reaches it."""
+    say.line("part 1: the app is running; an AI client reaches it through the bridge")
     with _log_files(show_logs) as (app_log_path, bridge_log_path):
         app_log = open(app_log_path, "wb") if app_log_path else None  # noqa: SIM115
         bridge_log = open(bridge_log_path, "w", encoding="utf-8") if bridge_log_path else sys.stderr  # noqa: SIM115
@@ -282,8 +312,186 @@ def run(show_logs: bool) -> int:
         if status != 0 and app_log_path and bridge_log_path:
             print(f"\n--- bridge stderr ---\n{_tail(bridge_log_path)}", flush=True)
             print(f"--- app server stderr ---\n{_tail(app_log_path)}", flush=True)
-        say.line("demo OK" if status == 0 else f"demo FAILED (exit {status})")
         return status
+
+
+# -- part 2: the bridge starts the app -----------------------------------------------------
+
+
+def run_part_two(show_logs: bool, say: Transcript) -> int:
+    """Part 2: the app is not running; the app's own ``--mcp-stdio`` entry starts it."""
+    print(flush=True)
+    say.line("part 2: the app is NOT running; the AI client starts the app's --mcp-stdio entry")
+    status = 1
+    launched_pid: int | None = None
+    with tempfile.TemporaryDirectory(prefix="mcp-bridge-demo-app-") as tmp:
+        folder = Path(tmp)
+        discovery = folder / "demo-app" / "mcp-endpoint.json"
+        secret_file = folder / "demo-app" / "secret"
+        launch_log = folder / "launched-app.log"
+        bridge_log_path = folder / "bridge.log"
+        bridge_log = sys.stderr if show_logs else open(bridge_log_path, "w", encoding="utf-8")  # noqa: SIM115
+        try:
+            _write_secret(secret_file)
+            say.line(f"no discovery file at {discovery}: nothing runs")
+            say.detail(f"local secret for the app's auth route: {secret_file} (mode 0600)")
+            seconds, launched_pid = anyio.run(
+                bridge_starts_the_app, folder, discovery, secret_file, launch_log, say, bridge_log,
+                None if show_logs else bridge_log_path,
+            )
+            say.line(f"client closed; the bridge went away after {1000 * seconds:.0f} ms, the app keeps running")
+            status = 0
+        except DemoError as exc:
+            say.line(f"FAILED during {say.step}: {exc}")
+        except TimeoutError:
+            say.line(f"FAILED: {say.step} did not finish in time (see the logs below)")
+        except Exception as exc:  # the demo reports every failure as a readable line
+            say.line(f"FAILED during {say.step}: {type(exc).__name__}: {exc}")
+        finally:
+            if bridge_log is not sys.stderr:
+                bridge_log.close()
+            stopped = _stop_launched_app(discovery, launched_pid)
+            if stopped is not None:
+                say.line(f"launched app (pid {stopped}) stopped; its discovery file is gone: {not discovery.exists()}")
+            if status != 0:
+                if not show_logs:
+                    print(f"\n--- bridge stderr ---\n{_tail(bridge_log_path)}", flush=True)
+                print(f"--- launched app output ---\n{_tail(launch_log)}", flush=True)
+    return status
+
+
+def _write_secret(path: Path) -> None:
+    """Create the app's local secret with mode 0600 (the app would create it on first run)."""
+    import secrets
+
+    path.parent.mkdir(mode=0o700, parents=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+
+
+async def bridge_starts_the_app(
+    folder: Path,
+    discovery: Path,
+    secret_file: Path,
+    launch_log: Path,
+    say: Transcript,
+    bridge_log: IO[str],
+    bridge_log_path: Path | None,
+) -> tuple[float, int]:
+    """Run the client conversation through ``app_server.py --mcp-stdio``; return (seconds
+    the bridge took to exit after stdin closed, pid of the launched app)."""
+    args = [
+        str(APP_SERVER_SCRIPT), "--mcp-stdio",
+        "--discovery-file", str(discovery),
+        "--secret-file", str(secret_file),
+        "--launch-log", str(launch_log),
+    ]
+    # The bridge's launch lock lives in the per-user state folder: keep this run's in the
+    # temporary folder (the SDK passes HOME, PATH … itself).
+    params = StdioServerParameters(
+        command=sys.executable, args=args, cwd=REPO_ROOT, env={"XDG_STATE_HOME": str(folder / "state")}
+    )
+    say.line(f"launching like an AI client: {Path(sys.executable).name} examples/app_server.py --mcp-stdio "
+             "--discovery-file … --secret-file …")
+    closing_started_at: list[float] = []
+    pid: list[int] = []
+    try:
+        with anyio.fail_after(LAUNCH_BOUND + SHUTDOWN_TIMEOUT):
+            async with stdio_client(params, errlog=bridge_log) as (read_stream, write_stream):
+                async with ClientSession(
+                    read_stream,
+                    write_stream,
+                    read_timeout_seconds=LAUNCH_BOUND,
+                    client_info=Implementation(name="mcp-app-bridge-demo", version="1.0"),
+                ) as session:
+                    say.begin("initialize (app down)", "-> initialize (the bridge must start the app first)")
+                    started = time.perf_counter()
+                    with anyio.fail_after(LAUNCH_BOUND):
+                        init = await session.initialize()
+                    took = time.perf_counter() - started
+                    say.line(f"<- initialized in {1000 * took:.0f} ms: server {init.server_info.name}, "
+                             f"protocol {init.protocol_version}")
+                    for line in _launcher_lines(bridge_log_path):
+                        say.detail(f"bridge: {line}")
+
+                    say.begin("tools/call app_info", "-> tools/call app_info")
+                    with anyio.fail_after(STEP_TIMEOUT):
+                        info = await session.call_tool("app_info", {})
+                    details = info.structured_content or json.loads(_text_of(info) or "{}")
+                    if info.is_error or not isinstance(details.get("pid"), int):
+                        raise DemoError(f"app_info failed: {_text_of(info)!r}")
+                    pid.append(details["pid"])
+                    say.line(f"<- the bridge started the app: pid {details['pid']}, mode {details.get('mode')}")
+                    published = _discovered_pid(discovery)
+                    say.detail(f"discovery file {discovery.name} names pid {published}")
+                    if published != details["pid"]:
+                        raise DemoError(f"the discovery file names pid {published}, app_info says {details['pid']}")
+
+                    text = "the bridge started me"
+                    say.begin("tools/call echo", f"-> tools/call echo {text!r}")
+                    with anyio.fail_after(STEP_TIMEOUT):
+                        result = await session.call_tool("echo", {"text": text})
+                    if result.is_error or _text_of(result) != text:
+                        raise DemoError(f"echo came back different: {_text_of(result)!r}")
+                    say.line(f"<- {_text_of(result)!r}")
+                    say.begin("shutdown", "closing the client (the app is left running, as a desktop app would be)")
+                    closing_started_at.append(time.perf_counter())
+    except Exception as exc:
+        if pid:  # stop the app even though the conversation failed
+            _stop_launched_app(discovery, pid[0])
+        raise _innermost(exc) from None
+    if not closing_started_at or not pid:
+        raise DemoError("the conversation ended early")
+    return time.perf_counter() - closing_started_at[0], pid[0]
+
+
+def _launcher_lines(bridge_log_path: Path | None) -> list[str]:
+    """What the bridge said about starting the app (its stderr), without the log prefix."""
+    if bridge_log_path is None:
+        return []
+    text = bridge_log_path.read_text(encoding="utf-8", errors="replace")
+    lines = [line.split("bridge.launcher: ", 1)[1] for line in text.splitlines() if "bridge.launcher: " in line]
+    return [line if len(line) <= 110 else line[:107] + "..." for line in lines]
+
+
+def _discovered_pid(discovery: Path) -> int | None:
+    try:
+        pid = json.loads(discovery.read_text(encoding="utf-8")).get("pid")
+    except (OSError, ValueError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def _stop_launched_app(discovery: Path, pid: int | None) -> int | None:
+    """Stop the app the bridge launched (not our child: it runs detached). Its pid comes
+    from the discovery file, else from ``app_info``. SIGTERM, then SIGKILL after
+    `APP_STOP_TIMEOUT`. Returns the pid it stopped, or None."""
+    pid = _discovered_pid(discovery) or pid
+    if pid is None or not _alive(pid):
+        return None
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + APP_STOP_TIMEOUT
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    if sys.platform.startswith("linux"):  # a zombie is gone for our purposes
+        with contextlib.suppress(OSError, IndexError):
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

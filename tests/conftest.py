@@ -14,11 +14,18 @@ its ``LISTENING <url>`` line and always stop it at teardown.
 Each server's stderr (SDK logs and uvicorn's access log, e.g. ``"DELETE /mcp HTTP/1.1"
 200``) goes to a file: read it with ``.stderr_text()`` or wait for a line with
 ``.wait_for_stderr("DELETE /mcp")``.
+
+For the desktop-app lifecycle (``tests/test_lifecycle.py``): apps started by a bridge are
+not children of the test, so ``reap_apps`` kills, at teardown, every pid an app wrote to a
+``--started-file``; ``isolated_env`` gives a bridge its own HOME and state folder (its
+cross-process launch lock lives there); ``make_secret_file`` writes a 0600 secret.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -183,3 +190,120 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
         yield server
     finally:
         server.stop()
+
+
+# -- desktop-app lifecycle: apps launched by bridges, isolated state, secrets ----------------
+
+
+def isolated_env(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment (default: this one without proxy variables) whose per-user folders
+    are inside `folder`: HOME, and the XDG state/config/data/cache folders, so a bridge's
+    launch lock (platformdirs' user_state_path) and default discovery files are private to
+    the test."""
+    env = dict(_env_without_proxies() if base is None else base)
+    home = folder / "home"
+    for name, sub in (("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[name] = str(home / sub)
+    env["HOME"] = str(home)
+    if sys.platform == "win32":  # pragma: no cover - platformdirs' Windows folders
+        env["LOCALAPPDATA"] = env["APPDATA"] = str(home)
+    return env
+
+
+def make_secret_file(path: Path, secret: str | None = None) -> str:
+    """Write a local secret (random unless given) with mode 0600; return it."""
+    # URL-safe base64, not hex: the leak grep looks for 8-character pieces, and hex pieces
+    # could turn up by chance in the hex session ids of the app's log.
+    secret = secret or secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(secret + "\n")
+    if os.name == "posix":
+        os.chmod(path, 0o600)
+    return secret
+
+
+def read_pids(started_file: Path) -> list[int]:
+    """The pids an app wrote to its ``--started-file``, one per start, in order."""
+    try:
+        text = started_file.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return []
+    return [int(line) for line in text.split()]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (not our child: no wait possible)."""
+    if sys.platform.startswith("linux"):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pids(pids: list[int], timeout: float = STOP_TIMEOUT) -> list[int]:
+    """SIGTERM each live pid, SIGKILL what is still alive after `timeout` seconds; return
+    the pids that were still alive when asked to stop."""
+    alive = [pid for pid in dict.fromkeys(pids) if process_alive(pid)]
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(process_alive(pid) for pid in alive) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in alive:
+        if process_alive(pid):
+            try:
+                os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            except OSError:
+                pass
+    return alive
+
+
+def pids_mentioning(text: str) -> list[int]:
+    """Processes of this user whose command line contains `text` (Linux; else none)."""
+    found = []
+    if not sys.platform.startswith("linux"):
+        return found
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid == os.getuid() and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def reap_apps() -> Iterator[Callable[[Path], Path]]:
+    """``reap_apps(started_file) -> started_file``: at teardown every process listed in
+    that file (apps launched by a bridge, detached from it) is stopped, and so is every
+    process whose command line names the file's folder (on Linux: an app launched so late
+    that it has not written its pid yet, or a launched program that never writes one)."""
+    files: list[Path] = []
+
+    def register(started_file: Path) -> Path:
+        files.append(started_file)
+        return started_file
+
+    yield register
+    for attempt in range(2):  # again after a pause: a launch may have been on its way
+        if attempt:
+            time.sleep(0.2)
+        pids = [pid for path in files for pid in read_pids(path)]
+        pids += [pid for path in files for pid in pids_mentioning(str(path.parent))]
+        stop_pids(pids)

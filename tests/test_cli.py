@@ -78,22 +78,28 @@ def test_python_dash_m_bridge_is_the_same_command() -> None:
     assert b"not a loopback address" in done.stderr
 
 
-def test_mcp_stdio_option_branches_before_the_apps_own_code(tmp_path) -> None:
-    """A Python app's `--mcp-stdio` runs the bridge and exits before the command body
-    (its GUI, its single-instance lock) ever runs."""
+def test_mcp_stdio_option_branches_before_the_apps_own_code_with_its_parsed_options() -> None:
+    """A Python app's `--mcp-stdio` builds the bridge's configuration from the app's own
+    options, wherever the flag stands, and never runs the command body (its GUI)."""
     import click
 
     from bridge import BridgeConfig, mcp_stdio_option
 
-    body_ran = []
+    body_ran: list[str] = []
+    seen: list[dict[str, object]] = []
+
+    def make_config(params: dict[str, object]) -> BridgeConfig:
+        seen.append(params)
+        return BridgeConfig(url="http://10.0.0.1/mcp")  # refused: the bridge stops right here
 
     @click.command()
-    @mcp_stdio_option(lambda: BridgeConfig(url="http://10.0.0.1/mcp"))
-    def app() -> None:
-        body_ran.append(True)
+    @click.option("--profile", default="default")
+    @mcp_stdio_option(make_config)
+    def app(profile: str) -> None:
+        body_ran.append(profile)
 
-    result = CliRunner().invoke(app, ["--mcp-stdio"])
-    assert body_ran == []
-    assert isinstance(result.exception, Exception)  # the bad config surfaced before any GUI code
-    result = CliRunner().invoke(app, [])
-    assert body_ran == [True] and result.exit_code == 0
+    result = CliRunner().invoke(app, ["--mcp-stdio", "--profile", "work"])
+    assert body_ran == [] and seen == [{"profile": "work"}]
+    assert isinstance(result.exception, Exception)  # the bad configuration, not the GUI
+    result = CliRunner().invoke(app, ["--profile", "home"])
+    assert body_ran == ["home"] and result.exit_code == 0
