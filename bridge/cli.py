@@ -21,7 +21,7 @@ import click
 from ._version import __version__
 from .config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
 
-__all__ = ["main", "mcp_stdio_option"]
+__all__ = ["main", "mcp_stdio_option", "setup_logging"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _TOKEN_OPTIONS = ("--token-env", "--token-file", "--token-command", "--auth-url")
@@ -88,101 +88,246 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 _SECONDS = click.FloatRange(min=0, min_open=True)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only).")
-@click.option("--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file.")
-@click.option("--discovery-file", type=_PATH, metavar="PATH", help="The app's discovery file (endpoint, pid, token), re-read on every reconnect.")
-@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra HTTP header for every request (repeatable).")
-@click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR.")
-@click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600).")
-@click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell).")
-@click.option("--auth-url", metavar="URL", help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.")
-@click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600).")
-@click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token.")
-@click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens.")
-@click.option("--launch-timeout", "launch_timeout_seconds", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS", help="Bound on starting the app until it accepts connections.")
-@click.option("--launch-log", "launch_log_file", type=_PATH, metavar="PATH", help="Where the launched app's output goes (default: discarded).")
-@click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone).")
-@click.option("--connect-timeout", "connect_timeout_seconds", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app.")
-@click.option("--request-timeout", "request_timeout_seconds", type=_SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity).")
-@click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction.")
-@click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once.")
-@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only).")
-@click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout).")
-@click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr.")
-@click.version_option(__version__, "--version", prog_name="mcp-app-bridge")
-def main(
-    url: str | None,
-    app_name: str | None,
-    discovery_file: Path | None,
-    headers: tuple[str, ...],
-    token_env: str | None,
-    token_file: Path | None,
-    token_command: str | None,
-    auth_url: str | None,
-    secret_file: Path | None,
-    token_timeout_seconds: float,
-    launch: str | None,
-    launch_timeout_seconds: float,
-    launch_log_file: Path | None,
-    session_400_heuristic: bool,
-    connect_timeout_seconds: float,
-    request_timeout_seconds: float,
-    max_message_bytes: int,
-    max_concurrent_requests: int,
-    allow_remote: bool,
-    log_level: str,
-    log_file: Path | None,
-) -> None:
-    """Bridge an AI client on stdio to a desktop app's MCP server over Streamable HTTP.
+_BRIDGE_OPTIONS = [
+    click.option("--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only)."),
+    click.option("--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file."),
+    click.option("--discovery-file", type=_PATH, metavar="PATH", help="The app's discovery file (endpoint, pid, token), re-read on every reconnect."),
+    click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra HTTP header for every request (repeatable)."),
+    click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR."),
+    click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600)."),
+    click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell)."),
+    click.option("--auth-url", metavar="URL", help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token."),
+    click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600)."),
+    click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token."),
+    click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens."),
+    click.option("--launch-timeout", "launch_timeout_seconds", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS", help="Bound on starting the app until it accepts connections."),
+    click.option("--launch-log", "launch_log_file", type=_PATH, metavar="PATH", help="Where the launched app's output goes (default: discarded)."),
+    click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone)."),
+    click.option("--connect-timeout", "connect_timeout_seconds", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app."),
+    click.option("--request-timeout", "request_timeout_seconds", type=_SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity)."),
+    click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction."),
+    click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once."),
+    click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only)."),
+    click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout)."),
+    click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr."),
+]
 
-    Reads newline-delimited JSON-RPC on stdin, forwards each message to the app, and writes
-    every reply to stdout. Errors between the bridge and the app come back as JSON-RPC
-    errors (code -32603, data.reason); the bridge keeps serving until stdin closes.
 
-    The app is found by --url, or by its discovery file (--discovery-file, or the default
-    one of --app-name).
-    """
+def _bridge_options(function: F) -> F:
+    for option in reversed(_BRIDGE_OPTIONS):
+        function = option(function)
+    return function
+
+
+def _build_config(options: dict[str, Any], *, require_env: bool = True) -> BridgeConfig:
+    """Turn parsed bridge options into a configuration (raises click usage errors)."""
+    url, app_name, discovery_file = options["url"], options["app_name"], options["discovery_file"]
     if url is None and discovery_file is None and app_name is None:
         raise click.UsageError("give the app's endpoint: --url URL, --discovery-file PATH or --app-name NAME")
     if discovery_file is None and url is None and app_name is not None:
         from .discovery import default_discovery_path
 
         discovery_file = default_discovery_path(app_name)
-    source = _token_source(token_env, token_file, token_command, auth_url, secret_file, token_timeout_seconds, allow_remote)
+    source = _token_source(
+        options["token_env"] if require_env else None,
+        options["token_file"],
+        options["token_command"],
+        options["auth_url"],
+        options["secret_file"],
+        options["token_timeout_seconds"],
+        options["allow_remote"],
+    )
+    if not require_env and options["token_env"] is not None and source is not None:
+        raise click.UsageError("give at most one token source")
     launch_command = None
-    if launch is not None:
+    if options["launch"] is not None:
         from .tokens import split_command
 
         try:
-            launch_command = tuple(split_command(launch))
+            launch_command = tuple(split_command(options["launch"]))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--launch") from None
     try:
-        config = BridgeConfig(
+        return BridgeConfig(
             url=url,
             discovery_file=discovery_file,
             app_name=app_name or "The app",
-            headers=tuple(parse_header(text) for text in headers),
+            headers=tuple(parse_header(text) for text in options["headers"]),
             token_source=source,
-            token_timeout_seconds=token_timeout_seconds,
+            token_timeout_seconds=options["token_timeout_seconds"],
             launch_command=launch_command,
-            launch_timeout_seconds=launch_timeout_seconds,
-            launch_log_file=launch_log_file,
-            session_400_heuristic=session_400_heuristic,
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            max_message_bytes=max_message_bytes,
-            max_concurrent_requests=max_concurrent_requests,
-            allow_remote=allow_remote,
+            launch_timeout_seconds=options["launch_timeout_seconds"],
+            launch_log_file=options["launch_log_file"],
+            session_400_heuristic=options["session_400_heuristic"],
+            connect_timeout_seconds=options["connect_timeout_seconds"],
+            request_timeout_seconds=options["request_timeout_seconds"],
+            max_message_bytes=options["max_message_bytes"],
+            max_concurrent_requests=options["max_concurrent_requests"],
+            allow_remote=options["allow_remote"],
         )
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    setup_logging(log_level, log_file)
+
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(invoke_without_command=True, context_settings=_CONTEXT)
+@_bridge_options
+@click.version_option(__version__, "--version", prog_name="mcp-app-bridge")
+@click.pass_context
+def main(ctx: click.Context, /, **options: Any) -> None:
+    """Bridge an AI client on stdio to a desktop app's MCP server over Streamable HTTP.
+
+    Without a command: reads newline-delimited JSON-RPC on stdin, forwards each message to
+    the app, and writes every reply to stdout. Errors between the bridge and the app come
+    back as JSON-RPC errors (code -32603, data.reason); the bridge keeps serving until
+    stdin closes. The app is found by --url, or by its discovery file (--discovery-file,
+    or the default one of --app-name).
+
+    Commands: `check` diagnoses the path to the app; `config` prints or installs the
+    entry an AI client needs to start the bridge.
+    """
+    if ctx.invoked_subcommand is not None:
+        given = [name for name, value in options.items() if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"give the bridge options after `{ctx.invoked_subcommand}`, not before it")
+        return
+    config = _build_config(options)
+    setup_logging(options["log_level"], options["log_file"])
 
     from .session import run_stdio  # imported late: `--help` and bad options stay fast
 
     sys.exit(run_stdio(config))
+
+
+@main.command(context_settings=_CONTEXT)
+@_bridge_options
+def check(**options: Any) -> None:
+    """Walk the path an AI client's request takes and report each step.
+
+    endpoint → connect (starting the app if --launch is given) → token → initialize →
+    tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
+    """
+    config = _build_config(options)
+    setup_logging("error" if options["log_level"] == "warning" else options["log_level"], options["log_file"])
+    import anyio
+
+    from .check import run_check
+
+    ok = anyio.run(run_check, config, click.echo, click.style)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+def version() -> None:
+    """Print the version."""
+    click.echo(f"mcp-app-bridge {__version__}")
+
+
+@main.group(context_settings=_CONTEXT)
+def config() -> None:
+    """Print, install or remove the entry an AI client needs to start the bridge.
+
+    The bridge options go after the command's own, exactly as the bridge should get them:
+
+        mcp-app-bridge config install --client claude-desktop --name myapp --app-name MyApp --launch "/path/to/MyApp"
+    """
+
+
+def _client_option(function: F) -> F:
+    from .clientconfig import CLIENTS
+
+    return click.option("--client", type=click.Choice(CLIENTS), required=True, help="Which AI client.")(function)
+
+
+def _entry_options(function: F) -> F:
+    function = click.argument("bridge_args", nargs=-1, type=click.UNPROCESSED)(function)
+    function = click.option(
+        "--command",
+        "command_path",
+        metavar="PATH",
+        help="The executable the client starts (default: this bridge). Apps give their own, with --mcp-stdio as the only bridge argument.",
+    )(function)
+    function = click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")(function)
+    return _client_option(function)
+
+
+_ENTRY_CONTEXT = {**_CONTEXT, "ignore_unknown_options": True}
+
+
+def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool) -> Any:
+    """The server entry for these bridge arguments, validated like the bridge would."""
+    from .clientconfig import ServerEntry, bridge_command, split_secrets
+
+    args = list(bridge_args)
+    if command_path is None:
+        try:
+            parsed = main.make_context("mcp-app-bridge", list(args), resilient_parsing=False)
+        except click.UsageError as exc:
+            raise click.UsageError(f"bridge option: {exc.format_message()}") from None
+        _build_config(parsed.params, require_env=False)
+        command = bridge_command()
+    else:
+        command = [str(Path(command_path).resolve())]
+    env = split_secrets(args, os.environ)
+    if not reveal:
+        env = {name: f"<the value of {name}>" for name in env}
+    return ServerEntry(command=command[0], args=tuple(command[1:] + args), env=env)
+
+
+@config.command("print", context_settings=_ENTRY_CONTEXT)
+@_entry_options
+@click.option("--show-secrets", is_flag=True, help="Print the values of --token-env variables instead of placeholders.")
+def config_print(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], show_secrets: bool) -> None:
+    """Print the client's configuration document holding just this entry."""
+    import json
+
+    from .clientconfig import entry_document
+
+    document = entry_document(client, name, _entry(command_path, bridge_args, reveal=show_secrets))
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+@config.command("install", context_settings=_ENTRY_CONTEXT)
+@_entry_options
+@click.option("--force", is_flag=True, help="Replace an existing entry of that name.")
+@click.option("--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS).")
+def config_install(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], force: bool, path: Path | None) -> None:
+    """Merge the entry into the client's config file (kept as <file>.bak before)."""
+    from .clientconfig import ClientConfigError, config_path, install_entry
+
+    target = path or config_path(client)
+    try:
+        install_entry(target, client, name, _entry(command_path, bridge_args, reveal=True), force=force)
+    except ClientConfigError as exc:
+        raise click.ClickException(f"{exc}. {target} was not changed.") from None
+    click.echo(f"added {name!r} to {target}; restart {client} to use it")
+
+
+@config.command("remove", context_settings=_CONTEXT)
+@_client_option
+@click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")
+@click.option("--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS).")
+def config_remove(client: str, name: str, path: Path | None) -> None:
+    """Remove the entry from the client's config file (kept as <file>.bak before)."""
+    from .clientconfig import ClientConfigError, config_path, uninstall_entry
+
+    target = path or config_path(client)
+    try:
+        uninstall_entry(target, name)
+    except ClientConfigError as exc:
+        raise click.ClickException(f"{exc}. {target} was not changed.") from None
+    click.echo(f"removed {name!r} from {target}")
+
+
+@config.command("path", context_settings=_CONTEXT)
+@_client_option
+def config_path_command(client: str) -> None:
+    """Print where the client keeps its MCP configuration on this OS."""
+    from .clientconfig import config_path
+
+    click.echo(str(config_path(client)))
 
 
 def mcp_stdio_option(

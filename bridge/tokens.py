@@ -258,6 +258,11 @@ class TokenStore:
         self._lock = anyio.Lock()
         self.generation = 0
 
+    @property
+    def source_description(self) -> str:
+        """How the token source is named in messages ("no token source" when none)."""
+        return self._source.description if self._source is not None else "no token source"
+
     async def current(self, context: TokenContext) -> tuple[str | None, int]:
         """Return ``(token or None, generation)``, fetching on first use.
 

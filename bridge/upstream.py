@@ -157,6 +157,11 @@ class Upstream:
         self.server_capabilities: dict[str, Any] = {}
         self.session_generation = 0
 
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client (token sources that talk to the app use it too)."""
+        return self._client
+
     async def aclose(self) -> None:
         """Close the HTTP client if this object built it."""
         if self._owns_client:

@@ -1,0 +1,195 @@
+"""``mcp-app-bridge check``: walk the path an AI client's request takes, and say where it breaks.
+
+Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
+
+1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
+2. **connect** — a TCP connection to the endpoint; if nothing listens and a launcher is
+   configured, the app is started exactly as the bridge would start it;
+3. **token** — the configured token source (its name and the token's length, never the
+   token itself);
+4. **initialize**, **tools/list**, **ping** — real MCP requests through the same driver the
+   bridge uses (token refresh, relaunch, session rebuild included); the tools are listed;
+5. the MCP session is closed again (``DELETE``).
+
+The report goes to stdout (this is not the stdio bridge); colour only on a terminal.
+Exit status 0 when every step passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from .config import BridgeConfig
+from .discovery import DiscoveryError, pid_is_alive
+from .driver import Driver
+from .errors import UpstreamError
+from .jsonrpc import Request, encode_message
+from .launcher import tcp_probe
+from .tokens import TokenContext
+
+__all__ = ["run_check", "FIXES"]
+
+#: The likely fix for each failure reason, shown under a ✗.
+FIXES: dict[str, str] = {
+    "app_unreachable": "Start the app (or give --launch CMD so the bridge can start it), and check --url / --app-name.",
+    "app_launch_failed": "Run the --launch command by hand to see why the app does not start or listen.",
+    "auth_rejected": "Check the token source: the app rejected the token, or no token could be read.",
+    "timeout": "The app did not answer in time: check that it is healthy, or raise --request-timeout.",
+    "http_status": "The app refused the request: check that --url is its MCP endpoint (often …/mcp).",
+    "bad_upstream_response": "The answer was not MCP: check that --url is the app's MCP endpoint.",
+    "stream_closed": "The app dropped the connection: check the app's own log.",
+    "session_lost": "The app forgot the session: restart the app and run the check again.",
+    "message_too_large": "Raise --max-message-bytes.",
+    "shutting_down": "Run the check again.",
+}
+
+Echo = Callable[[str], None]
+
+
+class _Report:
+    def __init__(self, echo: Echo, style: Callable[..., str]) -> None:
+        self._echo = echo
+        self._style = style
+        self.failed = False
+
+    def step(self, name: str, ok: bool, detail: str, seconds: float, fix: str | None = None) -> None:
+        mark = self._style("✓", fg="green") if ok else self._style("✗", fg="red", bold=True)
+        self._echo(f"{mark} {name:<11} {detail}  ({seconds * 1000:.0f} ms)")
+        if not ok:
+            self.failed = True
+            if fix:
+                self._echo(f"  {self._style('fix:', bold=True)} {fix}")
+
+    def line(self, text: str) -> None:
+        self._echo(f"  {text}")
+
+
+async def run_check(config: BridgeConfig, echo: Echo, style: Callable[..., str]) -> bool:
+    """Run every step against the app; return whether all passed.
+
+    Args:
+        config: the bridge options to check (as the AI client's entry would give them).
+        echo: writes one line of the report.
+        style: ``click.style``-like colouring (the caller decides whether colour shows).
+    """
+    report = _Report(echo, style)
+    driver = Driver(config)
+    try:
+        await _walk(config, driver, report)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await driver.upstream.terminate_session()
+            await driver.upstream.aclose()
+    echo("")
+    echo(style("all checks passed", fg="green") if not report.failed else style("the check failed", fg="red", bold=True))
+    return not report.failed
+
+
+async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
+    started = time.monotonic()
+    endpoint = driver.endpoint
+    endpoint.reload()
+    try:
+        url = endpoint.url()
+        where = "--url" if config.url else f"discovery file {endpoint.discovery_file}"
+        detail = f"{url} (from {where})"
+        discovery = endpoint.discovery
+        if discovery is not None and discovery.pid is not None:
+            detail += f", app pid {discovery.pid} " + ("running" if pid_is_alive(discovery.pid) else "not running")
+        report.step("endpoint", True, detail, time.monotonic() - started)
+    except DiscoveryError as exc:
+        startable = exc.missing and driver.launcher.configured
+        report.step("endpoint", startable, str(exc) + ("; the bridge will start the app" if startable else ""),
+                    time.monotonic() - started, None if startable else FIXES["app_unreachable"])
+        if not startable:
+            return
+
+    started = time.monotonic()
+    try:
+        listening = await tcp_probe(endpoint.url())
+    except DiscoveryError:
+        listening = False
+    if listening:
+        report.step("connect", True, "the app accepts connections", time.monotonic() - started)
+    elif driver.launcher.configured:
+        try:
+            await driver.launcher.ensure_running()
+            report.step("connect", True, f"started {config.app_name} and it accepts connections at {endpoint.url()}",
+                        time.monotonic() - started)
+        except UpstreamError as exc:
+            report.step("connect", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+            return
+    else:
+        report.step("connect", False, f"nothing accepts connections at {_url_or_none(endpoint)}",
+                    time.monotonic() - started, FIXES["app_unreachable"])
+        return
+
+    started = time.monotonic()
+    source = driver.tokens.source_description
+    try:
+        token, _ = await driver.tokens.current(TokenContext(base_url=endpoint.url(), http_client=driver.upstream.client))
+        detail = f"from {source}, {len(token)} characters" if token else "none configured (the app must not need one)"
+        report.step("token", True, detail, time.monotonic() - started)
+    except UpstreamError as exc:
+        report.step("token", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+        return
+
+    result = await _request(driver, report, "initialize", {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-app-bridge check", "version": "1"},
+    })
+    if result is None:
+        return
+    server = result.get("serverInfo") or {}
+    report.line(f"server {server.get('name', '?')} {server.get('version', '')}, protocol {result.get('protocolVersion')}")
+    try:
+        await driver.deliver(encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1],
+                             "notification notifications/initialized")
+    except UpstreamError as exc:
+        report.step("initialized", False, exc.message, 0.0, FIXES.get(str(exc.reason)))
+        return
+    tools = await _request(driver, report, "tools/list", {})
+    if tools is None:
+        return
+    names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
+    report.line(f"{len(names)} tools: {', '.join(names) if names else '(none)'}")
+    await _request(driver, report, "ping", None)
+
+
+async def _request(driver: Driver, report: _Report, method: str, params: Any) -> dict[str, Any] | None:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"check-{method}", "method": method}
+    if params is not None:
+        message["params"] = params
+    request = Request(message["id"], method, params, encode_message(message)[:-1])
+    started = time.monotonic()
+
+    async def ignore(line: bytes) -> None:
+        return None
+
+    try:
+        line = await driver.request(request, ignore)
+    except UpstreamError as exc:
+        report.step(method, False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+        return None
+    reply = json.loads(line)
+    if "error" in reply:
+        error = reply["error"]
+        report.step(method, False, f"the app answered error {error.get('code')}: {error.get('message')}",
+                    time.monotonic() - started, "Check the app's own log for this error.")
+        return None
+    report.step(method, True, "ok", time.monotonic() - started)
+    result = reply.get("result")
+    return result if isinstance(result, dict) else {}
+
+
+def _url_or_none(endpoint: Any) -> str:
+    try:
+        return str(endpoint.url())
+    except DiscoveryError as exc:
+        return f"(unknown: {exc})"
