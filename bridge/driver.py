@@ -16,6 +16,7 @@ session, give up); this module does it, with the pieces that own each resource:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from .discovery import Endpoint
 from .errors import AuthRejectedError, SessionLostError, UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import Launcher, default_lock_path
+from .modern import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
 from .policy import EnsureRunning, RefreshToken, Send, forward_flow
 from .tokens import CallableTokenSource, DiscoveryTokenSource, TokenContext, TokenSource, TokenStore
 from .upstream import Emit, Upstream
@@ -118,6 +120,9 @@ class Driver:
         #: How many session rebuilds succeeded (logs and tests read it).
         self.rebuilds = 0
         self._replays = 0
+        #: Whether the client speaks 2026-07-28 (its last request said so; initialize resets it).
+        self.modern = False
+        self._tool_headers: dict[str, HeaderMap] = {}
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a request; return its stdout line (the app's reply).
@@ -125,9 +130,69 @@ class Driver:
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
-        if request.method == "initialize":
-            self._initialize = request
-        return await self._run(lambda: self.upstream.send_request(request, emit))
+        version = modern_version(request.params)
+        if version is None:
+            if request.method == "initialize":
+                self._initialize = request
+                self.modern = False
+            return await self._run(lambda: self.upstream.send_request(request, emit))
+        self.modern = True
+        line = await self._send_modern(request, emit, version)
+        if request.method == "tools/list":
+            return self._filter_tool_list(line)
+        if request.method == "tools/call" and _error_code(line) == HEADER_MISMATCH:
+            # The app's tool schemas changed since the client listed them (SPEC-CHECKLIST
+            # item 69): list again, privately, and send the call once more.
+            log.info("tools/call %r: the app reports a header mismatch; listing its tools again", request.id)
+            try:
+                await self._relist_tools(request.params, version)
+            except UpstreamError as exc:
+                log.warning("listing the tools again failed: %s", exc.message)
+                return line
+            line = await self._send_modern(request, emit, version)
+        return line
+
+    async def _send_modern(self, request: Request, emit: Emit, version: str) -> bytes:
+        return await self._run(
+            lambda: self.upstream.send_request(
+                request,
+                emit,
+                modern_headers=request_headers(request.method, request.params, version, self._tool_headers),
+                endless=request.method == "subscriptions/listen",
+            ),
+            can_rebuild=False,
+        )
+
+    def _filter_tool_list(self, line: bytes) -> bytes:
+        """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
+        see them) and remember the others' annotations for their calls."""
+        reply = json.loads(line)
+        if not isinstance(reply, dict) or "result" not in reply:
+            return line
+        result, dropped = filter_tools(reply["result"], self._tool_headers)
+        for name, reason in dropped:
+            log.warning("tools/list: hiding tool %r from the client: %s", name, reason)
+        return encode_message({**reply, "result": result}) if dropped else line
+
+    async def _relist_tools(self, params: Any, version: str) -> None:
+        meta = {key: value for key, value in params["_meta"].items() if key != "progressToken"}
+        cursor: Any = None
+        for _ in range(_MAX_TOOL_PAGES):
+            self._replays += 1
+            list_params: dict[str, Any] = {"_meta": meta}
+            if cursor is not None:
+                list_params["cursor"] = cursor
+            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
+            listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
+            reply = json.loads(await self._send_modern(listing, _drop, version))
+            result = reply.get("result") if isinstance(reply, dict) else None
+            if not isinstance(result, dict):
+                return
+            filter_tools(result, self._tool_headers)
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return
+        log.warning("tools/list: stopped after %d pages", _MAX_TOOL_PAGES)
 
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).
@@ -137,8 +202,8 @@ class Driver:
         """
         await self._run(lambda: self.upstream.send_message(body, what))
 
-    async def _run(self, send: Callable[[], Awaitable[T]], *, replay: bool = False) -> T:
-        flow = forward_flow(can_rebuild=not replay)
+    async def _run(self, send: Callable[[], Awaitable[T]], *, replay: bool = False, can_rebuild: bool = True) -> T:
+        flow = forward_flow(can_rebuild=can_rebuild and not replay)
         action = next(flow)
         result: T | None = None
         last: UpstreamError | None = None
@@ -228,6 +293,19 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+_MAX_TOOL_PAGES = 50
+
+
+def _error_code(line: bytes) -> int | None:
+    """The error code of a reply line, read only when it may hold -32020 (cheap test first)."""
+    if b"-32020" not in line:
+        return None
+    reply = json.loads(line)
+    error = reply.get("error") if isinstance(reply, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) else None
 
 
 async def _drop(line: bytes) -> None:

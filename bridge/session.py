@@ -50,6 +50,7 @@ from .errors import (
 )
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, is_valid_id, read_id_from_head
+from .modern import modern_version
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
 
 __all__ = ["Bridge", "run_stdio"]
@@ -78,6 +79,8 @@ class _Pending:
     #: The client sent notifications/cancelled for it: a late result is still relayed, but
     #: no error is made up for it (HAZARDS B33; the client has already forgotten the id).
     cancelled: bool = False
+    #: Cancels the HTTP exchange of a single request (2026-07-28 cancellation).
+    scope: anyio.CancelScope | None = None
 
     def __post_init__(self) -> None:
         self.replies = [None] * len(self.requests)
@@ -215,14 +218,25 @@ class Bridge:
                 self._work.start_soon(self._handle_request, pending, 0, None)
         else:
             if isinstance(message, Notification) and message.method == "notifications/cancelled":
-                self._note_cancelled(message)
+                if self._cancel(message):
+                    return
             self._work.start_soon(self._handle_message, message)
 
-    def _note_cancelled(self, message: Notification) -> None:
+    def _cancel(self, message: Notification) -> bool:
+        """Note a client's cancellation; return whether it was handled here, not forwarded.
+
+        2026-07-28 cancels a request by closing its HTTP exchange (SPEC-CHECKLIST item 67):
+        the exchange is aborted and the notification never POSTed. Earlier revisions POST it,
+        and keep relaying a late reply (item 63).
+        """
         request_id = message.params.get("requestId") if isinstance(message.params, dict) else None
         pending = self._by_id.get(_id_key(request_id)) if is_valid_id(request_id) else None
         if pending is not None:
             pending.cancelled = True
+            if pending.scope is not None and modern_version(pending.requests[0].params) is not None:
+                pending.scope.cancel()
+                return True
+        return self._driver.modern  # nothing in flight to close: nothing to send either
 
     def _open_pending(self, requests: list[Request], *, batch: bool) -> _Pending:
         pending = _Pending(requests, batch)
@@ -251,9 +265,20 @@ class Bridge:
 
     async def _handle_request(self, pending: _Pending, index: int, done: anyio.Event | None) -> None:
         request = pending.requests[index]
+        scope = anyio.CancelScope()
+        if not pending.batch:
+            pending.scope = scope
         try:
-            async with self._limiter:
-                line = await self._driver.request(request, self._emit)
+            with scope:
+                if request.method == "subscriptions/listen":
+                    # Open for as long as the client listens: it must not hold a slot.
+                    line = await self._driver.request(request, self._emit)
+                else:
+                    async with self._limiter:
+                        line = await self._driver.request(request, self._emit)
+            if scope.cancelled_caught:
+                await self._answer(pending, silently=True)  # the client cancelled it
+                return
         except UpstreamError as exc:
             log.warning("request %r (%s): %s", request.id, request.method, exc.message)
             if pending.cancelled:

@@ -191,9 +191,15 @@ class Upstream:
         return TokenContext(base_url=base_url, http_client=self._client)
 
     async def _prepare(
-        self, *, for_initialize: bool = False, accept: str = f"{_JSON}, {_SSE}"
+        self,
+        *,
+        for_initialize: bool = False,
+        accept: str = f"{_JSON}, {_SSE}",
+        modern_headers: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str], _Sent]:
-        """The URL, the headers and what they carried, for one HTTP request."""
+        """The URL, the headers and what they carried, for one HTTP request.
+
+        ``modern_headers`` (a 2026-07-28 request) replace the session's id and version."""
         try:
             url = self._endpoint.url()
         except DiscoveryError as exc:
@@ -206,7 +212,9 @@ class Upstream:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         sent = _Sent(token_generation=token_generation)
-        if not for_initialize:
+        if modern_headers is not None:
+            headers.update(modern_headers)
+        elif not for_initialize:
             if self.session_id is not None:
                 headers["Mcp-Session-Id"] = self.session_id
                 sent.session_generation = self.session_generation
@@ -214,18 +222,30 @@ class Upstream:
                 headers["MCP-Protocol-Version"] = self.protocol_version
         return url, headers, sent
 
-    async def _prepare_post(self, *, for_initialize: bool = False) -> tuple[str, dict[str, str], _Sent]:
-        url, headers, sent = await self._prepare(for_initialize=for_initialize)
+    async def _prepare_post(
+        self, *, for_initialize: bool = False, modern_headers: dict[str, str] | None = None
+    ) -> tuple[str, dict[str, str], _Sent]:
+        url, headers, sent = await self._prepare(for_initialize=for_initialize, modern_headers=modern_headers)
         headers["Content-Type"] = _JSON
         return url, headers, sent
 
     # -- POST ----------------------------------------------------------------------------
 
-    async def send_request(self, request: Request, emit: Emit) -> bytes:
+    async def send_request(
+        self, request: Request, emit: Emit, *, modern_headers: dict[str, str] | None = None, endless: bool = False
+    ) -> bytes:
         """POST a request and return the stdout line answering it.
 
         Messages that arrive before the response on an SSE stream (progress, logging,
         server→client requests) are passed to ``emit`` as they arrive, in order.
+
+        Args:
+            request: the client's request, sent as its bytes were received.
+            emit: where messages other than the response go.
+            modern_headers: for a 2026-07-28 request, its headers (``modern.py``); no
+                session header is sent and a broken stream is not resumed.
+            endless: no read timeout (``subscriptions/listen`` stays open for as long as
+                the client listens).
 
         Returns:
             the response line (its id is the request's, same type and value).
@@ -234,9 +254,10 @@ class Upstream:
             UpstreamError: one subclass per reason (DESIGN.md §3). Nothing is retried here.
         """
         initialize = request.method == "initialize"
-        url, headers, sent = await self._prepare_post(for_initialize=initialize)
+        url, headers, sent = await self._prepare_post(for_initialize=initialize, modern_headers=modern_headers)
+        timeout = self._listen_timeout() if endless else httpx.USE_CLIENT_DEFAULT
         with map_httpx_errors(self._app):
-            async with self._client.stream("POST", url, content=request.body, headers=headers) as response:
+            async with self._client.stream("POST", url, content=request.body, headers=headers, timeout=timeout) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
                     return await self._error_status(request, response, sent)
@@ -252,7 +273,7 @@ class Upstream:
                     for extra in extras:
                         await emit(extra)
                 elif media_type == _SSE:
-                    line, message = await self._answer_from_sse(request, response, emit)
+                    line, message = await self._answer_from_sse(request, response, emit, resumable=modern_headers is None)
                 else:
                     raise BadUpstreamResponseError(
                         f"{self._app} answered with content type {media_type!r}, "
@@ -368,7 +389,7 @@ class Upstream:
         return to_wire_line(raw, value), value
 
     async def _answer_from_sse(
-        self, request: Request, response: httpx.Response, emit: Emit
+        self, request: Request, response: httpx.Response, emit: Emit, *, resumable: bool = True
     ) -> tuple[bytes, dict[str, Any]]:
         state = _StreamState()
         async with contextlib.AsyncExitStack() as streams:
@@ -393,10 +414,10 @@ class Upstream:
                                 return line, message
                             await emit(line)
                 except StreamClosedError:
-                    if state.last_event_id is None:
+                    if state.last_event_id is None or not resumable:
                         raise
-                if state.last_event_id is None:
-                    break  # no event ids: the stream cannot be resumed (SPEC-CHECKLIST item 41)
+                if state.last_event_id is None or not resumable:
+                    break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
     async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:

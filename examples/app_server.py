@@ -199,6 +199,7 @@ def build_app(
     session_idle_timeout: float | None = None,
     token: str | None = None,
     secret: str | None = None,
+    legacy_only: bool = False,
 ) -> Starlette:
     """Build the Starlette app serving MCP Streamable HTTP at ``/mcp``.
 
@@ -215,6 +216,9 @@ def build_app(
             otherwise).
         secret: When given (with ``token``), ``POST /auth/token`` exchanges
             ``{"secret": secret}`` for ``{"token": token}``.
+        legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
+            a newer ``MCP-Protocol-Version`` (such as the ``server/discover`` probe) gets
+            400 ``Missing session ID``, so dual-era clients fall back to ``initialize``.
     """
     mode = ("stateless" if stateless else "stateful") + (" json" if json_response else " sse")
     server = build_server(mode=mode)
@@ -232,7 +236,31 @@ def build_app(
         if secret is not None:
             app.router.routes.insert(0, Route(AUTH_PATH, _token_route(secret, token), methods=["POST"]))
         app.add_middleware(_BearerTokenMiddleware, token=token)
+    if legacy_only:
+        app.add_middleware(_LegacyOnlyMiddleware)
     return app
+
+
+_HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+
+
+class _LegacyOnlyMiddleware:
+    """Refuse 2026-07-28 requests the way a pre-2026 Streamable HTTP server does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+            if version and version not in _HANDSHAKE_VERSIONS and b"mcp-session-id" not in headers:
+                from starlette.responses import JSONResponse
+
+                refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
+                await JSONResponse(refusal, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _token_route(secret: str, token: str) -> Callable[[Any], Awaitable[Any]]:
@@ -455,6 +483,7 @@ def serve(
     secret_file: Path | None = None,
     token_in_discovery: bool = False,
     started_file: Path | None = None,
+    legacy_only: bool = False,
 ) -> int:
     """Server mode: serve until SIGTERM/SIGINT; returns the exit status."""
     # Our own root handler first: the SDK's configure_logging() (basicConfig) then leaves it alone.
@@ -496,6 +525,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         token=token,
         secret=secret,
+        legacy_only=legacy_only,
     )
     config = uvicorn.Config(
         app,
@@ -552,6 +582,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option("--host", type=click.Choice(LOOPBACK_HOSTS), default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--json-response", is_flag=True, help="Answer POSTs with JSON instead of SSE.")
 @click.option("--stateless", is_flag=True, help="No sessions (no mcp-session-id).")
+@click.option("--legacy-only", is_flag=True, help="Refuse MCP 2026-07-28 requests, like a server that predates it.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BODY_BYTES, show_default=True, help="Request body limit in bytes.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="INFO", show_default=True)
 # --mcp-stdio builds the bridge's configuration from these same options.
@@ -566,6 +597,7 @@ def cli(
     host: str,
     json_response: bool,
     stateless: bool,
+    legacy_only: bool,
     max_body_bytes: int,
     log_level: str,
     discovery_file: Path | None,
@@ -585,6 +617,7 @@ def cli(
         secret_file=secret_file,
         token_in_discovery=token_in_discovery,
         started_file=started_file,
+        legacy_only=legacy_only,
     )
 
 

@@ -31,7 +31,7 @@ import pytest
 from conftest import REPO_ROOT, AppServer
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.types import TextContent
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 BRIDGE_EXE_VAR = "MCP_APP_BRIDGE_EXE"
 """Environment variable naming a frozen bridge executable to test instead of ``python -m bridge``."""
@@ -486,21 +486,53 @@ async def test_sdk_stdio_client_session(app_server: AppServer, tmp_path: Path) -
     assert "Traceback" not in bridge_log, bridge_log[-3000:]
 
 
+async def _auto_client_round_trip(url: str) -> tuple[str, list[float]]:
+    """``mcp.Client`` in its default ``auto`` mode through the bridge: connect, list the
+    tools, echo, and a progress call. Returns the protocol version and the progress seen."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    with anyio.fail_after(60):
+        async with Client(_sdk_params(url), read_timeout_seconds=REPLY_TIMEOUT) as client:
+            version = client.protocol_version
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"echo", "progress"} <= names
+            result = await client.call_tool("echo", {"text": "auto mode: Grüße 🌍"})
+            assert not result.is_error
+            assert "".join(b.text for b in result.content if isinstance(b, TextContent)) == "auto mode: Grüße 🌍"
+            result = await client.call_tool("progress", {"steps": 3, "delay_seconds": 0.05}, progress_callback=on_progress)
+            assert not result.is_error
+    return version, seen
+
+
 @pytest.mark.process
 @pytest.mark.anyio
-async def test_sdk_client_auto_mode_falls_back_to_initialize(app_server: AppServer) -> None:
-    """``mcp.Client`` in its default ``auto`` mode probes ``server/discover`` first; the
-    (handshake-era) app refuses it and the client falls back to initialize through the bridge."""
-    refused_before = count_in_log(app_server, '"POST /mcp HTTP/1.1" 400')
-    with anyio.fail_after(60):
-        async with Client(_sdk_params(app_server.url), read_timeout_seconds=REPLY_TIMEOUT) as client:
-            assert client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
-            assert client.server_info is not None and client.server_info.name == "demo-app"
-            result = await client.call_tool("echo", {"text": "auto mode"})
-            assert not result.is_error
-            assert "".join(b.text for b in result.content if isinstance(b, TextContent)) == "auto mode"
-    # The probe really crossed the bridge: the app answered it 400 (no session yet).
-    assert count_in_log(app_server, '"POST /mcp HTTP/1.1" 400') > refused_before
+async def test_sdk_client_auto_mode_speaks_2026_07_28_through_the_bridge(app_server: AppServer) -> None:
+    """The official client probes ``server/discover``; with the era's headers the (dual-era)
+    app answers it, and the whole conversation is stateless 2026-07-28 (issue 6)."""
+    deletes_before = count_in_log(app_server, '"DELETE /mcp HTTP/1.1"')
+    version, progress = await _auto_client_round_trip(app_server.url)
+    assert version in MODERN_PROTOCOL_VERSIONS
+    assert progress == [1.0, 2.0, 3.0]
+    assert count_in_log(app_server, '"DELETE /mcp HTTP/1.1"') == deletes_before  # no session to delete
+
+
+@pytest.mark.process
+@pytest.mark.anyio
+async def test_sdk_client_auto_mode_falls_back_to_initialize_on_a_legacy_only_app(
+    start_app_server: Callable[..., AppServer],
+) -> None:
+    """A server that predates 2026-07-28 refuses the probe (HTTP 400); the bridge relays the
+    refusal with the probe's id and the client falls back to initialize at once."""
+    legacy = start_app_server("--legacy-only")
+    started = time.monotonic()
+    version, progress = await _auto_client_round_trip(legacy.url)
+    assert version in HANDSHAKE_PROTOCOL_VERSIONS
+    assert progress == [1.0, 2.0, 3.0]
+    assert time.monotonic() - started < 8  # no 10 s probe timeout on the way
+    assert count_in_log(legacy, '"POST /mcp HTTP/1.1" 400') >= 1  # the probe really crossed the bridge
 
 
 # -- 3-5: raw pipes --------------------------------------------------------------------------
