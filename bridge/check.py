@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from .config import BridgeConfig
+from .config import BridgeConfig, in_sentence
 from .discovery import DiscoveryError, pid_is_alive
 from .driver import Driver
 from .errors import UpstreamError
@@ -104,8 +104,11 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         report.step("endpoint", True, detail, time.monotonic() - started)
     except DiscoveryError as exc:
         startable = exc.missing and driver.launcher.configured
+        fix = FIXES["app_unreachable"] if exc.missing else (
+            "Fix the discovery file as the message says: mode 0600, owned by you, its url on 127.0.0.1 or [::1]."
+        )
         report.step("endpoint", startable, str(exc) + ("; the bridge will start the app" if startable else ""),
-                    time.monotonic() - started, None if startable else FIXES["app_unreachable"])
+                    time.monotonic() - started, None if startable else fix)
         if not startable:
             return
 
@@ -119,7 +122,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     elif driver.launcher.configured:
         try:
             await driver.launcher.ensure_running()
-            report.step("connect", True, f"started {config.app_name} and it accepts connections at {endpoint.url()}",
+            report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {endpoint.url()}",
                         time.monotonic() - started)
         except UpstreamError as exc:
             report.step("connect", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))

@@ -67,6 +67,7 @@ def _token_source(
             raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
         return tokens.EnvTokenSource(token_env)
     if token_file is not None:
+        _refuse_open_file(token_file, "--token-file")
         return tokens.FileTokenSource(token_file)
     if token_command is not None:
         try:
@@ -75,6 +76,7 @@ def _token_source(
             raise click.BadParameter(str(exc), param_hint="--token-command") from None
         return tokens.CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
     if auth_url is not None and secret_file is not None:
+        _refuse_open_file(secret_file, "--secret-file")
         try:
             if not auth_url.startswith("/"):  # a path is resolved against the MCP endpoint
                 check_endpoint_url(auth_url, allow_remote=allow_remote)
@@ -82,6 +84,15 @@ def _token_source(
             raise click.BadParameter(str(exc).replace("--url", "--auth-url"), param_hint="--auth-url") from None
         return tokens.AuthRouteTokenSource(auth_url, secret_file)
     return None
+
+
+def _refuse_open_file(path: Path, option: str) -> None:
+    """A secret file that exists must not be readable by others (it may appear later: the
+    app can create it when it starts)."""
+    if os.name == "posix" and path.exists() and path.stat().st_mode & 0o077:
+        raise click.BadParameter(
+            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}", param_hint=option
+        )
 
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
@@ -271,6 +282,13 @@ def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bo
     else:
         command = [str(Path(command_path).resolve())]
     env = split_secrets(args, os.environ)
+    for index, arg in enumerate(args[:-1]):
+        if arg == "--token-env" and args[index + 1] not in env:
+            click.echo(
+                f"warning: {args[index + 1]} is not set here, so the entry has no value for it; "
+                "add it to the entry's env block, or the bridge will refuse to start",
+                err=True,
+            )
     if not reveal:
         env = {name: f"<the value of {name}>" for name in env}
     return ServerEntry(command=command[0], args=tuple(command[1:] + args), env=env)
@@ -299,10 +317,10 @@ def config_install(client: str, name: str, command_path: str | None, bridge_args
 
     target = path or config_path(client)
     try:
-        install_entry(target, client, name, _entry(command_path, bridge_args, reveal=True), force=force)
+        replaced = install_entry(target, client, name, _entry(command_path, bridge_args, reveal=True), force=force)
     except ClientConfigError as exc:
         raise click.ClickException(f"{exc}. {target} was not changed.") from None
-    click.echo(f"added {name!r} to {target}; restart {client} to use it")
+    click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; restart {client} to use it")
 
 
 @config.command("remove", context_settings=_CONTEXT)

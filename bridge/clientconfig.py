@@ -256,23 +256,30 @@ def write_document(path: Path, document: dict[str, Any], previous: bytes | None)
         raise
 
 
-def install_entry(path: Path, client: str, name: str, entry: ServerEntry, *, force: bool = False) -> None:
+def install_entry(path: Path | str, client: str, name: str, entry: ServerEntry, *, force: bool = False) -> bool:
     """Merge the entry into the client's file at ``path`` (created if missing).
+
+    Returns:
+        whether an entry of that name was replaced (only possible with ``force``).
 
     Raises:
         ClientConfigError: the file is invalid or already has ``name`` (without ``force``);
             the file is left byte-for-byte unchanged.
     """
+    path = Path(path)
     document, previous = _load(path)
+    replaced = name in read_servers(document)[1]
     write_document(path, merge_entry(document, client, name, entry, force=force), previous)
+    return replaced
 
 
-def uninstall_entry(path: Path, name: str) -> None:
+def uninstall_entry(path: Path | str, name: str) -> None:
     """Remove the entry ``name`` from the file at ``path``.
 
     Raises:
         ClientConfigError: no such file or entry, or an invalid file (left unchanged).
     """
+    path = Path(path)
     document, previous = _load(path)
     if previous is None:
         raise ClientConfigError(f"{path} does not exist")

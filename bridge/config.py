@@ -21,7 +21,18 @@ __all__ = [
     "check_endpoint_url",
     "is_loopback_host",
     "parse_header",
+    "DEFAULT_APP_NAME",
+    "in_sentence",
 ]
+
+#: How the app is called in messages when no --app-name is given.
+DEFAULT_APP_NAME = "The app"
+
+
+def in_sentence(app_name: str) -> str:
+    """The app's name for the middle of a sentence ("the app" for the default name)."""
+    return "the app" if app_name == DEFAULT_APP_NAME else app_name
+
 
 #: Default cap on one message, either direction: 64 MiB (DESIGN.md §2.1 asks for ≥ 64 MiB).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -86,7 +97,7 @@ class BridgeConfig:
 
     url: str | None = None
     discovery_file: Path | None = None
-    app_name: str = "The app"
+    app_name: str = DEFAULT_APP_NAME
     headers: tuple[tuple[str, str], ...] = ()
     token: str | None = field(default=None, repr=False)
     token_source: Any = field(default=None, repr=False)

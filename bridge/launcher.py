@@ -35,6 +35,7 @@ import anyio
 import anyio.to_thread
 import filelock
 
+from .config import in_sentence
 from .discovery import DiscoveryError, Endpoint, pid_is_alive
 from .errors import AppLaunchFailedError, AppUnreachableError
 
@@ -200,7 +201,7 @@ class Launcher:
     async def _start(self) -> None:
         self.launches += 1
         if self._callable is not None:
-            log.warning("starting %s", self._app)
+            log.warning("starting %s", in_sentence(self._app))
             try:
                 outcome = self._callable()
                 if inspect.isawaitable(outcome):
@@ -212,7 +213,7 @@ class Launcher:
                 ) from exc
             return
         assert self._command is not None
-        log.warning("starting %s: %s", self._app, " ".join(self._command))
+        log.warning("starting %s: %s", in_sentence(self._app), " ".join(self._command))
         output = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
         try:
             self._process = _spawn_detached(
@@ -250,7 +251,7 @@ class Launcher:
                     recoverable=False,
                 )
             if now >= next_progress:
-                log.warning("still waiting for %s (%.0f s of %g s)", self._app, now - started, self._timeout_seconds)
+                log.warning("still waiting for %s (%.0f s of %g s)", in_sentence(self._app), now - started, self._timeout_seconds)
                 next_progress = now + PROGRESS_INTERVAL_SECONDS
             await anyio.sleep(POLL_INTERVAL_SECONDS)
 

@@ -33,6 +33,7 @@ from urllib.parse import urljoin
 import anyio
 import httpx
 
+from .config import in_sentence
 from .errors import AppUnreachableError, AuthRejectedError
 
 __all__ = [
@@ -315,4 +316,4 @@ class TokenStore:
         self.generation += 1
 
     def _failure(self, reason: str) -> AuthRejectedError:
-        return AuthRejectedError(f"Could not get a token for {self._app}: {reason}.", recoverable=False)
+        return AuthRejectedError(f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False)

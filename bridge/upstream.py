@@ -108,6 +108,7 @@ class _Sent:
     """What one HTTP request carried, for deciding a recovery (see ``policy.py``)."""
 
     token_generation: int
+    had_token: bool = False
     session_generation: int | None = None
 
 
@@ -211,7 +212,7 @@ class Upstream:
         headers["Accept"] = accept
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        sent = _Sent(token_generation=token_generation)
+        sent = _Sent(token_generation=token_generation, had_token=bool(token))
         if modern_headers is not None:
             headers.update(modern_headers)
         elif not for_initialize:
@@ -308,7 +309,11 @@ class Upstream:
         """
         status = response.status_code
         if status == 401:
-            error = AuthRejectedError(f"{self._app} rejected the bridge's credentials (HTTP 401); check the token source.")
+            if sent.had_token:
+                text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source."
+            else:
+                text = f"{self._app} requires a token (HTTP 401) and the bridge had none to send; configure a token source."
+            error = AuthRejectedError(text)
             error.token_generation = sent.token_generation
             raise error
         raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)

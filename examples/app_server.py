@@ -587,7 +587,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="INFO", show_default=True)
 # --mcp-stdio builds the bridge's configuration from these same options.
 @click.option("--discovery-file", type=_FILE, help="Publish the endpoint here (mode 0600) while serving.")
-@click.option("--secret-file", type=_FILE, help="Require a bearer token, issued by POST /auth/token for this secret.")
+@click.option("--secret-file", type=_FILE, help="Require a bearer token, issued by POST /auth/token for this secret (created, mode 0600, with a random secret if missing). The token is new at every start.")
 @click.option("--token-in-discovery", is_flag=True, help="Also put the token in the discovery file.")
 @click.option("--started-file", type=_FILE, help="Append this process's pid at every start.")
 @click.option("--launch-log", type=_FILE, help="With --mcp-stdio: where a launched app's output goes.")

@@ -103,3 +103,20 @@ def test_mcp_stdio_option_branches_before_the_apps_own_code_with_its_parsed_opti
     assert isinstance(result.exception, Exception)  # the bad configuration, not the GUI
     result = CliRunner().invoke(app, ["--profile", "home"])
     assert body_ran == ["home"] and result.exit_code == 0
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid"), reason="POSIX file modes")
+def test_a_token_file_others_may_read_is_refused_at_start(runner: CliRunner, tmp_path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o644)
+    result = runner.invoke(main, ["--url", "http://127.0.0.1:1/mcp", "--token-file", str(token_file)])
+    assert result.exit_code == 2 and "chmod 600" in result.stderr and TOKEN not in result.stderr
+
+
+def test_config_print_warns_when_the_token_variable_is_not_set_here(runner: CliRunner) -> None:
+    result = runner.invoke(
+        main,
+        ["config", "print", "--client", "cursor", "--name", "x", "--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_FOR_TEST"],
+    )
+    assert result.exit_code == 0 and "UNSET_FOR_TEST is not set here" in result.stderr

@@ -471,3 +471,14 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
             with anyio.fail_after(1.5):
                 await launcher.ensure_running()
     assert starter.calls == 3
+
+
+async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path: Path) -> None:
+    from bridge.discovery import write_discovery_file
+
+    discovery = tmp_path / "mcp-endpoint.json"
+    write_discovery_file(discovery, url=URL)  # no token in it
+    async with running_bridge(FakeApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
+        h.stdin.feed(request_line(1))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
