@@ -25,11 +25,12 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .atomicfile import replace_json
 
 __all__ = [
     "CLIENTS",
@@ -241,19 +242,7 @@ def write_document(path: Path, document: dict[str, Any], previous: bytes | None)
         backup.write_bytes(previous)
         with contextlib.suppress(OSError):
             shutil.copymode(path, backup)
-    descriptor, temporary = tempfile.mkstemp(prefix="." + path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            json.dump(document, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
-        if previous is not None:
-            with contextlib.suppress(OSError):
-                shutil.copymode(path, temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    replace_json(path, document, indent=2)
 
 
 def install_entry(path: Path | str, client: str, name: str, entry: ServerEntry, *, force: bool = False) -> bool:

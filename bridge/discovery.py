@@ -24,11 +24,11 @@ import contextlib
 import ipaddress
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .atomicfile import replace_json
 from .config import ConfigError
 
 __all__ = [
@@ -146,17 +146,7 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
     if token is not None:
         document["token"] = token
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=".mcp-endpoint-", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            if os.name == "posix":
-                os.fchmod(handle.fileno(), 0o600)
-            json.dump(document, handle)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    replace_json(path, document, mode=0o600)
 
 
 def remove_discovery_file(path: Path, *, pid: int | None = None) -> None:
