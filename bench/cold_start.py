@@ -39,7 +39,8 @@ INIT = (
 
 def start_app() -> tuple[subprocess.Popen[bytes], str]:
     app = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "app_server.py"), "--port", "0", "--log-level", "WARNING"],
+        # bench/_server.py: the example app's server with TCP_NODELAY on (see its docstring).
+        [sys.executable, str(ROOT / "bench" / "_server.py"), "--sse"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

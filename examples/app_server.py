@@ -502,7 +502,9 @@ def serve(
         token = secrets.token_urlsafe(32)  # new in every process: restarting rotates it
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns TCP_NODELAY on only for sockets that name TCP, and
+    # without it every reply waits for the client's delayed ACK (about 40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     if sys.platform != "win32":
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
