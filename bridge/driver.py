@@ -79,7 +79,8 @@ class Driver:
 
     Args:
         config: the run's configuration.
-        http_client: an injected ``httpx.AsyncClient`` (tests), else the bridge builds one.
+        http_transport: an injected ``httpx.AsyncBaseTransport`` (tests), else the bridge
+            builds its own connection pool.
         app_probe: an injected ``async (url) -> bool`` telling whether the app accepts
             connections (tests), else a TCP connect.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
@@ -89,7 +90,7 @@ class Driver:
         self,
         config: BridgeConfig,
         *,
-        http_client: httpx.AsyncClient | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
         app_probe: Callable[[str], Awaitable[bool]] | None = None,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -99,7 +100,7 @@ class Driver:
         self.tokens = TokenStore(
             token_source_for(config, self.endpoint), timeout_seconds=config.token_timeout_seconds, app_name=self._app
         )
-        self.upstream = Upstream(config, endpoint=self.endpoint, tokens=self.tokens, client=http_client)
+        self.upstream = Upstream(config, endpoint=self.endpoint, tokens=self.tokens, transport=http_transport)
         configured = config.launch_command is not None or config.ensure_running is not None
         lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
         self.launcher = Launcher(

@@ -102,8 +102,8 @@ class Bridge:
         config: the run's configuration.
         stdin: where the client's bytes come from (``receive() -> bytes``, ``b""`` at EOF).
         stdout: where lines go (``send(bytes)``, raising ``OSError`` once the client is gone).
-        http_client: an ``httpx.AsyncClient`` to use (tests pass one backed by respx); by
-            default the bridge builds its own.
+        http_transport: an ``httpx.AsyncBaseTransport`` to use (tests pass
+            ``httpx.MockTransport`` backed by respx); by default the bridge builds its own.
         app_probe: ``async (url) -> bool``, whether the app accepts connections (tests pass
             one that follows their fake app); by default a TCP connect.
         handle_signals: stop gracefully on SIGTERM/SIGINT (only where the platform allows).
@@ -115,7 +115,7 @@ class Bridge:
         *,
         stdin: ByteSource,
         stdout: ByteSink,
-        http_client: httpx.AsyncClient | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
         app_probe: Callable[[str], Awaitable[bool]] | None = None,
         handle_signals: bool = False,
     ) -> None:
@@ -123,7 +123,7 @@ class Bridge:
         self._stdin = stdin
         self._stdout = stdout
         self._driver = Driver(
-            config, http_client=http_client, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
+            config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
         )
         self._handle_signals = handle_signals
         self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)

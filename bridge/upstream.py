@@ -35,6 +35,7 @@ import anyio
 import httpx
 from httpx_sse import EventSource
 
+from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
 from .errors import (
@@ -68,6 +69,7 @@ MAX_LISTEN_FAILURES = 5
 #: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
 MAX_ERROR_BODY_BYTES = 1024 * 1024
 
+_USER_AGENT = f"mcp-app-bridge/{__version__}"
 _JSON = "application/json"
 _SSE = "text/event-stream"
 
@@ -127,8 +129,9 @@ class Upstream:
         config: the run's configuration (headers, timeouts, caps, app name).
         endpoint: where the app listens (a fixed URL or its discovery file).
         tokens: the bearer token store (may hold no source: no authentication).
-        client: an ``httpx.AsyncClient`` to use instead of building one (tests inject one
-            backed by respx). The caller keeps ownership of an injected client.
+        transport: an ``httpx.AsyncBaseTransport`` to use instead of building one (tests
+            inject ``httpx.MockTransport`` backed by respx). The caller keeps ownership of
+            an injected transport.
 
     Attributes:
         session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
@@ -145,14 +148,20 @@ class Upstream:
         *,
         endpoint: Endpoint,
         tokens: TokenStore,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._config = config
         self._endpoint = endpoint
         self._tokens = tokens
         self._app = config.app_name
-        self._owns_client = client is None
-        self._client = client if client is not None else _build_client(config)
+        self._owns_transport = transport is None
+        self._transport = transport
+        self._verifies_tls = False
+        self._timeout = httpx.Timeout(
+            config.request_timeout_seconds, connect=config.connect_timeout_seconds, pool=config.request_timeout_seconds
+        ).as_dict()
+        self._client: httpx.AsyncClient | None = None
+        self._stale: list[httpx.AsyncBaseTransport] = []
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.server_capabilities: dict[str, Any] = {}
@@ -160,13 +169,52 @@ class Upstream:
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """The HTTP client (token sources that talk to the app use it too)."""
+        """An ``httpx.AsyncClient`` on the same connections, for token sources that talk to
+        the app (its auth route): no proxies from the environment, no redirects."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=_Borrowed(self._transport_for),
+                trust_env=False,
+                follow_redirects=False,
+                timeout=httpx.Timeout(self._config.token_timeout_seconds),
+            )
         return self._client
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this object built it."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the connections if this object opened them."""
+        if self._owns_transport:
+            for transport in [*self._stale, self._transport]:
+                if transport is not None:
+                    await transport.aclose()
+
+    def _transport_for(self, url: str) -> httpx.AsyncBaseTransport:
+        """The connection pool, built on first use.
+
+        It talks to the transport directly: the bridge needs none of what ``AsyncClient``
+        adds per request (cookies, auth flows, redirects, default headers), and its cost
+        dominated a call (bench/README.md). For an ``http://`` endpoint no CA bundle is
+        loaded (tens of ms at start); one is the moment an ``https://`` endpoint appears.
+        """
+        https = url.startswith("https:")
+        if self._transport is None or (self._owns_transport and https and not self._verifies_tls):
+            if self._transport is not None:
+                self._stale.append(self._transport)
+            self._transport = _build_transport(self._config, verify=https)
+            self._verifies_tls = https
+        return self._transport
+
+    @contextlib.asynccontextmanager
+    async def _exchange(
+        self, method: str, url: str, headers: dict[str, str], content: bytes | None = None, timeout: dict[str, Any] | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """One HTTP exchange; the response is closed (its connection freed) on exit."""
+        request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout or self._timeout})
+        response = await self._transport_for(url).handle_async_request(request)
+        response.request = request
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     def forget_session(self) -> None:
         """Drop the session id and version, before replaying ``initialize``."""
@@ -189,7 +237,7 @@ class Upstream:
             base_url = self._endpoint.url()
         except DiscoveryError:
             base_url = ""
-        return TokenContext(base_url=base_url, http_client=self._client)
+        return TokenContext(base_url=base_url, http_client=self.client)
 
     async def _prepare(
         self,
@@ -207,8 +255,9 @@ class Upstream:
             if exc.missing:
                 raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
             raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
-        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client=self._client))
+        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client=self.client))
         headers = dict(self._config.headers)
+        headers["User-Agent"] = _USER_AGENT
         headers["Accept"] = accept
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -256,9 +305,9 @@ class Upstream:
         """
         initialize = request.method == "initialize"
         url, headers, sent = await self._prepare_post(for_initialize=initialize, modern_headers=modern_headers)
-        timeout = self._listen_timeout() if endless else httpx.USE_CLIENT_DEFAULT
+        timeout = self._listen_timeout() if endless else None
         with map_httpx_errors(self._app):
-            async with self._client.stream("POST", url, content=request.body, headers=headers, timeout=timeout) as response:
+            async with self._exchange("POST", url, headers, request.body, timeout) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
                     return await self._error_status(request, response, sent)
@@ -293,7 +342,7 @@ class Upstream:
         """
         url, headers, sent = await self._prepare_post()
         with map_httpx_errors(self._app):
-            async with self._client.stream("POST", url, content=body, headers=headers) as response:
+            async with self._exchange("POST", url, headers, body) as response:
                 if 200 <= response.status_code < 300:
                     return
                 await self._check_status(response, sent)
@@ -404,7 +453,7 @@ class Upstream:
                     await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
                     url, headers, _ = await self._prepare_get(state)
-                    stream = await streams.enter_async_context(self._client.stream("GET", url, headers=headers))
+                    stream = await streams.enter_async_context(self._exchange("GET", url, headers))
                     if stream.status_code != 200 or _media_type(stream) != _SSE:
                         break
                 try:
@@ -475,7 +524,7 @@ class Upstream:
             try:
                 url, headers, _ = await self._prepare_get(state)
                 with map_httpx_errors(self._app):
-                    async with self._client.stream("GET", url, headers=headers, timeout=self._listen_timeout()) as response:
+                    async with self._exchange("GET", url, headers, timeout=self._listen_timeout()) as response:
                         if response.status_code == 405:
                             log.debug("the app offers no GET stream (HTTP 405)")
                             return
@@ -498,9 +547,9 @@ class Upstream:
             delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
             await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)
 
-    def _listen_timeout(self) -> httpx.Timeout:
+    def _listen_timeout(self) -> dict[str, Any]:
         # The GET stream is idle for as long as the server has nothing to say: no read bound.
-        return httpx.Timeout(self._config.connect_timeout_seconds, read=None)
+        return {**self._timeout, "read": None}
 
     async def terminate_session(self) -> None:
         """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``.
@@ -510,27 +559,38 @@ class Upstream:
         with anyio.move_on_after(self._config.delete_timeout_seconds):
             try:
                 url, headers, _ = await self._prepare()
-                response = await self._client.delete(url, headers=headers)
-                log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
+                async with self._exchange("DELETE", url, headers) as response:
+                    log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
             except Exception as exc:  # best effort: nothing may stop the exit
                 log.debug("DELETE of the MCP session failed: %s", _describe(exc))
         self.session_id = None
 
 
-def _build_client(config: BridgeConfig) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(
-            config.request_timeout_seconds,
-            connect=config.connect_timeout_seconds,
-            pool=config.request_timeout_seconds,
-        ),
+def _build_transport(config: BridgeConfig, *, verify: bool) -> httpx.AsyncHTTPTransport:
+    """The connection pool. A transport never reads proxy variables (loopback must not go
+    to a proxy, and a broken NO_PROXY cannot hurt) and never follows redirects (the
+    Authorization header must not travel)."""
+    return httpx.AsyncHTTPTransport(
+        verify=verify,
         limits=httpx.Limits(
             max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
             max_keepalive_connections=config.max_concurrent_requests + 2,
         ),
-        trust_env=False,  # no HTTP(S)_PROXY for loopback, and a broken NO_PROXY cannot hurt
-        follow_redirects=False,  # the Authorization header must not travel
+        retries=0,
     )
+
+
+class _Borrowed(httpx.AsyncBaseTransport):
+    """The upstream's connections lent to another client: the owner closes them."""
+
+    def __init__(self, pick: Callable[[str], httpx.AsyncBaseTransport]) -> None:
+        self._pick = pick
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._pick(str(request.url)).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        return None
 
 
 def _media_type(response: httpx.Response) -> str | None:

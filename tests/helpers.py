@@ -157,10 +157,10 @@ async def running_bridge(
     """
     router = respx.MockRouter(assert_all_called=False)
     router.route(host="127.0.0.1").mock(side_effect=handler)
-    async with httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)) as client:
+    async with httpx.MockTransport(router.async_handler) as transport:
         stdin, stdout = FakeStdin(), FakeStdout()
         config.setdefault("url", URL)
-        bridge = Bridge(BridgeConfig(**config), stdin=stdin, stdout=stdout, http_client=client, app_probe=app_probe)
+        bridge = Bridge(BridgeConfig(**config), stdin=stdin, stdout=stdout, http_transport=transport, app_probe=app_probe)
         harness = Harness(router, stdin, stdout, bridge)
         async with anyio.create_task_group() as tg:
 

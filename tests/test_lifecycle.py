@@ -395,7 +395,7 @@ def test_three_bridges_started_at_once_launch_one_app(desk: Desk) -> None:
     finally:
         for bridge in bridges:
             bridge.__exit__(RuntimeError, None, None)  # kill if still alive, close pipes
-    starting = [line for bridge in bridges for line in bridge.stderr_text().splitlines() if "starting The app" in line]
+    starting = [line for bridge in bridges for line in bridge.stderr_text().splitlines() if "starting the app" in line.lower()]
     assert len(starting) == 1, "\n".join(line[:160] for line in starting)
     time.sleep(1.0)  # an extra launch would show in the started file by now
     assert desk.launches() == [pid]
