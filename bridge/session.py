@@ -384,7 +384,7 @@ class Bridge:
             self._idle = anyio.Event()
             with anyio.move_on_after(self._config.shutdown_grace_seconds):
                 await self._idle.wait()
-        exc = ShuttingDownError("The bridge is shutting down (its input was closed) before the app answered.")
+        exc = ShuttingDownError("The bridge is shutting down (its input closed or it was told to stop) before the app answered.")
         with anyio.move_on_after(FLUSH_TIMEOUT_SECONDS):
             for pending in list(self._open):
                 for index, request in enumerate(pending.requests):
