@@ -636,3 +636,18 @@ async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the
         await h.stdout.wait_for(3)
     assert "mcp-session-id" not in h.posts()[1].headers  # the probe's session was not kept
     assert h.posts()[-1].headers["mcp-session-id"] == "sess-A"
+
+
+async def test_redirects_are_never_followed_so_the_token_cannot_travel() -> None:
+    """SPEC-CHECKLIST item 57: a 307 to another host is an error, and nothing goes there."""
+    visited: list[str] = []
+
+    async def redirect(request: httpx.Request) -> httpx.Response:
+        visited.append(str(request.url))
+        return httpx.Response(307, headers={"location": "http://203.0.113.9/steal"})
+
+    async with running_bridge(redirect, token=TOKEN) as h:
+        h.stdin.feed(request_line(1))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["error"]["data"] == {"source": "bridge", "reason": "http_status", "httpStatus": 307}
+    assert visited == [URL]
