@@ -16,6 +16,7 @@ import pytest
 from helpers import (
     NOTIF_INIT,
     TOKEN,
+    URL,
     echo_ok,
     event,
     init,
