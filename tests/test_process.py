@@ -874,3 +874,29 @@ def test_token_never_appears_in_stdout_stderr_or_the_log_file(app_server: AppSer
     seen += [line.decode() for line in bridge.stdout_lines] + [bridge.stderr_text(), log_file.read_text()]
     assert "DEBUG" in "".join(seen)
     assert_no_token("".join(seen))
+
+
+@pytest.mark.process
+def test_library_run_stdio_keeps_stray_prints_off_the_wire(app_server: AppServer) -> None:
+    """DESIGN.md §2.2: once `run_stdio` holds the wire, a `print()` from the app's own code
+    (here its token provider) lands on stderr, never between the JSON-RPC lines."""
+    script = (
+        "import sys\n"
+        "from bridge import BridgeConfig, run_stdio\n"
+        "def provider(base_url):\n"
+        "    print('stray output from the app')\n"
+        "    return None\n"
+        f"sys.exit(run_stdio(BridgeConfig(url={app_server.url!r}, token_source=provider)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=message_line(initialize(0)) + message_line(request(1, "tools/list")),
+        capture_output=True,
+        timeout=30,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines(keepends=True)
+    assert_stdout_is_pure_jsonrpc(lines)
+    assert len(lines) == 2
+    assert b"stray output from the app" in done.stderr
