@@ -209,8 +209,8 @@ def _check_header(name: str, value: str) -> None:
         raise ConfigError(f"header name {name!r} is not a valid HTTP field name")
     if name.lower() in _RESERVED_HEADERS:
         raise ConfigError(f"header {name!r} is set by the bridge itself and cannot be overridden")
-    if _has_control(value):
-        raise ConfigError(f"the value of header {name!r} contains a control character")
+    if _has_control(value) or value != value.strip(" \t") or not value.isascii():
+        raise ConfigError(f"the value of header {name!r} has a control or non-ASCII character, or white space at an end")
 
 
 def _has_control(value: str) -> bool:

@@ -163,6 +163,8 @@ class AuthRejectedError(UpstreamError):
     reason = "auth_rejected"
     #: The token generation the rejected request used (see ``TokenStore``), if any.
     token_generation: int | None = None
+    #: For a token source that failed: why, without the surrounding sentence.
+    reason_text: str = ""
 
 
 class UpstreamTimeoutError(UpstreamError):

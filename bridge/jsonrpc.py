@@ -109,11 +109,12 @@ def classify(line: bytes) -> Message | Batch:
             raise InvalidRequestError("Invalid Request: a batch must not be empty")
         items: list[Message | InboundError] = []
         for element in value:
-            body = json.dumps(element, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             try:
-                items.append(_classify_object(element, body))
+                items.append(_classify_object(element, encode_message(element)[:-1]))
             except InboundError as exc:
                 items.append(exc)
+            except ValueError:  # a number too large for JSON's own range (1e400)
+                items.append(InvalidRequestError("Invalid Request: a number is out of range"))
         return Batch(tuple(items))
     return _classify_object(value, line)
 
@@ -193,8 +194,13 @@ def encode_message(message: Any) -> bytes:
     U+2028 and U+2029 are escaped: JSON allows them raw, but JavaScript readers of older
     editions treat them as line ends.
     """
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode("utf-8") + b"\n"
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        data = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (from a "\ud800" escape) has no UTF-8 form: write it escaped.
+        data = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+    return data + b"\n"
 
 
 _LINE_SEPARATOR = "\u2028".encode()
@@ -213,7 +219,7 @@ def to_wire_line(raw: bytes, message: Any) -> bytes:
         ``raw`` stripped plus ``\\n`` when it is already one line; otherwise (raw line
         breaks from pretty-printing, U+2028/U+2029) the compact re-serialization.
     """
-    raw = raw.strip(b" \t\r\n")
+    raw = raw.strip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf")
     if b"\n" in raw or b"\r" in raw:
         return encode_message(message)
     if _LINE_SEPARATOR in raw or _PARAGRAPH_SEPARATOR in raw:

@@ -32,7 +32,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import anyio.to_thread
 import filelock
 
 from .config import in_sentence
@@ -127,6 +126,7 @@ class Launcher:
         self._lock = anyio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._file_lock_object: filelock.BaseFileLock | None = None
+        self._failure: tuple[float, str] | None = None  # when the last attempt failed, and why
         #: How many times this process started the app (tests and logs read it).
         self.launches = 0
 
@@ -144,7 +144,12 @@ class Launcher:
             AppLaunchFailedError: (not recoverable) starting it failed, or it did not
                 accept connections within the launch timeout.
         """
+        arrived = anyio.current_time()
         async with self._lock:
+            if self._failure is not None and self._failure[0] >= arrived:
+                # Waited while an attempt failed: the same answer now, not one more launch
+                # after another (N queued requests would otherwise take N launch timeouts).
+                raise AppLaunchFailedError(self._failure[1], recoverable=False)
             self._endpoint.reload()  # the app may be back, on another port
             if await self._accepts_connections():
                 return
@@ -158,20 +163,30 @@ class Launcher:
                     f"{self._why_unreachable()}.",
                     recoverable=False,
                 )
-            await self._launch_under_file_lock()
+            try:
+                await self._launch_under_file_lock()
+            except AppLaunchFailedError as exc:
+                self._failure = (anyio.current_time(), exc.message)
+                raise
 
     async def _launch_under_file_lock(self) -> None:
         deadline = anyio.current_time() + self._timeout_seconds
         lock = self._file_lock()
         if lock is not None:
-            try:
-                await anyio.to_thread.run_sync(lock.acquire, self._timeout_seconds)
-            except TimeoutError:
-                raise AppLaunchFailedError(
-                    f"{self._app} is being started by another bridge that did not finish within "
-                    f"{self._timeout_seconds:g} s (--launch-timeout).",
-                    recoverable=False,
-                ) from None
+            # Polled from the event loop, never blocked in a thread: a shutdown (stdin EOF,
+            # SIGTERM) can interrupt the wait at once.
+            while True:
+                try:
+                    lock.acquire(timeout=0)
+                    break
+                except filelock.Timeout:
+                    if anyio.current_time() >= deadline:
+                        raise AppLaunchFailedError(
+                            f"{self._app} is being started by another bridge that did not finish within "
+                            f"{self._timeout_seconds:g} s (--launch-timeout).",
+                            recoverable=False,
+                        ) from None
+                    await anyio.sleep(POLL_INTERVAL_SECONDS)
         try:
             self._endpoint.reload()
             if await self._accepts_connections():
@@ -193,8 +208,7 @@ class Launcher:
             return None
         if self._file_lock_object is None:
             self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # thread_local=False: it is acquired in a worker thread and released in the
-            # event loop's thread; a thread-local lock would never be released there.
+            # thread_local=False: one lock for the whole process, whichever thread uses it.
             self._file_lock_object = filelock.FileLock(str(self._lock_path), thread_local=False)
         return self._file_lock_object
 

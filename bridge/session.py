@@ -59,6 +59,9 @@ log = logging.getLogger("bridge")
 
 #: How long buffered stdout lines may take to reach the client once the run is over.
 FLUSH_TIMEOUT_SECONDS = 0.3
+#: Requests that never wait for a slot: a ping must not queue behind slow calls (DESIGN.md
+#: §2.7), and a subscription stays open for as long as the client listens.
+_OUTSIDE_THE_LIMIT = frozenset({"ping", "subscriptions/listen"})
 #: Lines queued for the writer before senders wait (backpressure from a slow client).
 OUTPUT_QUEUE_LINES = 64
 
@@ -132,6 +135,9 @@ class Bridge:
         self._by_id: dict[tuple[type, Any], _Pending] = {}  # open single requests, by id
         self._idle: anyio.Event | None = None
         self._stopping = anyio.Event()
+        self._handshake = anyio.Event()  # set while no initialize is in flight
+        self._handshake.set()
+        self._signal_scope: anyio.CancelScope | None = None
         self._stdout_closed = False
         self._listening = False
         self._work: anyio.abc.TaskGroup | None = None
@@ -151,11 +157,14 @@ class Bridge:
         try:
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._write_loop)
+                if self._handle_signals:
+                    # In the outer group: a second SIGINT during the bounded shutdown must
+                    # still find a handler (else: KeyboardInterrupt and a traceback).
+                    self._signal_scope = anyio.CancelScope()
+                    outer.start_soon(self._signal_loop)
                 async with anyio.create_task_group() as work:
                     self._work = work
                     work.start_soon(self._read_loop)
-                    if self._handle_signals:
-                        work.start_soon(self._signal_loop)
                     await self._stopping.wait()
                     if not self._stdout_closed:
                         await self._drain()
@@ -163,6 +172,8 @@ class Bridge:
                 with anyio.CancelScope(shield=True):
                     await self._driver.upstream.terminate_session()
                 self._out_send.close()
+                if self._signal_scope is not None:
+                    self._signal_scope.cancel()
                 outer.cancel_scope.deadline = anyio.current_time() + FLUSH_TIMEOUT_SECONDS
         finally:
             with anyio.CancelScope(shield=True):
@@ -194,7 +205,10 @@ class Bridge:
                 )
             else:
                 assert isinstance(event, bytes)
-                await self._dispatch_line(event)
+                try:
+                    await self._dispatch_line(event)
+                except Exception:  # a bug must cost one line, never the whole connection
+                    log.exception("a stdin line could not be handled")
 
     async def _dispatch_line(self, line: bytes) -> None:
         assert self._work is not None
@@ -204,23 +218,35 @@ class Bridge:
             log.warning("stdin: %s", exc.message)
             await self._emit_error(exc.request_id, exc)
             return
+        if self._stopping.is_set():
+            await self._refuse_while_stopping(message)
+            return
+        gate = self._handshake
         if isinstance(message, Batch):
-            self._start_batch(message)
+            self._start_batch(message, gate)
         elif isinstance(message, Request):
             pending = self._open_pending([message], batch=False)
             self._by_id[_id_key(message.id)] = pending
             if message.method == "initialize":
-                # The barrier: later messages need the session id this exchange sets.
-                done = anyio.Event()
-                self._work.start_soon(self._handle_request, pending, 0, done)
-                await done.wait()
+                # The barrier: messages read after it wait (in their own tasks, so reading
+                # goes on and EOF is seen at once) until its reply set the session id.
+                self._handshake = anyio.Event()
+                self._work.start_soon(self._handle_request, pending, 0, gate, self._handshake)
             else:
-                self._work.start_soon(self._handle_request, pending, 0, None)
+                self._work.start_soon(self._handle_request, pending, 0, gate)
         else:
             if isinstance(message, Notification) and message.method == "notifications/cancelled":
                 if self._cancel(message):
                     return
-            self._work.start_soon(self._handle_message, message)
+            self._work.start_soon(self._handle_message, message, gate)
+
+    async def _refuse_while_stopping(self, message: Message | Batch) -> None:
+        """A line read after shutdown began: its requests are answered at once."""
+        requests = [m for m in message.items if isinstance(m, Request)] if isinstance(message, Batch) else [message]
+        exc = ShuttingDownError("The bridge is shutting down and no longer forwards requests.")
+        for request in requests:
+            if isinstance(request, Request):
+                await self._emit_error(request.id, exc)
 
     def _cancel(self, message: Notification) -> bool:
         """Note a client's cancellation; return whether it was handled here, not forwarded.
@@ -234,16 +260,19 @@ class Bridge:
         if pending is not None:
             pending.cancelled = True
             if pending.scope is not None and modern_version(pending.requests[0].params) is not None:
-                pending.scope.cancel()
+                pending.scope.cancel()  # also before its task started: it then never sends
                 return True
+            return False
         return self._driver.modern  # nothing in flight to close: nothing to send either
 
     def _open_pending(self, requests: list[Request], *, batch: bool) -> _Pending:
         pending = _Pending(requests, batch)
+        if not batch:
+            pending.scope = anyio.CancelScope()
         self._open.add(pending)
         return pending
 
-    def _start_batch(self, batch: Batch) -> None:
+    def _start_batch(self, batch: Batch, gate: anyio.Event) -> None:
         assert self._work is not None
         requests = [item for item in batch.items if isinstance(item, Request)]
         pending = self._open_pending(requests, batch=True)
@@ -251,7 +280,7 @@ class Bridge:
             if isinstance(item, InboundError):
                 pending.extra.append(encode_message(error_response(item.request_id, item)))
             elif not isinstance(item, Request):
-                self._work.start_soon(self._handle_message, item)
+                self._work.start_soon(self._handle_message, item, gate)
         if not requests:
             # Only notifications/responses (and invalid items): no request owes a reply.
             self._open.discard(pending)
@@ -259,19 +288,21 @@ class Bridge:
                 self._work.start_soon(self._emit, pending.line())
             return
         for index in range(len(requests)):
-            self._work.start_soon(self._handle_request, pending, index, None)
+            self._work.start_soon(self._handle_request, pending, index, gate)
 
     # -- forwarding ----------------------------------------------------------------------
 
-    async def _handle_request(self, pending: _Pending, index: int, done: anyio.Event | None) -> None:
+    async def _handle_request(
+        self, pending: _Pending, index: int, gate: anyio.Event, opens: anyio.Event | None = None
+    ) -> None:
+        """Forward one request and answer it. Waits at ``gate`` (an ``initialize`` before it)
+        first; sets ``opens`` when done (this is an ``initialize``: later messages may go)."""
         request = pending.requests[index]
-        scope = anyio.CancelScope()
-        if not pending.batch:
-            pending.scope = scope
+        scope = pending.scope if pending.scope is not None else anyio.CancelScope()
         try:
             with scope:
-                if request.method == "subscriptions/listen":
-                    # Open for as long as the client listens: it must not hold a slot.
+                await gate.wait()
+                if request.method in _OUTSIDE_THE_LIMIT:
                     line = await self._driver.request(request, self._emit)
                 else:
                     async with self._limiter:
@@ -284,7 +315,11 @@ class Bridge:
             if pending.cancelled:
                 await self._answer(pending, silently=True)
                 return
-            if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize":
+            if (
+                isinstance(exc, UpstreamTimeoutError)
+                and request.method != "initialize"
+                and modern_version(request.params) is None  # 2026-07-28: the closed stream says it
+            ):
                 # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64).
                 assert self._work is not None
                 self._work.start_soon(self._send_cancellation, request.id)
@@ -293,8 +328,8 @@ class Bridge:
             log.exception("request %r (%s) failed inside the bridge", request.id, request.method)
             line = encode_message(error_response(request.id, _internal_error(exc)))
         finally:
-            if done is not None:
-                done.set()
+            if opens is not None:
+                opens.set()
         pending.replies[index] = line
         if all(reply is not None for reply in pending.replies):
             await self._answer(pending)
@@ -304,9 +339,11 @@ class Bridge:
         body = encode_message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
         await self._handle_message(Notification("notifications/cancelled", params, body[:-1]))
 
-    async def _handle_message(self, message: Message) -> None:
-        """Forward a notification or a client response. Never writes to stdout."""
+    async def _handle_message(self, message: Message, gate: anyio.Event | None = None) -> None:
+        """Forward a notification or a client response (after ``gate``). Never writes to stdout."""
         what = f"notification {message.method}" if isinstance(message, Notification) else "response"
+        if gate is not None:
+            await gate.wait()
         try:
             await self._driver.deliver(message.body, what)
         except UpstreamError as exc:
@@ -397,11 +434,14 @@ class Bridge:
             receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
         except (NotImplementedError, AttributeError, ValueError):
             return  # not on this platform (Windows) or not the main thread
-        with receiver as signals:
+        assert self._signal_scope is not None
+        with self._signal_scope, receiver as signals:
             async for signum in signals:
+                if self._stopping.is_set():
+                    log.info("%s received again; the shutdown is already under way", signal.Signals(signum).name)
+                    continue
                 log.info("%s received; shutting down", signal.Signals(signum).name)
                 self._stopping.set()
-                return
 
 
 

@@ -166,6 +166,10 @@ def claim_stdio() -> tuple[int, int]:
         _adopt_windows_std_handles()
     os.fstat(0)
     wire_fd = os.dup(1)
+    if os.name == "posix":
+        # A parent may hand over non-blocking pipes; EAGAIN would then look like EOF.
+        os.set_blocking(0, True)
+        os.set_blocking(wire_fd, True)
     try:
         os.fstat(2)
         os.dup2(2, 1)
@@ -234,7 +238,7 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
     else:
 
         def watch() -> None:
-            while os.getppid() == parent and parent != 1:
+            while os.getppid() == parent:
                 time.sleep(interval_seconds)
             on_parent_gone()
 

@@ -257,6 +257,7 @@ class TokenStore:
         self._token: str | None = None
         self._fetched = False
         self._lock = anyio.Lock()
+        self._last_failure: tuple[float, str] | None = None  # when the last fetch failed, and why
         self.generation = 0
 
     @property
@@ -271,9 +272,10 @@ class TokenStore:
             AuthRejectedError: (not recoverable) the source failed or timed out.
         """
         if not self._fetched:
+            arrived = anyio.current_time()
             async with self._lock:
                 if not self._fetched:
-                    await self._fetch(context)
+                    await self._fetch(context, arrived)
         return self._token, self.generation
 
     async def refresh(self, context: TokenContext, used_generation: int) -> None:
@@ -285,6 +287,7 @@ class TokenStore:
         Raises:
             AuthRejectedError: (not recoverable) no source, or the source failed.
         """
+        arrived = anyio.current_time()
         async with self._lock:
             if self.generation != used_generation:
                 return
@@ -294,9 +297,19 @@ class TokenStore:
                     "use --token-env, --token-file, --token-command, --auth-url or the discovery file.",
                     recoverable=False,
                 )
-            await self._fetch(context)
+            await self._fetch(context, arrived)
 
-    async def _fetch(self, context: TokenContext) -> None:
+    async def _fetch(self, context: TokenContext, arrived: float) -> None:
+        if self._last_failure is not None and self._last_failure[0] >= arrived:
+            # Waited while a fetch failed: the same answer, not one more fetch after another.
+            raise self._failure(self._last_failure[1])
+        try:
+            await self._fetch_now(context)
+        except AuthRejectedError as exc:
+            self._last_failure = (anyio.current_time(), exc.reason_text)
+            raise
+
+    async def _fetch_now(self, context: TokenContext) -> None:
         token: str | None = None
         if self._source is not None:
             try:
@@ -308,12 +321,14 @@ class TokenStore:
                 raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
             except TokenSourceError as exc:
                 raise self._failure(str(exc)) from None
-        if token is not None and any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in token):
+        if token is not None and any(not 0x21 <= ord(ch) <= 0x7E for ch in token):
             assert self._source is not None
-            raise self._failure(f"the token from the {self._source.description} contains spaces or control characters")
+            raise self._failure(f"the token from the {self._source.description} is not printable ASCII without spaces")
         self._token = token
         self._fetched = True
         self.generation += 1
 
     def _failure(self, reason: str) -> AuthRejectedError:
-        return AuthRejectedError(f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False)
+        error = AuthRejectedError(f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False)
+        error.reason_text = reason
+        return error

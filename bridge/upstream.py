@@ -101,7 +101,10 @@ def map_httpx_errors(app: str) -> Iterator[None]:
 
 
 def _describe(exc: BaseException) -> str:
-    # httpx messages name the URL at most; the type name helps when the message is empty.
+    # A local protocol error quotes the offending header line, which may hold a secret.
+    if isinstance(exc, httpx.LocalProtocolError):
+        return "the request could not be encoded (an invalid header value?)"
+    # Other httpx messages name the URL at most; the type name helps when one is empty.
     return str(exc) or type(exc).__name__
 
 
@@ -367,7 +370,7 @@ class Upstream:
             raise error
         raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)
         if sent.session_generation is not None and (
-            status == 404 or (status == 400 and self._config.session_400_heuristic and b"session" in raw.lower())
+            status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
         ):
             lost = SessionLostError(
                 f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted."
@@ -486,7 +489,11 @@ class Upstream:
             if event.id:
                 state.last_event_id = event.id
             if event.retry is not None:
-                state.retry_seconds = event.retry / 1000
+                # Honoured, but bounded: a server cannot park a request for an hour, nor for
+                # longer than the silence a request may wait (--request-timeout).
+                state.retry_seconds = min(
+                    event.retry / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds
+                )
             if event.event != "message" or not event.data.strip():
                 continue  # priming events, keep-alives, event types MCP does not define
             raw = event.data.encode("utf-8")
@@ -501,10 +508,15 @@ class Upstream:
             yield to_wire_line(raw, message), message
 
     def _parse(self, raw: bytes) -> Any:
+        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
         try:
-            return json.loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+            value = json.loads(raw.strip().removeprefix(b"\xef\xbb\xbf").decode("utf-8"), parse_constant=_no_constant)
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
+        for message in value if isinstance(value, list) else [value]:
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC 2.0 message.")
+        return value
 
     # -- GET stream and DELETE -----------------------------------------------------------
 
@@ -519,8 +531,11 @@ class Upstream:
         state = _StreamState()
         failures = 0
         delay = DEFAULT_RETRY_SECONDS
+        session = self.session_id
         while True:
             delivered = False
+            if self.session_id != session:  # event ids belong to a session: a new one starts afresh
+                state, session = _StreamState(), self.session_id
             try:
                 url, headers, _ = await self._prepare_get(state)
                 with map_httpx_errors(self._app):
@@ -591,6 +606,20 @@ class _Borrowed(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         return None
+
+
+_SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
+
+
+def _says_session_unknown(body: bytes) -> bool:
+    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
+    servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
+    text = body.lower()
+    return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python accepts them, JSON does not
 
 
 def _media_type(response: httpx.Response) -> str | None:

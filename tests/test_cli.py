@@ -59,7 +59,7 @@ def test_bad_options_exit_2_with_a_message_on_stderr_and_nothing_on_stdout(
 
 def test_header_with_a_newline_is_refused_as_header_injection(runner: CliRunner) -> None:
     result = runner.invoke(main, ["--url", "http://127.0.0.1:1/mcp", "--header", "X-A: 1\r\nX-B: 2"])
-    assert result.exit_code == 2 and "control character" in result.stderr
+    assert result.exit_code == 2 and "control or non-ASCII character" in result.stderr
 
 
 def test_help_and_version_go_to_stdout_and_exit_0(runner: CliRunner) -> None:

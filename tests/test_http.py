@@ -652,3 +652,82 @@ async def test_redirects_are_never_followed_so_the_token_cannot_travel() -> None
         (reply,) = await h.stdout.wait_for(1)
     assert reply["error"]["data"] == {"source": "bridge", "reason": "http_status", "httpStatus": 307}
     assert visited == [URL]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"result":{"x":NaN}}', "bad_upstream_response"),
+        (b'{"id":1,"result":{}}', "bad_upstream_response"),
+        (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"result":{}}', None),
+    ],
+)
+async def test_only_json_rpc_2_0_from_the_app_reaches_stdout(body: bytes, reason: str | None) -> None:
+    async with running_bridge(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"})) as h:
+        h.stdin.feed(request_line(1))
+        (reply,) = await h.stdout.wait_for(1)
+    assert b"NaN" not in h.stdout.lines[0] and not h.stdout.lines[0].startswith(b"\xef\xbb\xbf")
+    if reason is None:
+        assert reply == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    else:
+        assert reply["error"]["data"]["reason"] == reason
+
+
+async def test_a_bad_line_with_a_lone_surrogate_is_answered_and_the_bridge_serves_on() -> None:
+    async with running_bridge(echo_ok) as h:
+        h.stdin.feed(b'{"jsonrpc":"1.0","id":"\\ud800","method":"ping"}\n' + request_line(2))
+        first, second = await h.stdout.wait_for(2)
+    assert first["error"]["code"] == -32600 and second == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_eof_during_a_slow_initialize_is_seen_at_once() -> None:
+    """The initialize barrier holds later messages back, not the reading of stdin."""
+
+    async def slow_initialize(request: httpx.Request) -> Any:
+        await anyio.sleep(30)
+
+    async with running_bridge(slow_initialize, shutdown_grace_seconds=0.2) as h:
+        h.stdin.feed(init(0) + request_line(1, "tools/list"))
+        await anyio.sleep(0.1)
+        started = anyio.current_time()
+        h.stdin.close()
+        messages = await h.stdout.wait_for(2, timeout_seconds=2)
+        with anyio.fail_after(2):
+            while h.exit_status is None:
+                await anyio.sleep(0.01)
+        assert anyio.current_time() - started < 1.5
+    assert sorted(m["id"] for m in messages) == [0, 1]
+    assert {m["error"]["data"]["reason"] for m in messages} == {"shutting_down"}
+
+
+async def test_a_ping_is_never_queued_behind_slow_calls_that_fill_every_slot() -> None:
+    async def slow_calls(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
+        if message["method"] == "tools/call":
+            await anyio.sleep(3)
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+
+    async with running_bridge(app(slow_calls), max_concurrent_requests=2) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(1, "tools/call", {"name": "slow"}) + request_line(2, "tools/call", {"name": "slow"}))
+        await anyio.sleep(0.1)
+        h.stdin.feed(request_line(3))
+        messages = await h.stdout.wait_for(2, timeout_seconds=1)
+        assert messages[1] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+async def test_a_huge_retry_hint_from_the_app_is_bounded_by_the_request_timeout() -> None:
+    """An hour-long `retry:` must not park a request past its bound (DESIGN.md §2.6)."""
+    resumed = anyio.Event()
+
+    async def handle(request: httpx.Request) -> Any:
+        if request.method == "GET" and "last-event-id" in request.headers:
+            resumed.set()
+            return sse(event({"jsonrpc": "2.0", "id": 10, "result": {}}, "e2"))
+        return await app(lambda m, r: sse("retry: 3600000\n\n", event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}, "e1")))(request)
+
+    async with running_bridge(handle, request_timeout_seconds=0.3) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(10, "tools/call", {"name": "long"}))
+        with anyio.fail_after(3):
+            await resumed.wait()
+        assert (await h.stdout.wait_for(3))[2] == {"jsonrpc": "2.0", "id": 10, "result": {}}

@@ -118,3 +118,15 @@ def test_wire_line_reuses_one_line_bytes_and_reserializes_pretty_printed_ones() 
     assert to_wire_line(pretty, json.loads(pretty)) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
     separator = '{"t":"a\u2028b"}'.encode()
     assert to_wire_line(separator, json.loads(separator)) == b'{"t":"a\\u2028b"}\n'
+
+
+def test_a_lone_surrogate_is_written_escaped_never_as_invalid_utf8() -> None:
+    assert encode_message({"id": "\ud800"}) == b'{"id":"\\ud800"}\n'
+    with pytest.raises(InvalidRequestError) as caught:
+        classify(b'{"jsonrpc":"1.0","id":"\\ud800","method":"ping"}')
+    assert encode_message({"id": caught.value.request_id}).decode("ascii")
+
+
+def test_a_batch_item_with_a_number_out_of_json_range_is_refused_not_sent_as_infinity() -> None:
+    batch = classify(b'[{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":1e400}}]')
+    assert isinstance(batch, Batch) and isinstance(batch.items[0], InvalidRequestError)

@@ -253,3 +253,18 @@ async def test_legacy_requests_after_initialize_are_untouched_by_the_era_rules()
         await h.stdout.wait_for(2)
     call = seen[1]
     assert "mcp-method" not in call.headers and call.headers["mcp-session-id"] == "s"
+
+
+async def test_a_cancel_in_the_same_chunk_as_its_request_stops_it_before_it_is_sent() -> None:
+    posted: list[str] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        posted.append(json.loads(request.content)["method"])
+        return json_response({"jsonrpc": "2.0", "id": 7, "result": {}})
+
+    async with running_bridge(handle) as h:
+        h.stdin.feed(modern(7, "tools/call", {"name": "slow", "arguments": {}})
+                     + b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
+        await anyio.sleep(0.2)
+        assert h.stdout.lines == []
+    assert posted == []

@@ -900,3 +900,25 @@ def test_library_run_stdio_keeps_stray_prints_off_the_wire(app_server: AppServer
     assert_stdout_is_pure_jsonrpc(lines)
     assert len(lines) == 2
     assert b"stray output from the app" in done.stderr
+
+
+@pytest.mark.process
+@pytest.mark.skipif(os.name != "posix", reason="preexec_fn and O_NONBLOCK pipes are POSIX")
+def test_a_non_blocking_stdin_from_the_parent_is_not_taken_for_eof(app_server: AppServer) -> None:
+    proc = subprocess.Popen(
+        [*bridge_command(), "--url", app_server.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        preexec_fn=lambda: os.set_blocking(0, False),  # noqa: PLW1509 - test-only, POSIX
+    )
+    try:
+        time.sleep(0.5)  # nothing to read yet: EAGAIN, which must not end the bridge
+        assert proc.poll() is None
+        out, _ = proc.communicate(message_line(initialize(0)), timeout=30)
+        assert proc.returncode == 0
+        assert "result" in json.loads(out.splitlines()[0])
+    finally:
+        if proc.poll() is None:
+            proc.kill()

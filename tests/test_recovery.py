@@ -482,3 +482,51 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
+
+
+async def test_requests_queued_behind_a_failed_launch_share_its_failure() -> None:
+    """One app launch for many waiting requests, also when it fails (DESIGN.md §2.9)."""
+    app = FakeApp(stateless=True)
+    app.up = False
+    starter = Starter(app, works=False)
+    async with running_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
+        started = anyio.current_time()
+        h.stdin.feed(b"".join(request_line(i) for i in range(4)))
+        messages = await h.stdout.wait_for(4, timeout_seconds=3)
+        assert anyio.current_time() - started < 1.5  # one launch timeout, not four
+    assert {reason(m) for m in messages} == {"app_launch_failed"} and starter.calls == 1
+
+
+async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure() -> None:
+    from bridge.tokens import TokenSourceError
+
+    class Failing:
+        description = "failing source"
+        fetches = 0
+
+        async def fetch(self, context: TokenContext) -> str | None:
+            Failing.fetches += 1
+            await anyio.sleep(0.2)
+            raise TokenSourceError("the keychain is locked")
+
+    async with running_bridge(FakeApp(stateless=True), token_source=Failing()) as h:
+        h.stdin.feed(b"".join(request_line(i) for i in range(4)))
+        messages = await h.stdout.wait_for(4, timeout_seconds=3)
+    assert {reason(m) for m in messages} == {"auth_rejected"} and Failing.fetches == 1
+    assert all("keychain is locked" in m["error"]["message"] for m in messages)
+
+
+async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through() -> None:
+    """The session-loss heuristic wants "session" *and* a sign it is unknown."""
+    error = {"code": -32602, "message": "session_name required"}
+    app = FakeApp()
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and json.loads(request.content).get("method") == "tools/call":
+            return json_response({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
+        return await app(request)
+
+    async with running_bridge(handle) as h:
+        h.stdin.feed(init(0) + NOTIF_INIT + request_line(5, "tools/call", {"name": "x"}))
+        messages = await h.stdout.wait_for(2)
+    assert messages[1] == {"jsonrpc": "2.0", "id": 5, "error": error} and h.bridge.driver.rebuilds == 0
