@@ -147,6 +147,7 @@ class Desk:
         return read_pids(self.started_file)
 
     def endpoint(self) -> str:
+        assert test_process.wait_until(self.discovery.exists, 10), "the app never wrote its discovery file"
         return str(json.loads(self.discovery.read_text(encoding="utf-8"))["url"])
 
     def current_token(self) -> str:
@@ -161,6 +162,9 @@ class Desk:
         return str(response.json()["token"])
 
     def note_token(self) -> str:
+        # The app publishes its discovery file just after it starts listening, so a bridge
+        # with a fixed --url can be served before the file exists: wait for it (bounded).
+        assert test_process.wait_until(self.discovery.exists, 10), "the app never wrote its discovery file"
         token = self.current_token()
         CAPTURED.secrets.add(token)
         return token
