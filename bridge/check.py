@@ -30,7 +30,6 @@ from .driver import Driver
 from .errors import UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import tcp_probe
-from .tokens import TokenContext
 
 __all__ = ["run_check", "FIXES"]
 
@@ -135,7 +134,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     started = time.monotonic()
     source = driver.tokens.source_description
     try:
-        token, _ = await driver.tokens.current(TokenContext(base_url=endpoint.url(), http_client=driver.upstream.client))
+        token, _ = await driver.tokens.current(driver.upstream.token_context())
         detail = f"from {source}, {len(token)} characters" if token else "none configured (the app must not need one)"
         report.step("token", True, detail, time.monotonic() - started)
     except UpstreamError as exc:

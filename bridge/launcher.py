@@ -127,8 +127,6 @@ class Launcher:
         self._process: subprocess.Popen[bytes] | None = None
         self._file_lock_object: filelock.BaseFileLock | None = None
         self._failure: tuple[float, str] | None = None  # when the last attempt failed, and why
-        #: How many times this process started the app (tests and logs read it).
-        self.launches = 0
 
     @property
     def configured(self) -> bool:
@@ -213,7 +211,6 @@ class Launcher:
         return self._file_lock_object
 
     async def _start(self) -> None:
-        self.launches += 1
         if self._callable is not None:
             log.warning("starting %s", in_sentence(self._app))
             try:

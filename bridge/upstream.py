@@ -231,11 +231,12 @@ class Upstream:
             AuthRejectedError: (not recoverable) the token source failed.
         """
         self._endpoint.reload()
-        await self._tokens.refresh(self._token_context(), used_generation)
+        await self._tokens.refresh(self.token_context(), used_generation)
 
     # -- headers -------------------------------------------------------------------------
 
-    def _token_context(self) -> TokenContext:
+    def token_context(self) -> TokenContext:
+        """What a token source gets: the current endpoint (if known) and an HTTP client."""
         try:
             base_url = self._endpoint.url()
         except DiscoveryError:
