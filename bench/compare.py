@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import selectors
+import shlex
 import signal
 import statistics
 import subprocess
@@ -509,6 +510,11 @@ def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Dire
                                 [str(exe), "--url", "{url}"], {}, log_dir))
     else:
         unavailable["frozen mcp-app-bridge"] = f"no executable at {exe} (build it: see README, 'Frozen')"
+    for extra in args.extra or []:
+        label, _, command = extra.partition("=")
+        if not label or not command:
+            raise SystemExit(f"--extra wants LABEL=COMMAND, got {extra!r}")
+        contenders.append(Stdio(label, f"extra: {command}", [*shlex.split(command), "--url", "{url}"], {}, log_dir))
     for peer in PEERS:
         if args.no_peers or (args.only and peer.key not in args.only):
             continue
@@ -520,7 +526,8 @@ def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Dire
     if args.only:
         contenders = [c for c in contenders if c.name == "direct" or c.name in args.only
                       or (c.name == "python -m bridge" and "bridge" in args.only)
-                      or (c.name.startswith("frozen") and "frozen" in args.only)]
+                      or (c.name.startswith("frozen") and "frozen" in args.only)
+                      or any(c.name == extra.partition("=")[0] for extra in args.extra or [])]
     return contenders, unavailable
 
 
@@ -566,6 +573,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results", help="results folder (default bench/results)")
     parser.add_argument("--budget", type=float, help="seconds; no new round starts past it (default 540; 150 with --quick)")
     parser.add_argument("--exe", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge", help="frozen executable")
+    parser.add_argument("--extra", action="append", metavar="LABEL=COMMAND",
+                        help="one more bridge to measure, e.g. a build of the previous commit: "
+                             "before=/path/to/script (gets --url URL appended); repeatable")
     parser.add_argument("--peers-dir", type=Path, default=default_cache(),
                         help="where pinned peers are installed (default $MCP_BENCH_CACHE or ~/.cache/mcp-app-bridge-bench)")
     parser.add_argument("--no-install", action="store_true", help="use installed peers only; never pip/npm install")

@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import httpx
 
 from .config import BridgeConfig
 from .discovery import Endpoint
@@ -33,6 +32,9 @@ from .modern import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, re
 from .policy import EnsureRunning, RefreshToken, Send, forward_flow
 from .tokens import CallableTokenSource, DiscoveryTokenSource, TokenContext, TokenSource, TokenStore
 from .upstream import Emit, Upstream
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Driver", "FixedTokenSource", "token_source_for"]
 

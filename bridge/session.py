@@ -28,13 +28,12 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-import httpx
 
 from .config import BridgeConfig
 from .driver import Driver
@@ -52,6 +51,9 @@ from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import Batch, Message, Notification, Request, classify, encode_message, is_valid_id, read_id_from_head
 from .modern import modern_version
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Bridge", "run_stdio"]
 

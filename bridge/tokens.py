@@ -25,16 +25,17 @@ import os
 import shlex
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
 import anyio
-import httpx
 
 from .config import in_sentence
 from .errors import AppUnreachableError, AuthRejectedError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "TokenContext",
@@ -65,12 +66,38 @@ class TokenSourceUnreachableError(TokenSourceError):
     the app is not running, which ``ensure_running`` may fix."""
 
 
-@dataclass(frozen=True)
 class TokenContext:
-    """What a source may need: the app's MCP endpoint and the bridge's HTTP client."""
+    """What a source may need: the app's MCP endpoint and the bridge's HTTP client.
 
-    base_url: str
-    http_client: httpx.AsyncClient
+    Args:
+        base_url: the app's MCP endpoint URL (``""`` when it is not known yet).
+        http_client: an ``httpx.AsyncClient`` (no proxies, no redirects), or
+        http_client_factory: a callable building it on first use of :attr:`http_client`,
+            so that a run whose sources never talk HTTP does not import httpx.
+    """
+
+    __slots__ = ("base_url", "_http_client", "_factory")
+
+    def __init__(
+        self,
+        base_url: str,
+        http_client: httpx.AsyncClient | None = None,
+        *,
+        http_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+    ) -> None:
+        if (http_client is None) == (http_client_factory is None):
+            raise TypeError("give exactly one of http_client and http_client_factory")
+        self.base_url = base_url
+        self._http_client = http_client
+        self._factory = http_client_factory
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The client: given, or built by the factory on first use."""
+        if self._http_client is None:
+            assert self._factory is not None
+            self._http_client = self._factory()
+        return self._http_client
 
 
 class TokenSource(Protocol):
@@ -189,6 +216,8 @@ class AuthRouteTokenSource:
     async def fetch(self, context: TokenContext) -> str | None:
         secret = read_private_file(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
+        import httpx
+
         try:
             response = await context.http_client.post(auth_url, json={"secret": secret})
         except httpx.ConnectError:

@@ -27,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import httpx
-from httpx_sse import EventSource
 
+from . import http11
 from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
@@ -52,7 +52,10 @@ from .errors import (
 from .jsonrpc import Request, encode_message, is_valid_id, to_wire_line
 from .tokens import TokenContext, TokenStore
 
-__all__ = ["Upstream", "map_httpx_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Upstream", "map_transport_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
 
 log = logging.getLogger("bridge.upstream")
 
@@ -75,37 +78,78 @@ _SSE = "text/event-stream"
 
 
 @contextlib.contextmanager
-def map_httpx_errors(app: str) -> Iterator[None]:
-    """Translate an httpx exception raised inside the block into an ``UpstreamError``.
+def map_transport_errors(app: str) -> Iterator[None]:
+    """Translate a transport exception raised inside the block into an ``UpstreamError``.
 
-    The most specific class wins: connect failures become ``app_unreachable``, timeouts
-    ``timeout``, a connection broken mid-exchange ``stream_closed``, anything else httpx
-    raises ``bad_upstream_response``. The message names the app, never a header value.
+    Both transports are covered: the bridge's own (``bridge.http11``, ``http://``
+    endpoints) and httpx (``https://``, injected test transports). The most specific class
+    wins: connect failures become ``app_unreachable``, timeouts ``timeout``, a connection
+    broken mid-exchange ``stream_closed``, anything else ``bad_upstream_response``. The
+    message names the app, never a header value. Other exceptions pass through unchanged.
     """
     try:
         yield
-    except httpx.ConnectTimeout as exc:
+    except http11.ConnectTimeout as exc:
         raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
-    except httpx.TimeoutException as exc:
+    except (http11.ReadTimeout, http11.PoolTimeout) as exc:
         raise UpstreamTimeoutError(
             f"{app} sent nothing within the request timeout; the request was abandoned."
         ) from exc
-    except httpx.ConnectError as exc:
+    except http11.ConnectFailed as exc:
+        raise AppUnreachableError(f"{app} is not running or not reachable: {exc}.") from exc
+    except http11.ConnectionBroken as exc:
+        raise StreamClosedError(f"The connection to {app} broke before the response arrived: {exc}.") from exc
+    except http11.TransportError as exc:  # LocalProtocolError, ProtocolViolation
+        raise BadUpstreamResponseError(f"The exchange with {app} failed: {exc}.") from exc
+    except Exception as exc:
+        httpx = sys.modules.get("httpx")  # only loaded when an https:// or injected transport ran
+        if httpx is None or not isinstance(exc, httpx.HTTPError):
+            raise
+        _raise_for_httpx(app, exc, httpx)
+
+
+def _raise_for_httpx(app: str, exc: Exception, httpx: Any) -> None:
+    if isinstance(exc, httpx.ConnectTimeout):
+        raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
+    if isinstance(exc, httpx.TimeoutException):
+        raise UpstreamTimeoutError(
+            f"{app} sent nothing within the request timeout; the request was abandoned."
+        ) from exc
+    if isinstance(exc, httpx.ConnectError):
         raise AppUnreachableError(f"{app} is not running or not reachable: {_describe(exc)}.") from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
         raise StreamClosedError(
             f"The connection to {app} broke before the response arrived: {_describe(exc)}."
         ) from exc
-    except httpx.HTTPError as exc:
-        raise BadUpstreamResponseError(f"The exchange with {app} failed: {_describe(exc)}.") from exc
+    raise BadUpstreamResponseError(f"The exchange with {app} failed: {_describe(exc)}.") from exc
 
 
 def _describe(exc: BaseException) -> str:
-    # A local protocol error quotes the offending header line, which may hold a secret.
-    if isinstance(exc, httpx.LocalProtocolError):
+    # httpx's local protocol error quotes the offending header line, which may hold a
+    # secret (http11's errors never quote a value).
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(exc, httpx.LocalProtocolError):
         return "the request could not be encoded (an invalid header value?)"
     # Other httpx messages name the URL at most; the type name helps when one is empty.
     return str(exc) or type(exc).__name__
+
+
+class _Fields(Protocol):
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+
+class _Response(Protocol):
+    """What the bridge uses of a response: ``http11.Http11Response`` or ``httpx.Response``."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> _Fields: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass
@@ -132,9 +176,11 @@ class Upstream:
         config: the run's configuration (headers, timeouts, caps, app name).
         endpoint: where the app listens (a fixed URL or its discovery file).
         tokens: the bearer token store (may hold no source: no authentication).
-        transport: an ``httpx.AsyncBaseTransport`` to use instead of building one (tests
-            inject ``httpx.MockTransport`` backed by respx). The caller keeps ownership of
-            an injected transport.
+        transport: an ``httpx.AsyncBaseTransport`` to use for every exchange instead of the
+            bridge's own (tests inject ``httpx.MockTransport`` backed by respx). The
+            caller keeps ownership of an injected transport. Without one, ``http://``
+            endpoints go through :class:`bridge.http11.Http11Pool` and ``https://`` ones
+            through httpx's ``AsyncHTTPTransport``.
 
     Attributes:
         session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
@@ -160,9 +206,12 @@ class Upstream:
         self._owns_transport = transport is None
         self._transport = transport
         self._verifies_tls = False
-        self._timeout = httpx.Timeout(
-            config.request_timeout_seconds, connect=config.connect_timeout_seconds, pool=config.request_timeout_seconds
-        ).as_dict()
+        self._pool: http11.Http11Pool | None = None
+        timeout = config.request_timeout_seconds
+        # httpx's timeout names (its transports take this dict); the own pool uses the same.
+        self._timeout: dict[str, float | None] = {
+            "connect": config.connect_timeout_seconds, "read": timeout, "write": timeout, "pool": timeout
+        }
         self._client: httpx.AsyncClient | None = None
         self._stale: list[httpx.AsyncBaseTransport] = []
         self.session_id: str | None = None
@@ -172,11 +221,13 @@ class Upstream:
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """An ``httpx.AsyncClient`` on the same connections, for token sources that talk to
-        the app (its auth route): no proxies from the environment, no redirects."""
+        """An ``httpx.AsyncClient`` for token sources that talk to the app (its auth route):
+        no proxies from the environment, no redirects. Built (and httpx imported) on first use."""
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(
-                transport=_Borrowed(self._transport_for),
+                transport=_borrowed(self._httpx_transport_for),
                 trust_env=False,
                 follow_redirects=False,
                 timeout=httpx.Timeout(self._config.token_timeout_seconds),
@@ -186,17 +237,19 @@ class Upstream:
     async def aclose(self) -> None:
         """Close the connections if this object opened them."""
         if self._owns_transport:
+            if self._pool is not None:
+                await self._pool.aclose()
             for transport in [*self._stale, self._transport]:
                 if transport is not None:
                     await transport.aclose()
 
-    def _transport_for(self, url: str) -> httpx.AsyncBaseTransport:
-        """The connection pool, built on first use.
+    def _httpx_transport_for(self, url: str) -> httpx.AsyncBaseTransport:
+        """httpx's connection pool (``https://`` endpoints, the auth client), built on first use.
 
-        It talks to the transport directly: the bridge needs none of what ``AsyncClient``
-        adds per request (cookies, auth flows, redirects, default headers), and its cost
-        dominated a call (bench/README.md). For an ``http://`` endpoint no CA bundle is
-        loaded (tens of ms at start); one is the moment an ``https://`` endpoint appears.
+        Used as a transport, without ``AsyncClient``: the bridge needs none of what the
+        client adds per request (cookies, auth flows, redirects, default headers). For an
+        ``http://`` URL no CA bundle is loaded (tens of ms at start); one is the moment an
+        ``https://`` URL appears.
         """
         https = url.startswith("https:")
         if self._transport is None or (self._owns_transport and https and not self._verifies_tls):
@@ -208,12 +261,37 @@ class Upstream:
 
     @contextlib.asynccontextmanager
     async def _exchange(
-        self, method: str, url: str, headers: dict[str, str], content: bytes | None = None, timeout: dict[str, Any] | None = None
-    ) -> AsyncIterator[httpx.Response]:
-        """One HTTP exchange; the response is closed (its connection freed) on exit."""
-        request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout or self._timeout})
-        response = await self._transport_for(url).handle_async_request(request)
-        response.request = request
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        content: bytes | None = None,
+        timeout: dict[str, float | None] | None = None,
+    ) -> AsyncIterator[_Response]:
+        """One HTTP exchange; the response is closed (its connection freed) on exit.
+
+        ``http://`` without an injected transport: the bridge's own HTTP/1.1 pool
+        (``bridge/http11.py``, measured in bench/README.md); anything else: httpx.
+        """
+        timeout = timeout or self._timeout
+        response: _Response
+        if self._owns_transport and url.startswith("http:"):
+            if self._pool is None:
+                self._pool = http11.Http11Pool(
+                    max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
+                    connect_timeout_seconds=self._config.connect_timeout_seconds,
+                    pool_timeout_seconds=self._config.request_timeout_seconds,
+                )
+            response = await self._pool.request(
+                method, url, headers.items(), content, read_timeout_seconds=timeout["read"]
+            )
+        else:
+            import httpx
+
+            request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout})
+            httpx_response = await self._httpx_transport_for(url).handle_async_request(request)
+            httpx_response.request = request
+            response = httpx_response
         try:
             yield response
         finally:
@@ -241,7 +319,7 @@ class Upstream:
             base_url = self._endpoint.url()
         except DiscoveryError:
             base_url = ""
-        return TokenContext(base_url=base_url, http_client=self.client)
+        return TokenContext(base_url=base_url, http_client_factory=lambda: self.client)
 
     async def _prepare(
         self,
@@ -259,7 +337,7 @@ class Upstream:
             if exc.missing:
                 raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
             raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
-        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client=self.client))
+        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client))
         headers = dict(self._config.headers)
         headers["User-Agent"] = _USER_AGENT
         headers["Accept"] = accept
@@ -310,7 +388,7 @@ class Upstream:
         initialize = request.method == "initialize"
         url, headers, sent = await self._prepare_post(for_initialize=initialize, modern_headers=modern_headers)
         timeout = self._listen_timeout() if endless else None
-        with map_httpx_errors(self._app):
+        with map_transport_errors(self._app):
             async with self._exchange("POST", url, headers, request.body, timeout) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
@@ -345,14 +423,14 @@ class Upstream:
                 nothing is ever written to stdout for these messages.
         """
         url, headers, sent = await self._prepare_post()
-        with map_httpx_errors(self._app):
+        with map_transport_errors(self._app):
             async with self._exchange("POST", url, headers, body) as response:
                 if 200 <= response.status_code < 300:
                     return
                 await self._check_status(response, sent)
         raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
 
-    async def _check_status(self, response: httpx.Response, sent: _Sent) -> bytes:
+    async def _check_status(self, response: _Response, sent: _Sent) -> bytes:
         """Raise for the statuses the recovery policy acts on; else return the (capped) body.
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
@@ -380,7 +458,7 @@ class Upstream:
             raise lost
         return raw
 
-    async def _error_status(self, request: Request, response: httpx.Response, sent: _Sent) -> bytes:
+    async def _error_status(self, request: Request, response: _Response, sent: _Sent) -> bytes:
         status = response.status_code
         raw = await self._check_status(response, sent)
         error = _jsonrpc_error_in(raw)
@@ -389,7 +467,7 @@ class Upstream:
             return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
-    async def _read_body(self, response: httpx.Response, limit: int, *, truncate: bool = False) -> bytes:
+    async def _read_body(self, response: _Response, limit: int, *, truncate: bool = False) -> bytes:
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
@@ -401,7 +479,7 @@ class Upstream:
                 )
         return bytes(body)
 
-    def _remember_session(self, response: httpx.Response, message: dict[str, Any]) -> None:
+    def _remember_session(self, response: _Response, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
             return  # an error: the handshake failed, the old state (if any) stays
@@ -447,7 +525,7 @@ class Upstream:
         return to_wire_line(raw, value), value
 
     async def _answer_from_sse(
-        self, request: Request, response: httpx.Response, emit: Emit, *, resumable: bool = True
+        self, request: Request, response: _Response, emit: Emit, *, resumable: bool = True
     ) -> tuple[bytes, dict[str, Any]]:
         state = _StreamState()
         async with contextlib.AsyncExitStack() as streams:
@@ -461,7 +539,7 @@ class Upstream:
                     if stream.status_code != 200 or _media_type(stream) != _SSE:
                         break
                 try:
-                    with map_httpx_errors(self._app):
+                    with map_transport_errors(self._app):
                         async for line, message in self._events(stream, state):
                             if _is_response(message) and (
                                 _id_matches(message, request.id) or message.get("id") is None
@@ -484,9 +562,11 @@ class Upstream:
             headers["Last-Event-ID"] = state.last_event_id
         return url, headers, sent
 
-    async def _events(self, response: httpx.Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
+    async def _events(self, response: _Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
         """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message."""
-        async for event in EventSource(response).aiter_sse():
+        from ._sse import server_sent_events  # imports httpx and httpx-sse: only SSE replies need them
+
+        async for event in server_sent_events(response):
             if event.id:
                 state.last_event_id = event.id
             if event.retry is not None:
@@ -539,7 +619,7 @@ class Upstream:
                 state, session = _StreamState(), self.session_id
             try:
                 url, headers, _ = await self._prepare_get(state)
-                with map_httpx_errors(self._app):
+                with map_transport_errors(self._app):
                     async with self._exchange("GET", url, headers, timeout=self._listen_timeout()) as response:
                         if response.status_code == 405:
                             log.debug("the app offers no GET stream (HTTP 405)")
@@ -563,7 +643,7 @@ class Upstream:
             delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
             await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)
 
-    def _listen_timeout(self) -> dict[str, Any]:
+    def _listen_timeout(self) -> dict[str, float | None]:
         # The GET stream is idle for as long as the server has nothing to say: no read bound.
         return {**self._timeout, "read": None}
 
@@ -583,9 +663,11 @@ class Upstream:
 
 
 def _build_transport(config: BridgeConfig, *, verify: bool) -> httpx.AsyncHTTPTransport:
-    """The connection pool. A transport never reads proxy variables (loopback must not go
-    to a proxy, and a broken NO_PROXY cannot hurt) and never follows redirects (the
+    """httpx's connection pool. A transport never reads proxy variables (loopback must not
+    go to a proxy, and a broken NO_PROXY cannot hurt) and never follows redirects (the
     Authorization header must not travel)."""
+    import httpx
+
     return httpx.AsyncHTTPTransport(
         verify=verify,
         limits=httpx.Limits(
@@ -596,17 +678,18 @@ def _build_transport(config: BridgeConfig, *, verify: bool) -> httpx.AsyncHTTPTr
     )
 
 
-class _Borrowed(httpx.AsyncBaseTransport):
-    """The upstream's connections lent to another client: the owner closes them."""
+def _borrowed(pick: Callable[[str], httpx.AsyncBaseTransport]) -> httpx.AsyncBaseTransport:
+    """The upstream's httpx connections lent to another client: the owner closes them."""
+    import httpx
 
-    def __init__(self, pick: Callable[[str], httpx.AsyncBaseTransport]) -> None:
-        self._pick = pick
+    class Borrowed(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            return await pick(str(request.url)).handle_async_request(request)
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._pick(str(request.url)).handle_async_request(request)
+        async def aclose(self) -> None:
+            return None
 
-    async def aclose(self) -> None:
-        return None
+    return Borrowed()
 
 
 _SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
@@ -623,7 +706,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python accepts them, JSON does not
 
 
-def _media_type(response: httpx.Response) -> str | None:
+def _media_type(response: _Response) -> str | None:
     value = response.headers.get("content-type")
     if value is None:
         return None
