@@ -1,6 +1,8 @@
-"""The stdio ends: raw file-descriptor reads and writes, each in its own daemon thread.
+"""The stdio ends: raw file-descriptor reads and writes, on the event loop where they
+cannot block it, else each in its own daemon thread.
 
-Why threads and raw descriptors (DESIGN.md §2.1–§2.2, HAZARDS B05–B07, B10, B16, B17):
+Why raw descriptors, and threads as the general path (DESIGN.md §2.1–§2.2, HAZARDS B05–B07,
+B10, B16, B17):
 
 - ``os.read(fd, n)`` returns whatever one read yields, so a message is seen as soon as its
   newline arrives. ``sys.stdin.buffer.read(n)`` would wait for ``n`` bytes or EOF, and
@@ -11,13 +13,25 @@ Why threads and raw descriptors (DESIGN.md §2.1–§2.2, HAZARDS B05–B07, B10
   to a client that stopped reading, can never keep the process alive at exit. anyio's worker
   threads are not daemons, which is why they are not used here.
 
+The fast path (measured in bench/README.md: a thread hand-off each way cost more than the
+rest of the bridge's work on a small call): where the descriptor can be watched by the
+event loop's selector (POSIX pipes, sockets and terminals; not regular files, not Windows),
+a read waits for readiness on the loop and then reads what is there, which cannot block;
+a write of at most ``PIPE_BUF`` bytes is made on the loop when ``poll`` says the descriptor
+is writable, which POSIX guarantees cannot block either. Everything else (larger writes, a
+client that is not reading, other descriptors) goes to the daemon threads. The descriptors
+stay in blocking mode (``claim_stdio``): another process may share them.
+
 Tests inject their own ends with the same two methods: ``receive()`` and ``send(data)``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
+import select
+import stat
 import sys
 import threading
 import time
@@ -112,6 +126,7 @@ class FdReader:
         self._read_bytes = read_bytes
         self._caller = _DaemonCaller("mcp-app-bridge stdin")
         self._eof = False
+        self._on_loop: bool | None = None  # decided on the first read
 
     async def receive(self) -> bytes:
         """Return the next chunk, or ``b""`` at EOF (and on every later call). A read error
@@ -119,7 +134,13 @@ class FdReader:
         if self._eof:
             return b""
         try:
-            data: bytes = await self._caller.call(lambda: os.read(self._fd, self._read_bytes))
+            if self._on_loop is None:
+                self._on_loop = _can_watch(self._fd)
+            if self._on_loop:
+                await _readable(self._fd)
+                data = os.read(self._fd, self._read_bytes)
+            else:
+                data = await self._caller.call(lambda: os.read(self._fd, self._read_bytes))
         except OSError:
             data = b""
         if not data:
@@ -133,10 +154,62 @@ class FdWriter:
     def __init__(self, fd: int = 1) -> None:
         self._fd = fd
         self._caller = _DaemonCaller("mcp-app-bridge stdout")
+        self._poll: Any = None
+        if hasattr(select, "poll") and _can_poll(fd):
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLOUT)
 
     async def send(self, data: bytes) -> None:
         """Write all of ``data``; raises ``OSError`` when the client closed its end."""
+        if self._poll is not None and len(data) <= _ATOMIC_WRITE_BYTES and self._poll.poll(0):
+            # Writable (or broken: then the write raises at once). Up to PIPE_BUF bytes
+            # go in one piece without blocking (POSIX write(2), "Pipes and FIFOs").
+            written = os.write(self._fd, data)
+            if written == len(data):
+                return
+            data = data[written:]
         await self._caller.call(lambda: _write_all(self._fd, data))
+
+
+#: Writes up to this size are made on the event loop when the descriptor is writable.
+_ATOMIC_WRITE_BYTES = getattr(select, "PIPE_BUF", 512)
+
+
+def _can_watch(fd: int) -> bool:
+    """Whether the running loop's selector can watch ``fd`` for reading (not a regular file,
+    not ``/dev/null``, not Windows' proactor loop)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_reader(fd, lambda: None)
+        loop.remove_reader(fd)
+        return True
+    except (OSError, ValueError, NotImplementedError, RuntimeError):
+        return False
+
+
+def _can_poll(fd: int) -> bool:
+    """Whether ``poll`` works on ``fd``: a pipe, socket or terminal (POSIX)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def _readable(fd: int) -> None:
+    """Wait on the event loop until ``fd`` is readable (or at EOF)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _set_ready, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+def _set_ready(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 def _write_all(fd: int, data: bytes) -> None:
