@@ -28,6 +28,7 @@ Tests inject their own ends with the same two methods: ``receive()`` and ``send(
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import queue
 import select
@@ -127,25 +128,79 @@ class FdReader:
         self._caller = _DaemonCaller("mcp-app-bridge stdin")
         self._eof = False
         self._on_loop: bool | None = None  # decided on the first read
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watching = False
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
 
     async def receive(self) -> bytes:
         """Return the next chunk, or ``b""`` at EOF (and on every later call). A read error
         (for example an invalid handle) counts as EOF."""
         if self._eof:
             return b""
-        try:
-            if self._on_loop is None:
-                self._on_loop = _can_watch(self._fd)
-            if self._on_loop:
-                await _readable(self._fd)
-                data = os.read(self._fd, self._read_bytes)
-            else:
+        if self._on_loop is None:
+            self._on_loop = self._can_watch()
+        if self._on_loop:
+            data = await self._receive_on_loop()
+        else:
+            try:
                 data = await self._caller.call(lambda: os.read(self._fd, self._read_bytes))
-        except OSError:
-            data = b""
+            except OSError:
+                data = b""
         if not data:
             self._eof = True
+            self.close()
         return data
+
+    def _can_watch(self) -> bool:
+        """Whether the running loop's selector can watch ``fd`` (not a regular file, not
+        ``/dev/null``, not Windows' proactor loop)."""
+        loop = self._loop = asyncio.get_running_loop()
+        try:
+            loop.add_reader(self._fd, self._on_readable)
+        except (OSError, ValueError, NotImplementedError, RuntimeError):
+            return False
+        self._watching = True
+        return True
+
+    async def _receive_on_loop(self) -> bytes:
+        assert self._loop is not None
+        if not self._chunks:
+            if not self._watching:
+                self._loop.add_reader(self._fd, self._on_readable)
+                self._watching = True
+            waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return self._chunks.popleft()
+
+    def _on_readable(self) -> None:
+        # The selector has just said the descriptor is readable and only this callback
+        # reads it, so this read returns at once, though the descriptor is blocking.
+        try:
+            data = os.read(self._fd, self._read_bytes)
+        except OSError:
+            data = b""
+        self._chunks.append(data)
+        if not data or len(self._chunks) > 1:
+            self._unwatch()  # EOF, or nobody is taking chunks: wait for the next receive
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        if self._watching and self._loop is not None:
+            self._watching = False
+            try:
+                self._loop.remove_reader(self._fd)
+            except Exception:  # the loop is closed already
+                pass
+
+    def close(self) -> None:
+        """Stop watching the descriptor (it stays open)."""
+        self._unwatch()
 
 
 class FdWriter:
@@ -159,32 +214,26 @@ class FdWriter:
             self._poll = select.poll()
             self._poll.register(fd, select.POLLOUT)
 
-    async def send(self, data: bytes) -> None:
-        """Write all of ``data``; raises ``OSError`` when the client closed its end."""
+    def write_now(self, data: bytes) -> int:
+        """Write ``data`` now if that cannot block, and return how many bytes went (0: none;
+        the caller sends the rest with :meth:`send`). Raises ``OSError`` when the client
+        closed its end."""
         if self._poll is not None and len(data) <= _ATOMIC_WRITE_BYTES and self._poll.poll(0):
             # Writable (or broken: then the write raises at once). Up to PIPE_BUF bytes
             # go in one piece without blocking (POSIX write(2), "Pipes and FIFOs").
-            written = os.write(self._fd, data)
-            if written == len(data):
-                return
-            data = data[written:]
-        await self._caller.call(lambda: _write_all(self._fd, data))
+            return os.write(self._fd, data)
+        return 0
+
+    async def send(self, data: bytes) -> None:
+        """Write all of ``data``; raises ``OSError`` when the client closed its end."""
+        written = self.write_now(data)
+        if written < len(data):
+            rest = data[written:]
+            await self._caller.call(lambda: _write_all(self._fd, rest))
 
 
 #: Writes up to this size are made on the event loop when the descriptor is writable.
 _ATOMIC_WRITE_BYTES = getattr(select, "PIPE_BUF", 512)
-
-
-def _can_watch(fd: int) -> bool:
-    """Whether the running loop's selector can watch ``fd`` for reading (not a regular file,
-    not ``/dev/null``, not Windows' proactor loop)."""
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_reader(fd, lambda: None)
-        loop.remove_reader(fd)
-        return True
-    except (OSError, ValueError, NotImplementedError, RuntimeError):
-        return False
 
 
 def _can_poll(fd: int) -> bool:
@@ -194,22 +243,6 @@ def _can_poll(fd: int) -> bool:
     except OSError:
         return False
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
-
-
-async def _readable(fd: int) -> None:
-    """Wait on the event loop until ``fd`` is readable (or at EOF)."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(fd, _set_ready, ready)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-
-
-def _set_ready(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
 
 
 def _write_all(fd: int, data: bytes) -> None:
