@@ -66,6 +66,8 @@ _JOIN_BODY_BYTES = 64 * 1024
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
+# Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
+_OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")
 
 
@@ -243,7 +245,8 @@ class Http11Response:
         self._connection: _Connection | None = connection
         self._mode = body_mode  # "none", "length", "chunked" or "close"
         self._remaining = remaining
-        self._keep_alive = keep_alive
+        #: Whether the connection may serve another request once this response is read.
+        self.keep_alive = keep_alive
         self._read_timeout = read_timeout_seconds
         self._complete = body_mode == "none" or (body_mode == "length" and remaining == 0)
 
@@ -320,12 +323,11 @@ class Http11Response:
                 connection.consumed()
                 yield chunk
             elif connection.closed:
+                if connection.error is not None:  # reset or failed, not closed: maybe truncated
+                    raise ConnectionBroken(_lost_reason(connection.error))
                 return
             else:
-                try:
-                    await connection.wait_for_data(self._read_timeout)
-                except ConnectionBroken:
-                    return
+                await connection.wait_for_data(self._read_timeout)
 
     async def _line(self, connection: _Connection, what: str) -> bytes:
         """One CRLF- (or LF-) terminated line from the buffer, without its end."""
@@ -354,7 +356,7 @@ class Http11Response:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if self._complete and self._keep_alive and connection.usable():
+        if self._complete and self.keep_alive and connection.usable():
             self._pool.release(connection)
         else:
             self._pool.release(connection, reusable=False)
@@ -406,7 +408,7 @@ class Http11Pool:
         """
         if self._closed:
             raise ConnectionBroken("the bridge's connection pool is closed")
-        key, head = self._encode_head(method, url, headers, body)
+        key, head, last = self._encode_head(method, url, headers, body)
         connection = await self._acquire(key)
         try:
             transport = connection.transport
@@ -417,7 +419,10 @@ class Http11Pool:
             else:
                 transport.write(head + body if body else head)
             connection.exchanges += 1
-            return await self._read_head(connection, method, read_timeout_seconds)
+            response = await self._read_head(connection, method, read_timeout_seconds)
+            if last:
+                response.keep_alive = False  # RFC 9112 §9.6: the request said it is the last
+            return response
         except BaseException:
             connection.close()
             self.release(connection, reusable=False)
@@ -425,15 +430,24 @@ class Http11Pool:
 
     def _encode_head(
         self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | None
-    ) -> tuple[tuple[str, int], bytes]:
+    ) -> tuple[tuple[str, int], bytes, bool]:
+        """The origin, the request's head, and whether it asks to close the connection."""
+        if not _TOKEN.match(method):
+            raise LocalProtocolError("the request method is not an HTTP token")
         target = self._targets.get(url)
         if target is None:
             target = self._targets[url] = _parse_url(url)
         key, start = target
         lines = []
+        last = False
         for name, value in headers:
             if not _TOKEN.match(name) or _BAD_VALUE.search(value):
                 raise LocalProtocolError(f"the request field {name!r} has a name or value that cannot be sent")
+            lowered = name.lower()
+            if lowered in _OWN_FIELDS:
+                raise LocalProtocolError(f"the request field {name!r} is set by the HTTP client itself")
+            if lowered == "connection" and "close" in value.lower():
+                last = True
             lines.append(f"{name}: {value}\r\n")
         if body is not None:
             lines.append(f"Content-Length: {len(body)}\r\n")
@@ -441,7 +455,7 @@ class Http11Pool:
             fields = "".join(lines).encode("latin-1")
         except UnicodeEncodeError:
             raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
-        return key, method.encode("ascii") + start + fields + b"\r\n"
+        return key, method.encode("ascii") + start + fields + b"\r\n", last
 
     async def _acquire(self, key: tuple[str, int]) -> _Connection:
         idle = self._idle.get(key)
@@ -452,8 +466,12 @@ class Http11Pool:
             connection.close()
             self._open -= 1
         if self._open >= self._max:
-            await self._wait_for_room()
-            return await self._acquire(key)
+            spare = next((connections for connections in self._idle.values() if connections), None)
+            if spare is None:
+                await self._wait_for_room()
+                return await self._acquire(key)
+            spare.pop(0).close()  # idle, to another origin (an app restarted on a new port)
+            self._open -= 1
         self._open += 1
         try:
             return await self._connect(key)
@@ -469,6 +487,10 @@ class Http11Pool:
         timer = loop.call_later(self._pool_timeout, _pool_expire, waiter)
         try:
             await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._wake_one()  # woken for room it will not take: pass the turn on
+            raise
         finally:
             timer.cancel()
             if waiter in self._waiters:
@@ -500,9 +522,11 @@ class Http11Pool:
         searched = 0
         while True:
             end = buffer.find(b"\n\r\n", searched)
-            bare_end = buffer.find(b"\n\n", searched) if end < 0 else -1
+            bare_end = buffer.find(b"\n\n", searched, len(buffer) if end < 0 else end + 2)
             if end >= 0 or bare_end >= 0:
-                cut = end + 3 if end >= 0 else bare_end + 2
+                cut = bare_end + 2 if bare_end >= 0 else end + 3  # the earlier end of the two
+                if cut > MAX_HEAD_BYTES:
+                    raise ProtocolViolation(f"the app sent a response head over {MAX_HEAD_BYTES} bytes")
                 head = bytes(buffer[:cut])
                 del buffer[:cut]
                 response = self._parse_head(connection, head, method, read_timeout)
@@ -608,7 +632,7 @@ def _parse_url(url: str) -> tuple[tuple[str, int], bytes]:
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")
     try:
-        port = parts.port or 80
+        port = 80 if parts.port is None else parts.port
     except ValueError:
         raise LocalProtocolError("the URL's port is not a number from 0 to 65535") from None
     target = parts.path or "/"
