@@ -28,6 +28,7 @@ from typing import Any
 from .errors import InboundError, InvalidRequestError, ParseError
 
 __all__ = [
+    "loads_strict",
     "Request",
     "Notification",
     "Response",
@@ -82,6 +83,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder for every message: json.loads with an argument builds a new one per call.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and ``-Infinity`` (RFC 8259 has
+    no such numbers; Python's parser accepts them). Raises ``ValueError`` (also for them)
+    and ``RecursionError``."""
+    return _STRICT_DECODER.decode(text)
+
+
 def is_valid_id(value: Any) -> bool:
     """Return whether ``value`` may be a request id: a string or an integer (not a bool)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
@@ -101,7 +113,7 @@ def classify(line: bytes) -> Message | Batch:
         InvalidRequestError: JSON, but not a JSON-RPC 2.0 message, or an empty batch.
     """
     try:
-        value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        value = loads_strict(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ParseError("Parse error") from None
     if isinstance(value, list):
@@ -222,6 +234,7 @@ def to_wire_line(raw: bytes, message: Any) -> bytes:
     raw = raw.strip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf")
     if b"\n" in raw or b"\r" in raw:
         return encode_message(message)
-    if _LINE_SEPARATOR in raw or _PARAGRAPH_SEPARATOR in raw:
+    # b"\xe2" first: a one-byte search is fast, the three-byte ones are not (16 MiB: 9 ms).
+    if b"\xe2" in raw and (_LINE_SEPARATOR in raw or _PARAGRAPH_SEPARATOR in raw):
         raw = raw.replace(_LINE_SEPARATOR, b"\\u2028").replace(_PARAGRAPH_SEPARATOR, b"\\u2029")
     return raw + b"\n"

@@ -49,7 +49,7 @@ from .errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from .jsonrpc import Request, encode_message, is_valid_id, to_wire_line
+from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, to_wire_line
 from .tokens import TokenContext, TokenStore
 
 if TYPE_CHECKING:
@@ -468,16 +468,18 @@ class Upstream:
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
     async def _read_body(self, response: _Response, limit: int, *, truncate: bool = False) -> bytes:
-        body = bytearray()
+        chunks: list[bytes] = []
+        size = 0
         async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > limit:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
                 if truncate:
                     break
                 raise MessageTooLargeError(
                     f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
                 )
-        return bytes(body)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # one copy at most
 
     def _remember_session(self, response: _Response, message: dict[str, Any]) -> None:
         result = message.get("result")
@@ -591,7 +593,7 @@ class Upstream:
     def _parse(self, raw: bytes) -> Any:
         """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
         try:
-            value = json.loads(raw.strip().removeprefix(b"\xef\xbb\xbf").decode("utf-8"), parse_constant=_no_constant)
+            value = loads_strict(raw.strip().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
         for message in value if isinstance(value, list) else [value]:
@@ -700,10 +702,6 @@ def _says_session_unknown(body: bytes) -> bool:
     servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
     text = body.lower()
     return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python accepts them, JSON does not
 
 
 def _media_type(response: _Response) -> str | None:
