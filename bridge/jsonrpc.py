@@ -219,6 +219,11 @@ _LINE_SEPARATOR = "\u2028".encode()
 _PARAGRAPH_SEPARATOR = "\u2029".encode()
 
 
+_WHITESPACE_BYTES = (b" ", b"\t", b"\r", b"\n")
+# White space, or the first byte of a UTF-8 byte order mark.
+_LINE_START_TO_CHECK = (b"", *_WHITESPACE_BYTES, b"\xef")
+
+
 def to_wire_line(raw: bytes, message: Any) -> bytes:
     """Return the stdout line for a message the app sent, reusing its bytes when possible.
 
@@ -229,8 +234,18 @@ def to_wire_line(raw: bytes, message: Any) -> bytes:
 
     Returns:
         ``raw`` stripped plus ``\\n`` when it is already one line; otherwise (raw line
-        breaks from pretty-printing, U+2028/U+2029) the compact re-serialization.
+        breaks from pretty-printing, U+2028/U+2029) the compact re-serialization. A ``raw``
+        that is already exactly one such line, ``\n`` included, is returned as it is.
     """
+    if (
+        raw[-1:] == b"\n"
+        and raw[:1] not in _LINE_START_TO_CHECK
+        and raw[-2:-1] not in _WHITESPACE_BYTES
+        and raw.find(b"\n", 0, len(raw) - 1) < 0
+        and b"\r" not in raw
+        and b"\xe2" not in raw
+    ):
+        return raw  # no copy: large replies are the reason
     raw = raw.strip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf")
     if b"\n" in raw or b"\r" in raw:
         return encode_message(message)
