@@ -1,7 +1,9 @@
 """SSE events of a response, parsed by httpx-sse (imported only when an SSE reply arrives).
 
 httpx-sse reads an ``httpx.Response``; a response of the bridge's own HTTP/1.1 client
-(``bridge.http11``) is handed to it as one, its body streamed as it arrives.
+(``bridge.http11``) is handed to it as one, its body streamed as it arrives. The bridge
+imports this module when the first bytes of an SSE body arrive, not when the stream opens:
+an idle GET stream then costs no httpx import (about 5 MB resident and 20 ms).
 """
 
 from __future__ import annotations
@@ -18,20 +20,27 @@ __all__ = ["server_sent_events"]
 
 
 class _Body(httpx.AsyncByteStream):
-    def __init__(self, response: Http11Response) -> None:
+    def __init__(self, response: Http11Response, first: bytes, rest: AsyncIterator[bytes]) -> None:
         self._response = response
+        self._first = first
+        self._rest = rest
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_bytes():
+        yield self._first
+        async for chunk in self._rest:
             yield chunk
 
     async def aclose(self) -> None:
         await self._response.aclose()
 
 
-def server_sent_events(response: Any) -> AsyncIterator[ServerSentEvent]:
+def server_sent_events(response: Any, first: bytes = b"", rest: AsyncIterator[bytes] | None = None) -> AsyncIterator[ServerSentEvent]:
     """The SSE events of ``response`` (an ``httpx.Response`` or an ``Http11Response``), as
-    they arrive (WHATWG HTML "Server-sent events", as MCP's Streamable HTTP uses them)."""
+    they arrive (WHATWG HTML "Server-sent events", as MCP's Streamable HTTP uses them).
+
+    For an ``Http11Response``, ``first`` is the body's first chunk, already read, and
+    ``rest`` the iterator that goes on from it."""
     if isinstance(response, Http11Response):
-        response = httpx.Response(response.status_code, headers=response.headers.raw, stream=_Body(response))
+        body = _Body(response, first, rest if rest is not None else response.aiter_bytes())
+        response = httpx.Response(response.status_code, headers=response.headers.raw, stream=body)
     return EventSource(response).aiter_sse()

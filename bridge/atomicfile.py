@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: 
         OSError: the file could not be written; ``path`` is unchanged and no temporary
             file is left behind.
     """
+    import tempfile  # (with shutil, random and compression modules: not needed to serve)
+
     if mode is None and path.exists():
         mode = path.stat().st_mode & 0o777
     descriptor, temporary = tempfile.mkstemp(prefix="." + path.name + ".", dir=path.parent)

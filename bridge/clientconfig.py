@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,6 +240,8 @@ def write_document(path: Path, document: dict[str, Any], previous: bytes | None)
         backup = path.with_name(path.name + ".bak")
         backup.write_bytes(previous)
         with contextlib.suppress(OSError):
+            import shutil
+
             shutil.copymode(path, backup)
     replace_json(path, document, indent=2)
 

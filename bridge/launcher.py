@@ -20,7 +20,6 @@ every few seconds, never to stdout.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import os
@@ -28,15 +27,17 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
-import filelock
 
 from .config import in_sentence
 from .discovery import DiscoveryError, Endpoint, pid_is_alive
 from .errors import AppLaunchFailedError, AppUnreachableError
+
+if TYPE_CHECKING:
+    import filelock
 
 __all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path", "tcp_probe"]
 
@@ -56,6 +57,8 @@ PROBE_TIMEOUT_SECONDS = 1.0
 
 def default_lock_path(key: str) -> Path:
     """The per-user lock file shared by every bridge that may launch the same app."""
+    import hashlib
+
     import platformdirs
 
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
@@ -171,6 +174,8 @@ class Launcher:
         deadline = anyio.current_time() + self._timeout_seconds
         lock = self._file_lock()
         if lock is not None:
+            import filelock
+
             # Polled from the event loop, never blocked in a thread: a shutdown (stdin EOF,
             # SIGTERM) can interrupt the wait at once.
             while True:
@@ -207,6 +212,8 @@ class Launcher:
         if self._file_lock_object is None:
             self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # thread_local=False: one lock for the whole process, whichever thread uses it.
+            import filelock  # imported when a launch is needed: it costs ~8 ms and ~1 MB at start
+
             self._file_lock_object = filelock.FileLock(str(self._lock_path), thread_local=False)
         return self._file_lock_object
 

@@ -24,6 +24,7 @@ stdout (bounded) and return 0. A closed stdout ends the run at once and quietly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -32,8 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
 
 from .config import BridgeConfig
 from .driver import Driver
@@ -528,11 +527,14 @@ def run_stdio(config: BridgeConfig) -> int:
             config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True
         )
         if is_onefile_child():
-            token = anyio.lowlevel.current_token()
+            loop = asyncio.get_running_loop()
 
             def parent_gone() -> None:
                 log.info("the executable's bootloader is gone; shutting down")
-                anyio.from_thread.run_sync(bridge.stop, token=token)
+                try:
+                    loop.call_soon_threadsafe(bridge.stop)
+                except RuntimeError:  # the loop has finished already
+                    pass
 
             watch_parent(parent_gone)
         return await bridge.run()

@@ -39,10 +39,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import anyio
-import anyio.from_thread
-import anyio.lowlevel
-
 __all__ = [
     "ByteSource",
     "ByteSink",
@@ -81,36 +77,31 @@ class _DaemonCaller:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], anyio.Event, list[Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._token: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def call(self, func: Callable[[], Any]) -> Any:
         if self._thread is None:
-            self._token = anyio.lowlevel.current_token()
+            self._loop = asyncio.get_running_loop()
             self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
             self._thread.start()
-        done = anyio.Event()
-        outcome: list[Any] = []
-        self._jobs.put((func, done, outcome))
-        await done.wait()
-        ok, value = outcome
-        if not ok:
-            raise value
-        return value
+        assert self._loop is not None
+        outcome: asyncio.Future[Any] = self._loop.create_future()
+        self._jobs.put((func, outcome))
+        return await outcome
 
     def _work(self) -> None:
+        assert self._loop is not None
         while (job := self._jobs.get()) is not None:
-            func, done, outcome = job
+            func, outcome = job
             try:
-                outcome[:] = [True, func()]
+                result: tuple[bool, Any] = (True, func())
             except BaseException as exc:  # handed to the awaiting task, raised there
-                outcome[:] = [False, exc]
+                result = (False, exc)
             try:
-                anyio.from_thread.run_sync(done.set, token=self._token)
-            except Exception:  # the event loop has finished: nobody is waiting any more
+                self._loop.call_soon_threadsafe(_settle, outcome, result)
+            except RuntimeError:  # the event loop has finished: nobody is waiting any more
                 return
 
 
@@ -230,6 +221,16 @@ class FdWriter:
         if written < len(data):
             rest = data[written:]
             await self._caller.call(lambda: _write_all(self._fd, rest))
+
+
+def _settle(outcome: asyncio.Future[Any], result: tuple[bool, Any]) -> None:
+    if outcome.done():  # the awaiting task was cancelled
+        return
+    ok, value = result
+    if ok:
+        outcome.set_result(value)
+    else:
+        outcome.set_exception(value)
 
 
 #: Writes up to this size are made on the event loop when the descriptor is writable.

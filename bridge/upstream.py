@@ -573,9 +573,7 @@ class Upstream:
 
     async def _events(self, response: _Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
         """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message."""
-        from ._sse import server_sent_events  # imports httpx and httpx-sse: only SSE replies need them
-
-        async for event in server_sent_events(response):
+        async for event in _server_sent_events(response):
             if event.id:
                 state.last_event_id = event.id
             if event.retry is not None:
@@ -712,6 +710,27 @@ def _says_session_unknown(body: bytes) -> bool:
     servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
     text = body.lower()
     return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
+
+
+async def _server_sent_events(response: _Response) -> AsyncIterator[Any]:
+    """httpx-sse's events of ``response``, importing httpx only once a byte has arrived."""
+    if isinstance(response, http11.Http11Response):
+        chunks = response.aiter_bytes()
+        first = b""
+        async for first in chunks:
+            if first:
+                break
+        if not first:
+            return  # ended without a byte
+        from ._sse import server_sent_events
+
+        events = server_sent_events(response, first, chunks)
+    else:
+        from ._sse import server_sent_events
+
+        events = server_sent_events(response)
+    async for event in events:
+        yield event
 
 
 def _media_type(response: _Response) -> str | None:
