@@ -16,6 +16,7 @@ from bridge.jsonrpc import (
     Response,
     classify,
     encode_message,
+    loads_strict,
     read_id_from_head,
     to_wire_line,
 )
@@ -118,6 +119,63 @@ def test_wire_line_reuses_one_line_bytes_and_reserializes_pretty_printed_ones() 
     assert to_wire_line(pretty, json.loads(pretty)) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
     separator = '{"t":"a\u2028b"}'.encode()
     assert to_wire_line(separator, json.loads(separator)) == b'{"t":"a\\u2028b"}\n'
+
+
+def test_a_one_line_reply_with_its_newline_is_written_as_the_same_object() -> None:
+    """No copy for what is already a wire line (a 16 MiB reply would cost milliseconds)."""
+    raw = b'{"jsonrpc":"2.0","id":1,"result":{"t":"' + b"x" * 100_000 + b'"}}\n'
+    assert to_wire_line(raw, json.loads(raw)) is raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b' {"id":1}\n',  # leading white space
+        b'{"id":1} \n',  # trailing white space before the newline
+        b'{"id":1}\r\n',
+        b'{"id":1}\n\n',
+        b'\xef\xbb\xbf{"id":1}\n',  # byte order mark
+        b'{\n"id":1}\n',
+        '{"t":"a\u2028b"}\n'.encode(),
+        '{"t":"a\u2029b"}\n'.encode(),
+    ],
+)
+def test_a_line_needing_any_change_is_never_passed_through(raw: bytes) -> None:
+    """Only a line that is exactly one compact message plus \\n skips the rewrite."""
+    line = to_wire_line(raw, json.loads(raw.decode("utf-8-sig")))
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    assert not line.startswith((b" ", b"\xef")) and not line[:-1].endswith(b" ")
+    assert "\u2028".encode() not in line and "\u2029".encode() not in line
+    assert json.loads(line) == json.loads(raw.decode("utf-8-sig"))
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@given(
+    _JSON_VALUES,
+    st.sampled_from([b"", b" ", b"\n", b"\r\n", b"\xef\xbb\xbf"]),
+    st.sampled_from([b"", b" ", b"\n", b"\r\n", b"\n\n"]),
+    st.booleans(),
+)
+def test_every_wire_line_is_one_line_with_the_same_value(value: object, head: bytes, tail: bytes, indent: bool) -> None:
+    """Whatever white space, BOM or pretty-printing the app used, stdout gets one line with the same JSON value."""
+    raw = head + json.dumps(value, indent=2 if indent else None, ensure_ascii=False).encode() + tail
+    line = to_wire_line(raw, value)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
+    assert "\u2028".encode() not in line and "\u2029".encode() not in line
+    assert json.loads(line) == value
+
+
+def test_strict_loads_refuses_numbers_json_does_not_have() -> None:
+    for text in ("NaN", "[Infinity]", '{"a":-Infinity}'):
+        with pytest.raises(ValueError):
+            loads_strict(text)
+    assert loads_strict(' {"a": [1, 2.5, "x"]} \n') == {"a": [1, 2.5, "x"]}
 
 
 def test_a_lone_surrogate_is_written_escaped_never_as_invalid_utf8() -> None:

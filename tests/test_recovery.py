@@ -530,3 +530,19 @@ async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(5, "tools/call", {"name": "x"}))
         messages = await h.stdout.wait_for(2)
     assert messages[1] == {"jsonrpc": "2.0", "id": 5, "error": error} and h.bridge.driver.rebuilds == 0
+
+
+def test_token_context_builds_its_http_client_once_and_only_when_a_source_asks() -> None:
+    """A run whose token source never talks HTTP never builds (or imports) the client."""
+    built: list[object] = []
+
+    def factory() -> httpx.AsyncClient:
+        built.append(object())
+        return httpx.AsyncClient()
+
+    context = TokenContext(base_url=URL, http_client_factory=factory)
+    assert built == [] and context.base_url == URL
+    assert context.http_client is context.http_client
+    assert len(built) == 1
+    with pytest.raises(TypeError):
+        TokenContext(base_url=URL)
