@@ -246,10 +246,13 @@ def config() -> None:
     """
 
 
-def _client_option(function: F) -> F:
-    from .clientconfig import CLIENTS
+#: The AI clients ``config`` knows (``bridge.clientconfig.CLIENTS``, which a test keeps in
+#: step): named here so that serving never imports the config-file code.
+_CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
 
-    return click.option("--client", type=click.Choice(CLIENTS), required=True, help="Which AI client.")(function)
+
+def _client_option(function: F) -> F:
+    return click.option("--client", type=click.Choice(_CLIENTS), required=True, help="Which AI client.")(function)
 
 
 def _entry_options(function: F) -> F:

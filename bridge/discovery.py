@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .atomicfile import replace_json
 from .config import ConfigError
 
 __all__ = [
@@ -146,6 +145,8 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
     if token is not None:
         document["token"] = token
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    from .atomicfile import replace_json
+
     replace_json(path, document, mode=0o600)
 
 

@@ -56,7 +56,9 @@ __all__ = [
 
 #: Largest response head (status line and fields) accepted: 64 KiB, as h11's default.
 MAX_HEAD_BYTES = 64 * 1024
-#: Bytes read from the socket at a time (into one buffer per connection).
+#: Bytes read from the socket at a time, into one buffer per connection: 16 KiB at first
+#: (an idle connection holds little), 64 KiB once a read fills it.
+FIRST_RECV_BYTES = 16 * 1024
 RECV_BYTES = 64 * 1024
 #: A response body is buffered up to this before the socket stops being read.
 HIGH_WATER_BYTES = 4 * 1024 * 1024
@@ -145,7 +147,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.exchanges = 0
-        self._received = memoryview(bytearray(RECV_BYTES))
+        self._received = memoryview(bytearray(FIRST_RECV_BYTES))
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -157,6 +159,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.buffer += self._received[:nbytes]
+        if nbytes == len(self._received) < RECV_BYTES:
+            self._received = memoryview(bytearray(RECV_BYTES))  # a large body: read more at once
         if len(self.buffer) > HIGH_WATER_BYTES and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
 
 from .config import BridgeConfig
 from .driver import Driver
@@ -52,6 +51,7 @@ from .modern import modern_version
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
 
 if TYPE_CHECKING:
+    import anyio.abc
     import httpx
 
 __all__ = ["Bridge", "run_stdio"]

@@ -1,8 +1,11 @@
-"""The app side: MCP Streamable HTTP over one long-lived httpx client.
+"""The app side: MCP Streamable HTTP over long-lived keep-alive connections.
 
-This module is the only place that catches httpx exceptions (:func:`map_httpx_errors`),
-turning each into one :class:`~bridge.errors.UpstreamError`. Everything it returns to the
-session loop is already a stdout line (UTF-8 bytes ending in ``\\n``).
+Two transports: the bridge's own HTTP/1.1 pool (``bridge/http11.py``) for ``http://``
+endpoints, which is how desktop apps listen on loopback, and httpx's for ``https://``
+ones and for transports injected by tests. This module is the only place that catches
+transport exceptions (:func:`map_transport_errors`), turning each into one
+:class:`~bridge.errors.UpstreamError`. Everything it returns to the session loop is
+already a stdout line (UTF-8 bytes ending in ``\\n``).
 
 Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
 SPEC-CHECKLIST items 28–55):

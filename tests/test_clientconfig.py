@@ -262,3 +262,10 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
     assert "✗ initialize" in done.stdout and "HTTP 401" in done.stdout and "fix: Check the token source" in done.stdout
     for start in range(len(TOKEN) - 7):
         assert TOKEN[start : start + 8] not in done.stdout + done.stderr
+
+
+def test_the_cli_offers_exactly_the_clients_config_knows() -> None:
+    """`--client` choices and the config writer's list never drift apart."""
+    from bridge import cli, clientconfig
+
+    assert cli._CLIENTS == clientconfig.CLIENTS
