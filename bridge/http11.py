@@ -147,6 +147,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.exchanges = 0
+        #: Buffered bytes at which the socket stops being read (raised for a whole-body read).
+        self.high_water_bytes = HIGH_WATER_BYTES
         self._received = memoryview(bytearray(FIRST_RECV_BYTES))
 
     # asyncio.Protocol
@@ -161,7 +163,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.buffer += self._received[:nbytes]
         if nbytes == len(self._received) < RECV_BYTES:
             self._received = memoryview(bytearray(RECV_BYTES))  # a large body: read more at once
-        if len(self.buffer) > HIGH_WATER_BYTES and not self._paused and self.transport is not None:
+        if len(self.buffer) > self.high_water_bytes and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
@@ -184,7 +186,7 @@ class _Connection(asyncio.BufferedProtocol):
     # used by the exchange
     def consumed(self) -> None:
         """The reader took bytes out of ``buffer``: read the socket again when it is low."""
-        if self._paused and len(self.buffer) <= HIGH_WATER_BYTES // 4 and self.transport is not None:
+        if self._paused and len(self.buffer) <= self.high_water_bytes // 4 and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
 
@@ -360,6 +362,43 @@ class Http11Response:
             if connection.closed:
                 raise ConnectionBroken(f"the server closed the connection before {what}")
             await connection.wait_for_data(self._read_timeout)
+
+    async def read_whole(self, limit: int, suffix: bytes = b"") -> bytes | None:
+        """The whole ``Content-Length`` body plus ``suffix``, as one ``bytes`` made in one
+        copy, or ``None`` (nothing read) when the body is framed otherwise or is longer
+        than ``limit`` bytes: the caller then streams it with :meth:`aiter_bytes`.
+
+        For large bodies: chunks and a join would touch the body's size in fresh memory
+        twice more (page faults, measured in bench/README.md).
+
+        Raises:
+            ReadTimeout, ConnectionBroken: as :meth:`aiter_bytes`.
+        """
+        connection = self._connection
+        if connection is None or self._mode != "length" or self._remaining > limit or self._complete:
+            return None
+        remaining = self._remaining
+        connection.high_water_bytes = max(HIGH_WATER_BYTES, remaining + 1)
+        connection.consumed()  # reading again if it had paused
+        try:
+            while len(connection.buffer) < remaining:
+                if connection.closed:
+                    raise ConnectionBroken("the server closed the connection before the body was complete")
+                await connection.wait_for_data(self._read_timeout)
+        finally:
+            connection.high_water_bytes = HIGH_WATER_BYTES
+        buffer = connection.buffer
+        if len(buffer) == remaining:
+            buffer += suffix
+            body = bytes(buffer)
+            buffer.clear()
+        else:
+            body = bytes(buffer[:remaining]) + suffix
+            del buffer[:remaining]
+        self._remaining = 0
+        self._complete = True
+        connection.consumed()
+        return body
 
     async def aread(self) -> bytes:
         """The whole body (for short bodies; large ones are streamed by the caller)."""

@@ -476,6 +476,10 @@ class Upstream:
         """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
         ``truncate``). With ``line_end`` a newline follows it in the same buffer: a one-line
         reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
+        if isinstance(response, http11.Http11Response):
+            whole = await response.read_whole(limit, b"\n" if line_end else b"")
+            if whole is not None:
+                return whole
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():
