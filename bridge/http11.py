@@ -444,6 +444,7 @@ class Http11Pool:
         body: bytes | None = None,
         *,
         read_timeout_seconds: float | None,
+        bounded: bool = True,
     ) -> Http11Response:
         """Send one request and return once the response's head has arrived.
 
@@ -453,6 +454,8 @@ class Http11Pool:
             headers: ``(name, value)`` fields; ``Host`` and ``Content-Length`` are added.
             body: the request body, sent as given (``None``: no body).
             read_timeout_seconds: longest silence while waiting for the response.
+            bounded: ``False`` opens a connection even beyond ``max_connections`` rather
+                than wait for one (a cancellation must not queue behind what it cancels).
 
         Raises:
             LocalProtocolError: a field cannot be sent (nothing was sent).
@@ -462,7 +465,7 @@ class Http11Pool:
         if self._closed:
             raise ConnectionBroken("the bridge's connection pool is closed")
         key, head, last = self._encode_head(method, url, headers, body)
-        connection = await self._acquire(key)
+        connection = await self._acquire(key, bounded)
         try:
             transport = connection.transport
             assert transport is not None
@@ -510,7 +513,7 @@ class Http11Pool:
             raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
         return key, method.encode("ascii") + start + fields + b"\r\n", last
 
-    async def _acquire(self, key: tuple[str, int]) -> _Connection:
+    async def _acquire(self, key: tuple[str, int], bounded: bool = True) -> _Connection:
         idle = self._idle.get(key)
         while idle:
             connection = idle.pop()
@@ -518,11 +521,11 @@ class Http11Pool:
                 return connection
             connection.close()
             self._open -= 1
-        if self._open >= self._max:
+        if self._open >= self._max and bounded:
             spare = next((connections for connections in self._idle.values() if connections), None)
             if spare is None:
                 await self._wait_for_room()
-                return await self._acquire(key)
+                return await self._acquire(key, bounded)
             spare.pop(0).close()  # idle, to another origin (an app restarted on a new port)
             self._open -= 1
         self._open += 1

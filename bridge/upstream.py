@@ -270,6 +270,8 @@ class Upstream:
         headers: dict[str, str],
         content: bytes | None = None,
         timeout: dict[str, float | None] | None = None,
+        *,
+        bounded: bool = True,
     ) -> AsyncIterator[_Response]:
         """One HTTP exchange; the response is closed (its connection freed) on exit.
 
@@ -286,7 +288,7 @@ class Upstream:
                     pool_timeout_seconds=self._config.request_timeout_seconds,
                 )
             response = await self._pool.request(
-                method, url, headers.items(), content, read_timeout_seconds=timeout["read"]
+                method, url, headers.items(), content, read_timeout_seconds=timeout["read"], bounded=bounded
             )
         else:
             import httpx
@@ -427,7 +429,9 @@ class Upstream:
         """
         url, headers, sent = await self._prepare_post()
         with map_transport_errors(self._app):
-            async with self._exchange("POST", url, headers, body) as response:
+            # Not bounded by the pool: a notifications/cancelled must not wait for a
+            # connection held by the very call it cancels.
+            async with self._exchange("POST", url, headers, body, bounded=False) as response:
                 if 200 <= response.status_code < 300:
                     return
                 await self._check_status(response, sent)
@@ -550,8 +554,15 @@ class Upstream:
                 if attempt:
                     await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
-                    url, headers, _ = await self._prepare_get(state)
-                    stream = await streams.enter_async_context(self._exchange("GET", url, headers))
+                    try:
+                        with map_transport_errors(self._app):
+                            url, headers, _ = await self._prepare_get(state)
+                            stream = await streams.enter_async_context(self._exchange("GET", url, headers))
+                    except AppUnreachableError as exc:
+                        # The POST reached the app: nothing may relaunch it and send it again.
+                        raise StreamClosedError(
+                            f"{self._app} closed the response stream and could not be reached to resume it."
+                        ) from exc
                     if stream.status_code != 200 or _media_type(stream) != _SSE:
                         break
                 try:

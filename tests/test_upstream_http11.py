@@ -1,0 +1,1077 @@
+"""The bridge over its own HTTP/1.1 client (``bridge/http11.py``) against a scripted app.
+
+The respx tests inject an httpx transport, so they never reach the bridge's own client.
+Here nothing is injected: the bridge talks to a real TCP server on 127.0.0.1
+(``asyncio.start_server``, port 0) that parses each request (head and ``Content-Length``
+body), keeps it (method, target, fields, body bytes) and answers with byte strings the
+test chose — JSON, chunked SSE, error statuses, bodies cut off mid-way, or silence.
+The bridge runs in-process with fake stdin/stdout (``tests/helpers.py``), so every
+assertion is about what the AI client sees on stdout and what the app receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
+
+from bridge.config import BridgeConfig
+from bridge.discovery import Endpoint
+from bridge.errors import BadUpstreamResponseError
+from bridge.jsonrpc import Request
+from bridge.session import Bridge
+from bridge.tokens import TokenContext
+from bridge.upstream import Upstream
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 10.0
+"""Upper bound, in seconds, on every wait (never a speed assertion)."""
+
+VERSION = "2025-06-18"
+
+OLD_TOKEN = "tok-old-7c1d2e3f4a5b6c7d"
+NEW_TOKEN = "tok-new-9a8b7c6d5e4f3a2b"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the scripted server -----------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """One request as the server read it off the wire."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    """Field names lower-cased; a repeated field fails the test (the bridge never repeats one)."""
+    body: bytes
+    connection: int
+
+    def message(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def rpc_method(self) -> str | None:
+        if self.method != "POST":
+            return None
+        message = self.message()
+        return message.get("method") if isinstance(message, dict) else None
+
+
+class Peer:
+    """The server's side of one accepted connection, for a handler to answer on."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.closed = False
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    def close(self) -> None:
+        """Close the connection (FIN) once the written bytes are out."""
+        self.closed = True
+        self.writer.close()
+
+    async def hold(self) -> bool:
+        """Answer nothing more; wait (at most ``WAIT``) until the client closes the connection.
+        Returns whether it did."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        self.closed = True
+        try:
+            while await asyncio.wait_for(self.reader.read(65536), max(0.0, deadline - loop.time())):
+                pass
+        except asyncio.TimeoutError:
+            return False
+        except OSError:
+            pass
+        return True
+
+
+Handler = Callable[[Seen, Peer], Awaitable[None]]
+
+
+class ScriptedServer:
+    """Reads requests on every connection and lets ``handler`` answer each one."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.port = 0
+        self.connections = 0
+        self.requests: list[Seen] = []
+        self.open = 0
+        """Connections accepted and not yet closed."""
+        self.errors: list[BaseException] = []
+        """Failures inside the server (a malformed request, a handler bug): checked at the end."""
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def posts(self, rpc_method: str | None = None) -> list[Seen]:
+        return [r for r in self.requests if r.method == "POST" and (rpc_method is None or r.rpc_method == rpc_method)]
+
+    def of(self, method: str) -> list[Seen]:
+        return [r for r in self.requests if r.method == method]
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def die(self) -> None:
+        """As an app that crashed: refuse new connections and reset every open one."""
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+
+    async def listen_again(self) -> None:
+        """Accept connections again, on the same port (as an app started again)."""
+        await self.start()
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=WAIT)
+            for task in pending:
+                task.cancel()
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.append(writer)
+        index = self.connections
+        self.connections += 1
+        self.open += 1
+        peer = Peer(reader, writer)
+        try:
+            while not peer.closed:
+                seen = await self._read_request(reader, index)
+                if seen is None:
+                    break
+                self.requests.append(seen)
+                await self.handler(seen, peer)
+        except OSError:
+            pass
+        except Exception as exc:
+            self.errors.append(exc)
+        finally:
+            writer.close()
+            self.open -= 1
+            self._tasks.discard(task)
+
+    @staticmethod
+    async def _read_request(reader: asyncio.StreamReader, index: int) -> Seen | None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            return None
+        request_line_, *lines = head[:-4].decode("latin-1").split("\r\n")
+        method, target, version = request_line_.split(" ")
+        assert version == "HTTP/1.1"
+        headers: dict[str, str] = {}
+        for line in lines:
+            name, colon, value = line.partition(":")
+            assert colon and name.lower() not in headers, f"malformed or repeated field {name!r}"
+            headers[name.lower()] = value.strip()
+        try:
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+        except (asyncio.IncompleteReadError, OSError):
+            return None
+        return Seen(method, target, headers, body, index)
+
+    async def wait_for(self, condition: Callable[[], bool]) -> None:
+        with anyio.fail_after(WAIT):
+            while not condition():
+                await anyio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def serve(handler: Handler) -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer(handler)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+    assert server.errors == []
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- response bytes ----------------------------------------------------------------------------
+
+_STATUS_TEXT = {200: "OK", 202: "Accepted", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
+
+
+def response(status: int, body: bytes = b"", *fields: str) -> bytes:
+    """A whole response with a ``Content-Length`` body and any extra ``Name: value`` fields."""
+    head = f"HTTP/1.1 {status} {_STATUS_TEXT.get(status, 'Status')}\r\n" + "".join(f"{f}\r\n" for f in fields)
+    return head.encode("latin-1") + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def json_reply(body: bytes, *fields: str, status: int = 200) -> bytes:
+    return response(status, body, "Content-Type: application/json", *fields)
+
+
+def compact(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse_event(data: bytes, event_id: str | None = None, retry_ms: int | None = None) -> bytes:
+    head = (f"id: {event_id}\n" if event_id else "") + (f"retry: {retry_ms}\n" if retry_ms is not None else "")
+    return head.encode() + b"event: message\ndata: " + data + b"\n\n"
+
+
+def progress(token: str, value: int) -> bytes:
+    return compact({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": value}})
+
+
+# -- a scripted MCP app ------------------------------------------------------------------------
+
+Reply = Callable[[Seen, Peer], Awaitable[None]]
+
+
+class App:
+    """A stateful MCP app on raw HTTP/1.1: ``initialize`` gets a JSON reply with
+    ``Mcp-Session-Id: sess-<n>``; notifications and client responses 202; GET 405 (unless
+    ``on_get``); DELETE 200; a request whose session id it does not know 404; any other
+    request ``replies[method]`` if set, else ``{"result": {"instance": <n>}}`` as JSON."""
+
+    def __init__(self, *, token: str | None = None, stateless: bool = False) -> None:
+        self.token = token
+        self.stateless = stateless
+        self.instance = 1
+        self.sessions: set[str] = set()
+        self.issued = 0
+        self.replies: dict[str, Reply] = {}
+        self.on_get: Reply | None = None
+        self.init_replies: list[bytes] = []
+
+    def restart(self) -> None:
+        """Forget every session, as an app that was restarted."""
+        self.instance += 1
+        self.sessions.clear()
+
+    async def __call__(self, seen: Seen, peer: Peer) -> None:
+        if self.token is not None and seen.headers.get("authorization") != f"Bearer {self.token}":
+            await peer.send(
+                json_reply(b'{"error":"invalid_token"}', 'WWW-Authenticate: Bearer error="invalid_token"', status=401)
+            )
+            return
+        if seen.method == "GET":
+            if self.on_get is not None:
+                await self.on_get(seen, peer)
+            else:
+                await peer.send(response(405))
+            return
+        if seen.method == "DELETE":
+            await peer.send(response(200))
+            return
+        message = seen.message()
+        if message.get("method") == "initialize":
+            self.issued += 1
+            session = f"sess-{self.issued}"
+            self.sessions.add(session)
+            body = compact(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"protocolVersion": VERSION, "capabilities": {}, "serverInfo": {"name": "scripted", "version": str(self.instance)}},
+                }
+            )
+            self.init_replies.append(body)
+            await peer.send(json_reply(body, f"Mcp-Session-Id: {session}"))
+            return
+        if not self.stateless and seen.headers.get("mcp-session-id") not in self.sessions:
+            await peer.send(json_reply(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}', status=404))
+            return
+        if "id" not in message or "method" not in message:
+            await peer.send(response(202))
+            return
+        reply = self.replies.get(message["method"])
+        if reply is not None:
+            await reply(seen, peer)
+            return
+        await peer.send(json_reply(compact({"jsonrpc": "2.0", "id": message["id"], "result": {"instance": self.instance}})))
+
+
+def send(data: bytes) -> Reply:
+    """A reply: write ``data`` and keep the connection."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(data)
+
+    return script
+
+
+def send_then_close(data: bytes) -> Reply:
+    """A reply: write ``data``, then close the connection."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(data)
+        peer.close()
+
+    return script
+
+
+def send_then_hold(data: bytes) -> Reply:
+    """A reply: write ``data`` (maybe nothing), then go silent until the client gives up."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        if data:
+            await peer.send(data)
+        await peer.hold()
+
+    return script
+
+
+# -- the bridge, with nothing injected --------------------------------------------------------
+
+
+@dataclass
+class Run:
+    stdin: FakeStdin
+    stdout: FakeStdout
+    bridge: Bridge
+    exit_status: int | None = None
+
+    async def handshake(self) -> None:
+        """``initialize`` (id 0) and ``notifications/initialized``; waits for the reply."""
+        self.stdin.feed(init(0) + NOTIF_INIT)
+        (reply,) = await self.stdout.wait_for(1, timeout_seconds=WAIT)
+        assert reply["result"]["protocolVersion"] == VERSION
+
+    async def replies(self, count: int) -> list[Any]:
+        return await self.stdout.wait_for(count, timeout_seconds=WAIT)
+
+
+@contextlib.asynccontextmanager
+async def bridge_to(url: str, **config: Any) -> AsyncIterator[Run]:
+    """Run a bridge for ``url`` with fake stdin/stdout and no injected transport or probe:
+    ``http://`` goes through the bridge's own HTTP/1.1 client. On exit stdin is closed and
+    the bridge must finish within ``WAIT`` seconds."""
+    stdin, stdout = FakeStdin(), FakeStdout()
+    bridge = Bridge(BridgeConfig(url=url, **config), stdin=stdin, stdout=stdout)
+    run = Run(stdin, stdout, bridge)
+    async with anyio.create_task_group() as tg:
+
+        async def serve_bridge() -> None:
+            run.exit_status = await bridge.run()
+
+        tg.start_soon(serve_bridge)
+        try:
+            yield run
+        finally:
+            stdin.close()
+            with anyio.fail_after(WAIT):
+                while run.exit_status is None:
+                    await anyio.sleep(0.01)
+
+
+def assert_bridge_error(message: dict[str, Any], request_id: Any, expected_reason: str) -> None:
+    assert message["id"] == request_id and type(message["id"]) is type(request_id)
+    assert message["error"]["code"] == -32603
+    assert message["error"]["data"] == {"source": "bridge", "reason": expected_reason}
+
+
+# -- 1. initialize over JSON, session id and version on what follows ---------------------------
+
+
+async def test_initialize_json_reply_and_session_headers_on_every_later_message() -> None:
+    """The app's bytes reach stdout as sent (plus a newline), stdin's bytes reach the app as
+    written, and once the session exists every message carries its id and version."""
+    app = App()
+    # Odd spacing and non-ASCII text: the bytes must not be re-encoded on the way.
+    call = b'{ "jsonrpc" : "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "Gr\xc3\xbc\xc3\x9fe \xf0\x9f\x8c\x8d"} }\n'
+    listing = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "note": "caf\xc3\xa9"}}'
+    app.replies["tools/list"] = send(json_reply(listing))
+    async with serve(app) as server:
+        async with bridge_to(server.url) as run:
+            run.stdin.feed(init(0) + NOTIF_INIT)
+            await run.replies(1)
+            assert run.stdout.lines[0] == app.init_replies[0] + b"\n"
+            await server.wait_for(lambda: len(server.posts("notifications/initialized")) == 1)
+            run.stdin.feed(call)
+            await run.replies(2)
+            assert run.stdout.lines[1] == listing + b"\n"
+            await server.wait_for(lambda: len(server.of("GET")) >= 1)
+        await server.wait_for(lambda: len(server.of("DELETE")) == 1)
+
+    (initialize,) = server.posts("initialize")
+    assert initialize.target == "/mcp"
+    assert initialize.body == init(0)[:-1]
+    assert initialize.headers["content-type"] == "application/json"
+    assert initialize.headers["accept"] == "application/json, text/event-stream"
+    assert initialize.headers["content-length"] == str(len(init(0)) - 1)
+    assert initialize.headers["host"] == f"127.0.0.1:{server.port}"
+    assert "mcp-session-id" not in initialize.headers and "mcp-protocol-version" not in initialize.headers
+    assert "authorization" not in initialize.headers
+
+    (initialized,) = server.posts("notifications/initialized")
+    (listed,) = server.posts("tools/list")
+    assert initialized.body == NOTIF_INIT[:-1]
+    assert listed.body == call[:-1]
+    for later in (initialized, listed, server.of("GET")[0], server.of("DELETE")[0]):
+        assert later.headers["mcp-session-id"] == "sess-1"
+        assert later.headers["mcp-protocol-version"] == VERSION
+    assert server.of("GET")[0].headers["accept"] == "text/event-stream"
+    assert "content-length" not in server.of("GET")[0].headers
+    assert len(run.stdout.lines) == 2
+
+
+async def test_initialize_answered_over_sse_sets_the_session_like_a_json_reply() -> None:
+    """The official SDK answers ``initialize`` on an SSE stream: the session id of that
+    response's head is used from then on, and the result line is the event's data."""
+    app = App()
+    init_reply = compact({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": VERSION, "capabilities": {}, "serverInfo": {"name": "sse", "version": "1"}}})
+    plain = app.__call__
+
+    async def handle(seen: Seen, peer: Peer) -> None:
+        if seen.rpc_method == "initialize":
+            app.sessions.add("sess-sse")
+            head = SSE_HEAD.replace(b"\r\n\r\n", b"\r\nmcp-session-id: sess-sse\r\n\r\n")
+            await peer.send(head + chunk(b": priming\n\n") + chunk(sse_event(init_reply, "i-1")) + LAST_CHUNK)
+        else:
+            await plain(seen, peer)
+
+    async with serve(handle) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        assert run.stdout.lines[0] == init_reply + b"\n"
+        run.stdin.feed(request_line(1, "tools/list"))
+        assert (await run.replies(2))[1] == {"jsonrpc": "2.0", "id": 1, "result": {"instance": 1}}
+    (listed,) = server.posts("tools/list")
+    assert listed.headers["mcp-session-id"] == "sess-sse" and listed.headers["mcp-protocol-version"] == VERSION
+
+
+async def test_sequential_requests_reuse_kept_alive_connections_and_none_is_left_open_at_exit() -> None:
+    """Replies read to their end leave the connection open for the next request (no new
+    connection per message), and the bridge closes every connection when it exits."""
+    app = App()
+    async with serve(app) as server:
+        async with bridge_to(server.url) as run:
+            await run.handshake()
+            for n in range(1, 9):
+                run.stdin.feed(request_line(n, "tools/list"))
+                assert (await run.replies(n + 1))[n] == {"jsonrpc": "2.0", "id": n, "result": {"instance": 1}}
+        assert len(server.posts("tools/list")) == 8
+        assert server.connections <= 2  # at most the GET stream's and one request's at a time
+        await server.wait_for(lambda: server.open == 0)
+
+
+LISTING = b'{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"echo"}]}}'
+
+
+@pytest.mark.parametrize(
+    ("reply", "then_close"),
+    [
+        pytest.param(json_reply(LISTING), False, id="content-length"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunk(LISTING[:9]) + chunk(LISTING[9:]) + b"0\r\nX-Trailer: t\r\n\r\n",
+            False,
+            id="chunked-with-trailer",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + LISTING, True, id="until-close"
+        ),
+        pytest.param(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + LISTING, True, id="http-1.0"),
+        pytest.param(b"HTTP/1.1 100 Continue\r\n\r\n" + json_reply(LISTING), False, id="after-100-continue"),
+        pytest.param(json_reply(LISTING).replace(b"\r\n", b"\n"), False, id="bare-lf-head"),
+    ],
+)
+async def test_reply_in_any_http_framing_reaches_stdout_as_sent(reply: bytes, then_close: bool) -> None:
+    """However the app frames its body, the client gets exactly its bytes as one line,
+    and the next request is served (on a new connection when the old one was closed)."""
+    app = App()
+    app.replies["tools/list"] = send_then_close(reply) if then_close else send(reply)
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(3, "tools/list"))
+        await run.replies(2)
+        run.stdin.feed(request_line(4, "ping"))
+        served = (await run.replies(3))[2]
+    assert run.stdout.lines[1] == LISTING + b"\n"
+    assert served == {"jsonrpc": "2.0", "id": 4, "result": {"instance": 1}}
+
+
+async def test_idle_connection_closed_by_the_app_is_not_reused() -> None:
+    """An app that closes each connection after its reply (no ``Connection: close`` said):
+    the next request goes out on a fresh connection and is served."""
+    app = App()
+    plain = app.__call__
+
+    async def one_reply_per_connection(seen: Seen, peer: Peer) -> None:
+        await plain(seen, peer)
+        peer.close()
+
+    async with serve(one_reply_per_connection) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        await server.wait_for(lambda: len(server.of("GET")) == 1)  # the handshake's traffic is over
+        for n in range(1, 4):
+            await server.wait_for(lambda: server.open == 0)  # the app's FIN has been sent
+            run.stdin.feed(request_line(n, "tools/list"))
+            assert (await run.replies(n + 1))[n] == {"jsonrpc": "2.0", "id": n, "result": {"instance": 1}}
+    assert len({r.connection for r in server.requests}) == len(server.requests)
+
+
+# -- 2. SSE replies, the GET stream, resuming -------------------------------------------------
+
+
+async def test_sse_reply_relays_progress_then_the_response_in_order() -> None:
+    """A chunked SSE reply whose events are split at odd places: the progress notification
+    and then the response reach stdout in that order, each as the event's data bytes."""
+    app = App()
+    note = progress("p-1", 50)
+    answer = compact({"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "done ✓"}]}})
+    first = b": a comment\n\n" + sse_event(note)
+    stream = first + sse_event(answer)
+    # mid-comment, mid-event, inside the three bytes of "✓"
+    cut = [5, len(first) - 3, stream.index("✓".encode()) + 1]
+
+    async def reply(seen: Seen, peer: Peer) -> None:
+        await peer.send(SSE_HEAD)
+        pieces = [stream[a:b] for a, b in zip([0, *cut], [*cut, len(stream)], strict=True)]
+        for piece in pieces:
+            await peer.send(chunk(piece))
+            await asyncio.sleep(0.005)
+        await peer.send(LAST_CHUNK)
+
+    app.replies["tools/call"] = reply
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-1"}}))
+        await run.replies(3)
+        assert run.stdout.lines[1:] == [note + b"\n", answer + b"\n"]
+        run.stdin.feed(request_line(6, "ping"))  # the bridge serves on
+        assert (await run.replies(4))[3] == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
+    assert len(server.posts("tools/call")) == 1
+
+
+async def test_get_stream_relays_server_messages_to_stdout() -> None:
+    """Once ``notifications/initialized`` is accepted the GET stream opens (session headers,
+    ``Accept: text/event-stream``) and its messages reach stdout while it stays open."""
+    app = App()
+    notice = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    app.on_get = send_then_hold(SSE_HEAD + chunk(b": ready\n\n") + chunk(sse_event(notice, event_id="g-1")))
+    async with serve(app) as server:
+        async with bridge_to(server.url) as run:
+            await run.handshake()
+            await run.replies(2)
+            assert run.stdout.lines[1] == notice + b"\n"
+            run.stdin.feed(request_line(2, "tools/list"))  # requests go on beside the open stream
+            assert (await run.replies(3))[2] == {"jsonrpc": "2.0", "id": 2, "result": {"instance": 1}}
+            (get,) = server.of("GET")
+            assert get.headers["accept"] == "text/event-stream"
+            assert get.headers["mcp-session-id"] == "sess-1" and "last-event-id" not in get.headers
+            assert server.open >= 1  # the stream is still open while the bridge runs
+        await server.wait_for(lambda: server.open == 0)  # closed when the bridge exits
+
+
+async def test_sse_reply_cut_after_an_event_id_is_resumed_with_last_event_id() -> None:
+    """The connection breaks inside the SSE reply after an event with an id: the bridge asks
+    for the rest by GET with ``Last-Event-ID`` and the response arrives; the POST is not
+    sent again and no event is relayed twice."""
+    app = App()
+    note = progress("p-2", 1)
+    answer = compact({"jsonrpc": "2.0", "id": 9, "result": {"resumed": True}})
+    # retry: 10 ms, so the resume does not wait the default second.
+    app.replies["tools/call"] = send_then_close(SSE_HEAD + chunk(sse_event(note, "ev-1", retry_ms=10)) + b"40\r\npartial")
+
+    async def on_get(seen: Seen, peer: Peer) -> None:
+        if seen.headers.get("last-event-id") == "ev-1":
+            await peer.send(SSE_HEAD + chunk(sse_event(answer, "ev-2")) + LAST_CHUNK)
+        else:
+            await peer.send(response(405))
+
+    app.on_get = on_get
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-2"}}))
+        await run.replies(3)
+        assert run.stdout.lines[1:] == [note + b"\n", answer + b"\n"]
+    (resume,) = [r for r in server.of("GET") if "last-event-id" in r.headers]
+    assert resume.headers["last-event-id"] == "ev-1"
+    assert resume.headers["accept"] == "text/event-stream"
+    assert resume.headers["mcp-session-id"] == "sess-1" and resume.headers["mcp-protocol-version"] == VERSION
+    assert len(server.posts("tools/call")) == 1
+
+
+async def test_resume_refused_because_the_app_died_never_posts_the_request_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app dies inside an SSE reply (after an event with an id) and is started again by
+    the launcher: the resume GET is refused, and the request — which reached the app — must
+    not be POSTed a second time (policy.py: "a reset mid-exchange is final")."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the launch lock lives there
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    app = App()
+    note = progress("p-5", 1)
+
+    async def dies_mid_stream(seen: Seen, peer: Peer) -> None:
+        if len(server.posts("tools/call")) == 1:
+            await peer.send(SSE_HEAD + chunk(sse_event(note, "ev-1", retry_ms=10)))
+            server.die()
+            peer.closed = True
+        else:
+            await peer.send(json_reply(compact({"jsonrpc": "2.0", "id": 9, "result": {"ran": "twice"}})))
+
+    starts = 0
+
+    async def start_app() -> None:
+        nonlocal starts
+        starts += 1
+        await server.listen_again()
+
+    app.replies["tools/call"] = dies_mid_stream
+    async with serve(app) as server, bridge_to(server.url, ensure_running=start_app) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(9, "tools/call", {"name": "once-only", "_meta": {"progressToken": "p-5"}}))
+        messages = await run.replies(3)
+    assert run.stdout.lines[1] == note + b"\n"
+    assert len(server.posts("tools/call")) == 1
+    assert_bridge_error(messages[2], 9, "stream_closed")
+
+
+async def test_cancellation_is_not_stuck_behind_slow_calls_when_every_connection_is_busy() -> None:
+    """session.py: notifications never wait, "so a notifications/cancelled is never stuck
+    behind the slow call it cancels". With one request slot, an open GET stream, a slow
+    call and a slow ping hold every pooled connection; the client's cancellation of the
+    call must still reach the app while the call is in flight."""
+    order: list[str] = []
+    app = App()
+
+    async def slow(seen: Seen, peer: Peer) -> None:
+        await peer.hold()
+        order.append(f"{seen.rpc_method} abandoned")
+
+    app.replies["tools/call"] = slow
+    app.replies["ping"] = slow
+    app.on_get = send_then_hold(SSE_HEAD + chunk(b": open\n\n"))
+    plain = app.__call__
+
+    async def handle(seen: Seen, peer: Peer) -> None:
+        if seen.rpc_method == "notifications/cancelled":
+            order.append(f"cancel {seen.message()['params']['requestId']}")
+        await plain(seen, peer)
+
+    async with serve(handle) as server, bridge_to(server.url, max_concurrent_requests=1, request_timeout_seconds=1) as run:
+        await run.handshake()
+        await server.wait_for(lambda: len(server.of("GET")) == 1)
+        run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}) + request_line(6, "ping"))
+        await server.wait_for(lambda: len(server.posts("tools/call")) == 1 and len(server.posts("ping")) == 1)
+        run.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}\n')
+        await server.wait_for(lambda: "cancel 5" in order and "tools/call abandoned" in order)
+    assert order.index("cancel 5") < order.index("tools/call abandoned")
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
+
+
+async def test_modern_cancellation_closes_the_connection_and_posts_nothing() -> None:
+    """2026-07-28: the client's ``notifications/cancelled`` closes the request's HTTP
+    connection (that is the cancellation); it is never POSTed and nothing reaches stdout."""
+    app = App(stateless=True)
+    closed: list[bool] = []
+
+    async def working(seen: Seen, peer: Peer) -> None:
+        await peer.send(SSE_HEAD + chunk(b": working\n\n"))
+        closed.append(await peer.hold())
+
+    app.replies["tools/call"] = working
+    async with serve(app) as server, bridge_to(server.url) as run:
+        run.stdin.feed(request_line(7, "tools/call", {"name": "slow", "arguments": {}, "_meta": MODERN_META}))
+        await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
+        run.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
+        await server.wait_for(lambda: bool(closed))
+        await anyio.sleep(0.05)
+        assert run.stdout.lines == []
+    assert closed == [True]  # the bridge closed it (not the server's bounded wait running out)
+    (call,) = server.posts()
+    assert call.headers["mcp-method"] == "tools/call" and call.headers["mcp-protocol-version"] == "2026-07-28"
+    assert "mcp-session-id" not in call.headers
+
+
+async def test_modern_subscription_stream_has_no_read_timeout() -> None:
+    """``subscriptions/listen`` stays open for as long as the client listens: a pause longer
+    than ``--request-timeout`` does not end it; the app closing it gives ``stream_closed``."""
+    ack = compact({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {}})
+    changed = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}})
+    app = App(stateless=True)
+
+    async def listening(seen: Seen, peer: Peer) -> None:
+        await peer.send(SSE_HEAD + chunk(sse_event(ack, "1")))
+        await asyncio.sleep(1.0)  # twice the request timeout
+        await peer.send(chunk(sse_event(changed, "2")) + LAST_CHUNK)
+        peer.close()
+
+    app.replies["subscriptions/listen"] = listening
+    async with serve(app) as server, bridge_to(server.url, request_timeout_seconds=0.5) as run:
+        run.stdin.feed(request_line("l-1", "subscriptions/listen", {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META}))
+        messages = await run.replies(3)
+    assert run.stdout.lines[:2] == [ack + b"\n", changed + b"\n"]
+    assert_bridge_error(messages[2], "l-1", "stream_closed")
+    assert server.of("GET") == []  # the era has no resumption
+
+
+# -- 3. 401: one refresh, the retry carries the new token -------------------------------------
+
+
+class CountingSource:
+    """A token source handing out tokens from a list (the last one again once it runs out)."""
+
+    description = "test token source"
+
+    def __init__(self, *tokens: str) -> None:
+        self.tokens = list(tokens)
+        self.fetches = 0
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        self.fetches += 1
+        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
+
+
+async def test_401_refreshes_the_token_once_and_the_retry_carries_the_new_one(caplog: pytest.LogCaptureFixture) -> None:
+    """The first token is rejected: one refresh, the same initialize again with the new
+    token, and every later message carries it; no token shows in a log line."""
+    caplog.set_level(logging.DEBUG)
+    app = App(token=NEW_TOKEN)
+    source = CountingSource(OLD_TOKEN, NEW_TOKEN)
+    async with serve(app) as server, bridge_to(server.url, token_source=source) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(1, "tools/list"))
+        assert (await run.replies(2))[1] == {"jsonrpc": "2.0", "id": 1, "result": {"instance": 1}}
+    assert source.fetches == 2
+    first, retry = server.posts("initialize")
+    assert first.headers["authorization"] == f"Bearer {OLD_TOKEN}"
+    assert retry.headers["authorization"] == f"Bearer {NEW_TOKEN}"
+    assert retry.body == first.body == init(0)[:-1]
+    assert [r.headers["authorization"] for r in server.requests[2:]] == [f"Bearer {NEW_TOKEN}"] * (len(server.requests) - 2)
+    assert "MCP session" in caplog.text  # the logs were captured
+    for token in (OLD_TOKEN, NEW_TOKEN):
+        assert token not in caplog.text
+        assert not any(token.encode() in line for line in run.stdout.lines)
+
+
+async def test_second_401_is_auth_rejected_without_the_token_in_message_or_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """A token the app never accepts: exactly one refresh, two POSTs, then ``auth_rejected``."""
+    caplog.set_level(logging.DEBUG)
+    source = CountingSource(OLD_TOKEN, NEW_TOKEN)
+    async with serve(App(token="tok-never-issued")) as server, bridge_to(server.url, token_source=source) as run:
+        run.stdin.feed(request_line(3, "tools/list"))
+        (reply,) = await run.replies(1)
+        run.stdin.feed(request_line(4, "ping"))
+        await run.replies(2)
+    assert_bridge_error(reply, 3, "auth_rejected")
+    assert "401" in reply["error"]["message"]
+    assert [r.headers["authorization"] for r in server.posts("tools/list")] == [f"Bearer {OLD_TOKEN}", f"Bearer {NEW_TOKEN}"]
+    assert source.fetches == 3  # the refresh for request 3, then one for request 4
+    assert "tools/list" in caplog.text  # the failure was logged
+    for token in (OLD_TOKEN, NEW_TOKEN):
+        assert token not in caplog.text
+        assert not any(token.encode() in line for line in run.stdout.lines)
+
+
+# -- 4. 404 on a known session: rebuild, retry once -------------------------------------------
+
+
+async def test_404_with_a_session_id_rebuilds_the_session_and_retries_once() -> None:
+    """The app was restarted and forgot ``sess-1``: the bridge replays ``initialize`` (never
+    shown on stdout), sends ``notifications/initialized``, then the same request once more."""
+    app = App()
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        await server.wait_for(lambda: len(server.posts("notifications/initialized")) == 1)
+        app.restart()
+        before = len(server.posts())
+        run.stdin.feed(request_line(12, "tools/list"))
+        assert (await run.replies(2))[1] == {"jsonrpc": "2.0", "id": 12, "result": {"instance": 2}}
+        await anyio.sleep(0.05)
+        assert len(run.stdout.lines) == 2
+        assert run.bridge.driver.rebuilds == 1
+    after = server.posts()[before:]
+    assert [(r.rpc_method, r.headers.get("mcp-session-id")) for r in after] == [
+        ("tools/list", "sess-1"),
+        ("initialize", None),
+        ("notifications/initialized", "sess-2"),
+        ("tools/list", "sess-2"),
+    ]
+    assert after[3].body == after[0].body == request_line(12, "tools/list")[:-1]
+    replay = after[1].message()
+    assert replay["id"] != 0 and replay["params"] == json.loads(init(0))["params"]
+
+
+# -- 5. nothing listening ------------------------------------------------------------------------
+
+
+async def test_closed_port_without_a_launcher_is_app_unreachable_and_the_bridge_serves_on() -> None:
+    """Connection refused and nothing configured to start the app: each request gets
+    ``app_unreachable`` with its own id, saying the app is not running."""
+    async with bridge_to(f"http://127.0.0.1:{closed_port()}/mcp") as run:
+        run.stdin.feed(request_line("a-1", "tools/list"))
+        (first,) = await run.replies(1)
+        run.stdin.feed(request_line(2, "ping"))
+        second = (await run.replies(2))[1]
+    assert_bridge_error(first, "a-1", "app_unreachable")
+    assert_bridge_error(second, 2, "app_unreachable")
+    assert "not running" in first["error"]["message"]
+
+
+# -- 6. the connection breaks mid-reply --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(b"", id="before-the-head"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Le", id="inside-the-head"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n" + b'{"jsonrpc":"2.0","id":5,', id="content-length-body"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(b'{"jsonrpc":"2.0",') + b"20\r\n\"id\"", id="chunked-body"),
+    ],
+)
+async def test_connection_closed_mid_reply_is_stream_closed_and_the_next_request_is_served(cut: bytes) -> None:
+    """The app closes the connection before the reply is complete: ``stream_closed`` for
+    that request (never sent twice), and the next request gets its result."""
+    app = App()
+    app.replies["tools/call"] = send_then_close(cut)
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
+        failed = (await run.replies(2))[1]
+        run.stdin.feed(request_line(6, "tools/list"))
+        served = (await run.replies(3))[2]
+    assert_bridge_error(failed, 5, "stream_closed")
+    assert served == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
+    assert len(server.posts("tools/call")) == 1
+
+
+async def test_sse_reply_closed_without_event_ids_is_stream_closed_after_relaying_what_came() -> None:
+    """No event ids: the stream cannot be resumed. Events already relayed stay relayed, the
+    request gets ``stream_closed``, and no GET asks for the rest."""
+    app = App()
+    note = progress("p-3", 10)
+    app.replies["tools/call"] = send_then_close(SSE_HEAD + chunk(sse_event(note)))
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(7, "tools/call", {"name": "x", "_meta": {"progressToken": "p-3"}}))
+        messages = await run.replies(3)
+        run.stdin.feed(request_line(8, "ping"))
+        served = (await run.replies(4))[3]
+    assert run.stdout.lines[1] == note + b"\n"
+    assert_bridge_error(messages[2], 7, "stream_closed")
+    assert served == {"jsonrpc": "2.0", "id": 8, "result": {"instance": 1}}
+    assert not [r for r in server.of("GET") if "last-event-id" in r.headers]
+
+
+# -- 7. a reply slower than --request-timeout --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "before_silence",
+    [
+        pytest.param(b"", id="no-head"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"", id="inside-the-body"),
+        pytest.param(SSE_HEAD + chunk(sse_event(progress("p-4", 1))), id="inside-an-sse-stream"),
+    ],
+)
+async def test_silence_longer_than_the_request_timeout_is_timeout_and_the_next_request_is_served(before_silence: bytes) -> None:
+    """The app goes silent: ``timeout`` for that request, a ``notifications/cancelled`` for
+    it goes to the app, and the next request is served."""
+    app = App()
+    app.replies["tools/call"] = send_then_hold(before_silence)
+    async with serve(app) as server, bridge_to(server.url, request_timeout_seconds=0.5) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-4"}}))
+        with anyio.fail_after(WAIT):
+            while not any(m.get("id") == 5 for m in run.stdout.messages()[1:]):
+                await run.stdout.wait_for(len(run.stdout.lines) + 1, timeout_seconds=WAIT)
+        (failed,) = [m for m in run.stdout.messages() if m.get("id") == 5]
+        await server.wait_for(lambda: len(server.posts("notifications/cancelled")) == 1)
+        run.stdin.feed(request_line(6, "tools/list"))
+        await run.stdout.wait_for(len(run.stdout.lines) + 1, timeout_seconds=WAIT)
+        served = run.stdout.messages()[-1]
+    assert_bridge_error(failed, 5, "timeout")
+    assert served == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
+    (cancelled,) = server.posts("notifications/cancelled")
+    assert cancelled.message()["params"]["requestId"] == 5
+    assert cancelled.headers["mcp-session-id"] == "sess-1"
+    assert len(server.posts("tools/call")) == 1
+
+
+# -- 8. unusable replies, and the app's own JSON-RPC errors -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(json_reply(b'{"jsonrpc":"2.0","id":4,"result":'), id="invalid-json"),
+        pytest.param(json_reply(b'{"id":4,"result":{}}'), id="not-json-rpc-2.0"),
+        pytest.param(json_reply(b'{"jsonrpc":"2.0","id":4,"result":{}}\xff'), id="not-utf-8"),
+        pytest.param(response(200, b"<html>hi</html>", "Content-Type: text/html"), id="html"),
+        pytest.param(response(202), id="202-to-a-request"),
+        pytest.param(SSE_HEAD + chunk(sse_event(b"{not json")) + LAST_CHUNK, id="invalid-json-in-an-sse-event"),
+    ],
+)
+async def test_unusable_reply_is_bad_upstream_response_and_the_next_request_is_served(reply: bytes) -> None:
+    """A reply the bridge cannot turn into a JSON-RPC response: the request gets
+    ``bad_upstream_response`` (nothing of the reply on stdout) and the bridge serves on."""
+    app = App()
+    app.replies["tools/call"] = send(reply)
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
+        failed = (await run.replies(2))[1]
+        run.stdin.feed(request_line(5, "tools/list"))
+        served = (await run.replies(3))[2]
+    assert_bridge_error(failed, 4, "bad_upstream_response")
+    assert served == {"jsonrpc": "2.0", "id": 5, "result": {"instance": 1}}
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_reply_over_max_message_bytes_is_message_too_large_and_the_next_request_is_served(framing: str) -> None:
+    """Nothing of an oversized reply reaches stdout; the connection it came on is dropped."""
+    big = compact({"jsonrpc": "2.0", "id": 4, "result": {"text": "x" * 5000}})
+    app = App()
+    if framing == "chunked":
+        reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        app.replies["tools/call"] = send(reply + chunk(big[:1000]) + chunk(big[1000:]) + LAST_CHUNK)
+    else:
+        app.replies["tools/call"] = send(json_reply(big))
+    async with serve(app) as server, bridge_to(server.url, max_message_bytes=2048) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
+        failed = (await run.replies(2))[1]
+        run.stdin.feed(request_line(5, "tools/list"))
+        served = (await run.replies(3))[2]
+    assert_bridge_error(failed, 4, "message_too_large")
+    assert served == {"jsonrpc": "2.0", "id": 5, "result": {"instance": 1}}
+    assert not any(b"xxxx" in line for line in run.stdout.lines)
+
+
+async def test_http_500_with_a_json_rpc_error_body_passes_the_error_through_with_the_request_id() -> None:
+    """The app's own error object reaches the client unchanged, under the request's id
+    (the app answered with id null)."""
+    error = {"code": -32001, "message": "database is locked", "data": {"retryAfter": 2, "note": "naïve"}}
+    app = App()
+    app.replies["tools/call"] = send(json_reply(compact({"jsonrpc": "2.0", "id": None, "error": error}), status=500))
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line("call-7", "tools/call", {"name": "x"}))
+        passed = (await run.replies(2))[1]
+        run.stdin.feed(request_line(8, "tools/list"))
+        served = (await run.replies(3))[2]
+    assert passed == {"jsonrpc": "2.0", "id": "call-7", "error": error}
+    assert served == {"jsonrpc": "2.0", "id": 8, "result": {"instance": 1}}
+
+
+async def test_http_500_without_a_json_rpc_error_is_http_status_500() -> None:
+    """An error status with no JSON-RPC error in its body: ``http_status`` with the status."""
+    app = App()
+    app.replies["tools/call"] = send(response(500, b"Internal Server Error", "Content-Type: text/plain"))
+    async with serve(app) as server, bridge_to(server.url) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
+        failed = (await run.replies(2))[1]
+    assert failed["id"] == 4 and failed["error"]["code"] == -32603
+    assert failed["error"]["data"] == {"source": "bridge", "reason": "http_status", "httpStatus": 500}
+    assert len(server.posts("tools/call")) == 1
+
+
+# -- 9. header injection through the token ----------------------------------------------------
+
+INJECTED = "tok-inj-3e4f5a6b\r\nX-Injected: yes"
+
+
+async def test_token_with_crlf_is_refused_and_nothing_reaches_the_app(caplog: pytest.LogCaptureFixture) -> None:
+    """A token source returning a value with CR LF: the request gets an error, no byte goes
+    to the app for it, and neither the token nor the smuggled field shows anywhere."""
+    caplog.set_level(logging.DEBUG)
+    source = CountingSource(INJECTED)
+    async with serve(App()) as server, bridge_to(server.url, token_source=source) as run:
+        run.stdin.feed(request_line(1, "tools/list"))
+        (reply,) = await run.replies(1)
+        await anyio.sleep(0.05)
+    assert_bridge_error(reply, 1, "auth_rejected")
+    assert server.connections == 0 and server.requests == []
+    for piece in ("tok-inj-3e4f5a6b", "X-Injected"):
+        assert piece not in reply["error"]["message"]
+        assert piece not in caplog.text
+    assert "token" in reply["error"]["message"]
+
+
+class _FixedStore:
+    """A token store handing out one token as is: stands in for a store that lets a bad
+    token through, to show that the HTTP client refuses it on its own."""
+
+    generation = 1
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def current(self, context: TokenContext) -> tuple[str | None, int]:
+        return self._token, self.generation
+
+
+async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store() -> None:
+    """Defence in depth: ``Upstream`` over the bridge's own client, handed a CR LF token,
+    raises ``bad_upstream_response`` before anything is sent, without quoting the value."""
+    async with serve(App()) as server:
+        config = BridgeConfig(url=server.url)
+        upstream = Upstream(config, endpoint=Endpoint(url=server.url), tokens=_FixedStore(INJECTED))  # type: ignore[arg-type]
+        request = Request(1, "ping", None, request_line(1, "ping")[:-1])
+        emitted: list[bytes] = []
+
+        async def emit(line: bytes) -> None:
+            emitted.append(line)
+
+        try:
+            with pytest.raises(BadUpstreamResponseError) as caught:
+                with anyio.fail_after(WAIT):
+                    await upstream.send_request(request, emit)
+        finally:
+            await upstream.aclose()
+        await anyio.sleep(0.05)
+    assert caught.value.reason == "bad_upstream_response"
+    assert "tok-inj-3e4f5a6b" not in caught.value.message and "X-Injected" not in caught.value.message
+    assert "Authorization" in caught.value.message
+    assert server.connections == 0 and server.requests == [] and emitted == []
