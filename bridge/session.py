@@ -140,7 +140,7 @@ class Bridge:
         self._handshake.set()
         self._signal_scope: anyio.CancelScope | None = None
         self._stdout_closed = False
-        self._writing = False  # the writer task is inside a write
+        self._unwritten = 0  # lines handed to the writer task and not written yet
         self._output_closed = False  # the run is over: nothing more is written
         self._listening = False
         self._work: anyio.abc.TaskGroup | None = None
@@ -439,7 +439,7 @@ class Bridge:
         reads slowly). When nothing is queued or being written, a small line that the
         descriptor takes at once is written here (``FdWriter.write_now``)."""
         try:
-            if not self._writing and not self._out_send.statistics().current_buffer_used:
+            if not self._unwritten:
                 write_now = getattr(self._stdout, "write_now", None)
                 if write_now is not None and not self._stdout_closed and not self._output_closed:
                     try:
@@ -451,11 +451,15 @@ class Bridge:
                         return
                     line = line[written:]
             self._out_send.send_nowait(line)
+            self._unwritten += 1
         except anyio.WouldBlock:
+            self._unwritten += 1  # counted before waiting: a later line must queue behind this one
             try:
                 await self._out_send.send(line)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
+            except BaseException as exc:
+                self._unwritten -= 1
+                if not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
+                    raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the run is over; nothing more reaches the client
 
@@ -479,15 +483,13 @@ class Bridge:
                         return
                 except anyio.EndOfStream:
                     return
-                if self._stdout_closed:
-                    continue
-                self._writing = True
                 try:
-                    await self._stdout.send(line)
+                    if not self._stdout_closed:
+                        await self._stdout.send(line)
                 except OSError as exc:
                     self._stdout_gone(exc)
                 finally:
-                    self._writing = False
+                    self._unwritten -= 1
 
     # -- shutdown ------------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ The fast path (measured in bench/README.md: a thread hand-off each way cost more
 rest of the bridge's work on a small call): where the descriptor can be watched by the
 event loop's selector (POSIX pipes, sockets and terminals; not regular files, not Windows),
 a read waits for readiness on the loop and then reads what is there, which cannot block;
-a write of at most ``PIPE_BUF`` bytes is made on the loop when ``poll`` says the descriptor
-is writable, which POSIX guarantees cannot block either. Everything else (larger writes, a
+a write of at most ``PIPE_BUF`` bytes to a pipe or socket is made on the loop when
+``poll`` says it is writable, which POSIX guarantees cannot block for a pipe (a terminal
+may report writable with less room, so it goes to the thread). Everything else (larger writes, a
 client that is not reading, other descriptors) goes to the daemon threads. The descriptors
 stay in blocking mode (``claim_stdio``): another process may share them.
 
@@ -129,6 +130,7 @@ class FdReader:
         self._watching = False
         self._chunks: collections.deque[bytes] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._thread_read: asyncio.Future[bytes] | None = None  # outlives a cancelled receive
 
     async def receive(self) -> bytes:
         """Return the next chunk, or ``b""`` at EOF (and on every later call). A read error
@@ -140,13 +142,23 @@ class FdReader:
         if self._on_loop:
             data = await self._receive_on_loop()
         else:
-            try:
-                data = await self._caller.call(lambda: os.read(self._fd, self._read_bytes))
-            except OSError:
-                data = b""
+            data = await self._receive_in_thread()
         if not data:
             self._eof = True
             self.close()
+        return data
+
+    async def _receive_in_thread(self) -> bytes:
+        # A receive cancelled while its read is in the thread leaves that read running: the
+        # next receive takes its bytes instead of starting another read.
+        if self._thread_read is None:
+            self._thread_read = asyncio.ensure_future(self._caller.call(lambda: os.read(self._fd, self._read_bytes)))
+        read = self._thread_read
+        try:
+            data: bytes = await asyncio.shield(read)
+        except OSError:
+            data = b""
+        self._thread_read = None
         return data
 
     def _can_watch(self) -> bool:
@@ -253,7 +265,7 @@ def _can_poll(fd: int) -> bool:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _write_all(fd: int, data: bytes) -> None:
