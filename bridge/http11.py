@@ -36,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
+import select
+import time
 from collections.abc import AsyncIterator, Iterable
 from urllib.parse import urlsplit
 
@@ -56,6 +58,10 @@ __all__ = [
 
 #: Largest response head (status line and fields) accepted: 64 KiB, as h11's default.
 MAX_HEAD_BYTES = 64 * 1024
+#: A connection idle for this long has its socket checked (one ``select``) before reuse, as
+#: httpcore does: servers close idle keep-alive connections (uvicorn after 5 s), and a
+#: request sent as the close crosses it would fail. Busy connections skip the syscall.
+QUIET_CHECK_AFTER_SECONDS = 1.0
 #: Bytes read from the socket at a time, into one buffer per connection: 16 KiB at first
 #: (an idle connection holds little), 64 KiB once a read fills it.
 FIRST_RECV_BYTES = 16 * 1024
@@ -147,6 +153,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.exchanges = 0
+        self.idle_since = 0.0  # time.monotonic() when it went back to the pool
         #: Buffered bytes at which the socket stops being read (raised for a whole-body read).
         self.high_water_bytes = HIGH_WATER_BYTES
         self._received = memoryview(bytearray(FIRST_RECV_BYTES))
@@ -211,6 +218,19 @@ class _Connection(asyncio.BufferedProtocol):
 
     def usable(self) -> bool:
         return not self.closed and not self.buffer and self.transport is not None and not self.transport.is_closing()
+
+    def quiet(self) -> bool:
+        """Whether the socket itself has nothing to read, checked without waiting: an EOF
+        (the server closed the idle connection) or stray bytes the event loop has not
+        processed yet make the connection unfit for another request."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return True
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     def close(self) -> None:
         self.closed = True
@@ -517,7 +537,9 @@ class Http11Pool:
         idle = self._idle.get(key)
         while idle:
             connection = idle.pop()
-            if connection.usable():
+            if connection.usable() and (
+                time.monotonic() - connection.idle_since < QUIET_CHECK_AFTER_SECONDS or connection.quiet()
+            ):
                 return connection
             connection.close()
             self._open -= 1
@@ -655,6 +677,7 @@ class Http11Pool:
     def release(self, connection: _Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: it was closed)."""
         if reusable and not self._closed:
+            connection.idle_since = time.monotonic()
             self._idle.setdefault(connection.key, []).append(connection)
         else:
             connection.close()

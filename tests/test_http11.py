@@ -603,6 +603,46 @@ async def test_idle_connection_closed_by_the_server_is_not_reused() -> None:
     assert server.connections == 2
 
 
+async def test_idle_connection_whose_close_the_loop_has_not_seen_yet_is_not_reused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A FIN already in the socket but not yet processed by the event loop is caught before reuse (one select)."""
+    import threading
+    import time
+
+    import bridge.http11
+
+    monkeypatch.setattr(bridge.http11, "QUIET_CHECK_AFTER_SECONDS", 0.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    first_read = threading.Event()
+    connections: list[int] = []
+
+    def serve_in_a_thread() -> None:
+        for number, body in enumerate((b"one", b"two")):
+            conn, _ = listener.accept()
+            connections.append(number)
+            with conn:
+                conn.recv(65536)
+                conn.sendall(ok(body))
+                if number == 0:
+                    first_read.wait(WAIT)  # close only once the client holds it idle in the pool
+
+    thread = threading.Thread(target=serve_in_a_thread, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+    try:
+        async with open_pool() as pool:
+            _, first = await fetch(pool, url)
+            first_read.set()
+            time.sleep(0.3)  # blocks the loop: the FIN arrives, and eof_received has not run
+            _, second = await fetch(pool, url)
+    finally:
+        thread.join(WAIT)
+        listener.close()
+    assert (first, second) == (b"one", b"two")
+    assert connections == [0, 1]
+
+
 # -- broken connections and protocol violations ----------------------------------------------
 
 
