@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import logging.handlers
 import os
 import sys
 from collections.abc import Callable
@@ -30,7 +31,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
-    """Send diagnostics to stderr (or ``log_file``), never stdout, at ``level``."""
+    """Send diagnostics to stderr (or ``log_file``), never stdout, at ``level``.
+
+    Records are written by a daemon thread (:class:`~bridge.logsink.ThreadedHandler`), so
+    the event loop never waits on a stderr the client does not read.
+    """
+    from .logsink import ThreadedHandler
+
     handler: logging.Handler
     if log_file is not None:
         handler = logging.FileHandler(log_file, encoding="utf-8")
@@ -38,7 +45,7 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s mcp-app-bridge %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [ThreadedHandler(handler)]
     root.setLevel(level.upper())
     # httpcore's debug trace is noise at our level of detail; it never shows header values,
     # but keeping it quiet keeps the log readable.

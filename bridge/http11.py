@@ -79,6 +79,8 @@ _STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")
+_FIELD_NAME = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_BAD_RECEIVED_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class TransportError(Exception):
@@ -227,6 +229,10 @@ class _Connection(asyncio.BufferedProtocol):
         if sock is None:
             return True
         try:
+            if hasattr(select, "poll"):  # select.select refuses descriptors >= FD_SETSIZE (1024)
+                poller = select.poll()
+                poller.register(sock, select.POLLIN)
+                return not poller.poll(0)
             readable, _, _ = select.select([sock], [], [], 0)
         except (OSError, ValueError):
             return False
@@ -444,10 +450,13 @@ class Http11Pool:
         pool_timeout_seconds: bound on waiting for a free connection when all are busy.
     """
 
-    def __init__(self, *, max_connections: int, connect_timeout_seconds: float, pool_timeout_seconds: float) -> None:
+    def __init__(
+        self, *, max_connections: int, connect_timeout_seconds: float, pool_timeout_seconds: float, max_overflow: int = 8
+    ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self._max = max_connections
+        self._overflow = max_overflow  # extra connections for bounded=False requests, no more
         self._connect_timeout = connect_timeout_seconds
         self._pool_timeout = pool_timeout_seconds
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
@@ -543,7 +552,7 @@ class Http11Pool:
                 return connection
             connection.close()
             self._open -= 1
-        if self._open >= self._max and bounded:
+        if self._open >= (self._max if bounded else self._max + self._overflow):
             spare = next((connections for connections in self._idle.values() if connections), None)
             if spare is None:
                 await self._wait_for_room()
@@ -635,11 +644,13 @@ class Http11Pool:
             if not line:
                 continue
             name, colon, value = line.partition(b":")
-            if not colon or not name or name != name.strip() or line[:1] in b" \t":
+            if not colon or not _FIELD_NAME.match(name) or _BAD_RECEIVED_VALUE.search(value):
                 raise ProtocolViolation("the app sent a malformed response field")
             raw.append((name, value.strip(b" \t")))
-        if 100 <= code < 200:
-            return None  # RFC 9110 §15.2: interim; 101 is never asked for
+        if code < 100 or code == 101:
+            raise ProtocolViolation("the app sent a status this client cannot accept")  # 101: never asked for
+        if code < 200:
+            return None  # RFC 9110 §15.2: interim
         headers = Headers(raw)
         connection_tokens = (headers.get("connection") or "").lower()
         if minor == b"1":

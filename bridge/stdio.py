@@ -165,7 +165,12 @@ class FdReader:
         """Whether the running loop's selector can watch ``fd`` (not a regular file, not
         ``/dev/null``, not Windows' proactor loop)."""
         loop = self._loop = asyncio.get_running_loop()
+        if sys.platform == "win32":
+            return False  # a selector loop there "accepts" any fd, then select() fails on it
         try:
+            mode = os.fstat(self._fd).st_mode
+            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(self._fd)):
+                return False  # regular files: kqueue (macOS) never reports readable at EOF
             loop.add_reader(self._fd, self._on_readable)
         except (OSError, ValueError, NotImplementedError, RuntimeError):
             return False

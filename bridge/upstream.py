@@ -28,7 +28,6 @@ SPEC-CHECKLIST items 28–55):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -769,7 +768,7 @@ def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
 
 def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = loads_strict(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if isinstance(value, list) and len(value) == 1:

@@ -192,6 +192,11 @@ async def test_initialize_is_a_barrier_for_pipelined_messages() -> None:
         (httpx.Response(202), "bad_upstream_response", None),
         (httpx.Response(200, text="{not json", headers={"content-type": "application/json"}), "bad_upstream_response", None),
         (httpx.Response(403, text="forbidden"), "http_status", 403),
+        (  # NaN is not JSON: the error body is not passed through, and nothing fails inside the bridge
+            httpx.Response(500, text='{"jsonrpc":"2.0","id":9,"error":{"code":1,"message":"m","data":NaN}}'),
+            "http_status",
+            500,
+        ),
         (httpx.Response(401), "auth_rejected", None),
     ],
 )

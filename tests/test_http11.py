@@ -729,6 +729,11 @@ async def test_reset_inside_a_close_delimited_body_is_connection_broken() -> Non
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n", id="hex-cl"),
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n", id="empty-cl"),
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n", id="non-ascii-digit-cl"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent Length: 2\r\n\r\nhi", id="space-in-name"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 0\r\n\r\n", id="nul-in-value"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n", id="bare-cr-in-value"),
+        pytest.param(b"HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n", id="status-below-100"),
+        pytest.param(b"HTTP/1.1 101 Switching\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", id="101"),
     ],
 )
 async def test_malformed_head_is_protocol_violation(reply: bytes) -> None:
@@ -890,6 +895,25 @@ async def test_busy_pool_gives_pool_timeout() -> None:
     assert body == b"after"
     assert server.connections == 1
     assert len(server.requests) == 2
+
+
+async def test_unbounded_requests_may_exceed_the_limit_by_the_overflow_only() -> None:
+    """bounded=False (notifications) opens connections beyond max_connections, but at most max_overflow more."""
+    replies = [ok(b"a"), ok(b"b"), ok(b"c"), ok(b"d")]
+    async with serve(*replies) as server:
+        pool = Http11Pool(max_connections=1, connect_timeout_seconds=WAIT, pool_timeout_seconds=0.2, max_overflow=1)
+        try:
+            held = [await pool.request("GET", server.url(), [], read_timeout_seconds=WAIT, bounded=False) for _ in "ab"]
+            with pytest.raises(PoolTimeout):
+                await pool.request("GET", server.url(), [], read_timeout_seconds=WAIT, bounded=False)
+            for response in held:
+                await response.aread()
+                await response.aclose()
+            _, body = await fetch(pool, server.url())
+        finally:
+            await pool.aclose()
+    assert body == b"c"
+    assert server.connections == 2
 
 
 async def test_waiting_request_proceeds_once_the_busy_response_is_closed() -> None:
