@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import logging.handlers
 import os
 import sys
 from collections.abc import Callable
