@@ -41,6 +41,8 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from urllib.parse import urlsplit
 
+import anyio
+
 __all__ = [
     "Http11Pool",
     "Http11Response",
@@ -594,10 +596,11 @@ class Http11Pool:
         loop = asyncio.get_running_loop()
         host, port = key
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(key), host, port), self._connect_timeout
-            )
-        except asyncio.TimeoutError:
+            # anyio's scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
+            # cancellation that arrives as the connection completes (CPython gh-86296).
+            with anyio.fail_after(self._connect_timeout):
+                _, connection = await loop.create_connection(lambda: _Connection(key), host, port)
+        except TimeoutError:  # (before OSError, its base class)
             raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
