@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def one_round(command: list[str], url: str) -> tuple[float, int]:
 
 
 def main() -> int:
+    # SIGTERM ends the run through the finally block: the server is stopped, not left behind.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--exe", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge")

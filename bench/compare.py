@@ -563,7 +563,14 @@ def summarize(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, An
     return summary
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM (``timeout``, a CI runner) ends the run through the ``finally`` blocks, so the
+    server and every contender are stopped, not left behind."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main() -> int:
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2 rounds, 2 cold starts each (~2 min)")

@@ -82,6 +82,7 @@ def summarize(collapsed: Path, calls: int, rate: int, top: int) -> str:
 
 
 def main() -> int:
+    compare.exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
