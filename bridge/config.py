@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "BridgeConfig",
+    "HTTP_TOKEN",
     "ConfigError",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "check_endpoint_url",
@@ -37,8 +38,8 @@ def in_sentence(app_name: str) -> str:
 #: Default cap on one message, either direction: 64 MiB (DESIGN.md §2.1 asks for ≥ 64 MiB).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
-# RFC 9110 §5.1 token characters for a field name.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+#: RFC 9110 §5.6.2 ``token``: a field name, a method, a parameter name.
+HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # Headers the bridge sets itself: a user header must not override the transport's own.
 _RESERVED_HEADERS = frozenset(
     {
@@ -205,7 +206,7 @@ def parse_header(text: str) -> tuple[str, str]:
 
 
 def _check_header(name: str, value: str) -> None:
-    if not _HEADER_NAME.match(name):
+    if not HTTP_TOKEN.match(name):
         raise ConfigError(f"header name {name!r} is not a valid HTTP field name")
     if name.lower() in _RESERVED_HEADERS:
         raise ConfigError(f"header {name!r} is set by the bridge itself and cannot be overridden")

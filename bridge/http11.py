@@ -43,6 +43,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from .config import HTTP_TOKEN
+
 __all__ = [
     "Http11Pool",
     "Http11Response",
@@ -76,13 +78,14 @@ _JOIN_BODY_BYTES = 64 * 1024
 # RFC 9110 §5.5: a field value is visible characters, SP and HTAB. Obsolete text
 # (0x80-0xFF) passes, as in h11; everything else below 0x20, and DEL, is refused.
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN = HTTP_TOKEN
 _STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")
-_FIELD_NAME = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_BAD_RECEIVED_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+# The same two rules for what the app sends (bytes).
+_FIELD_NAME = re.compile(_TOKEN.pattern.encode("ascii"))
+_BAD_RECEIVED_VALUE = re.compile(_BAD_VALUE.pattern.encode("ascii"))
 
 
 class TransportError(Exception):
@@ -316,23 +319,26 @@ class Http11Response:
                 yield chunk
         self._complete = True
 
-    async def _length_body(self, connection: _Connection) -> AsyncIterator[bytes]:
+    async def _take(self, connection: _Connection, most: int, where: str) -> bytes:
+        """Up to ``most`` (> 0) body bytes: what the buffer holds, else the next that arrive."""
         buffer = connection.buffer
+        while not buffer:
+            if connection.closed:
+                raise ConnectionBroken(f"the server closed the connection {where}")
+            await connection.wait_for_data(self._read_timeout)
+        take = min(len(buffer), most)
+        chunk = bytes(buffer) if take == len(buffer) else bytes(buffer[:take])
+        del buffer[:take]
+        connection.consumed()
+        return chunk
+
+    async def _length_body(self, connection: _Connection) -> AsyncIterator[bytes]:
         while self._remaining:
-            if not buffer:
-                if connection.closed:
-                    raise ConnectionBroken("the server closed the connection before the body was complete")
-                await connection.wait_for_data(self._read_timeout)
-                continue
-            take = min(len(buffer), self._remaining)
-            chunk = bytes(buffer) if take == len(buffer) else bytes(buffer[:take])
-            del buffer[:take]
-            self._remaining -= take
-            connection.consumed()
+            chunk = await self._take(connection, self._remaining, "before the body was complete")
+            self._remaining -= len(chunk)
             yield chunk
 
     async def _chunked_body(self, connection: _Connection) -> AsyncIterator[bytes]:
-        buffer = connection.buffer
         while True:
             line = await self._line(connection, "a chunk size")
             match = _CHUNK_SIZE.match(line)
@@ -344,16 +350,8 @@ class Http11Response:
                     pass  # trailer fields are not used
                 return
             while size:
-                if not buffer:
-                    if connection.closed:
-                        raise ConnectionBroken("the server closed the connection inside a chunk")
-                    await connection.wait_for_data(self._read_timeout)
-                    continue
-                take = min(len(buffer), size)
-                chunk = bytes(buffer) if take == len(buffer) else bytes(buffer[:take])
-                del buffer[:take]
-                size -= take
-                connection.consumed()
+                chunk = await self._take(connection, size, "inside a chunk")
+                size -= len(chunk)
                 yield chunk
             if await self._line(connection, "a chunk's end"):
                 raise ProtocolViolation("the app sent chunk data longer than its size")

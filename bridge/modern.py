@@ -30,6 +30,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .config import HTTP_TOKEN
+
 __all__ = [
     "PROTOCOL_VERSION_META_KEY",
     "HEADER_MISMATCH",
@@ -47,7 +49,7 @@ PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 HEADER_MISMATCH = -32020
 
 _NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 §5.6.2
+_TOKEN = HTTP_TOKEN
 _PLAIN = re.compile(r"^[\x20-\x7e]*$")
 _WRAPPED = re.compile(r"^=\?base64\?.*\?=$")
 _ANNOTATION = "x-mcp-header"

@@ -167,10 +167,9 @@ class FdReader:
         loop = self._loop = asyncio.get_running_loop()
         if sys.platform == "win32":
             return False  # a selector loop there "accepts" any fd, then select() fails on it
+        if not (_can_poll(self._fd) or os.isatty(self._fd)):
+            return False  # regular files: kqueue (macOS) never reports readable at EOF
         try:
-            mode = os.fstat(self._fd).st_mode
-            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(self._fd)):
-                return False  # regular files: kqueue (macOS) never reports readable at EOF
             loop.add_reader(self._fd, self._on_readable)
         except (OSError, ValueError, NotImplementedError, RuntimeError):
             return False
@@ -265,7 +264,7 @@ _ATOMIC_WRITE_BYTES = getattr(select, "PIPE_BUF", 512)
 
 
 def _can_poll(fd: int) -> bool:
-    """Whether ``poll`` works on ``fd``: a pipe, socket or terminal (POSIX)."""
+    """Whether ``fd`` is a pipe or a socket, where ``poll`` tells the truth (POSIX)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:

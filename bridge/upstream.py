@@ -91,39 +91,48 @@ def map_transport_errors(app: str) -> Iterator[None]:
     """
     try:
         yield
-    except http11.ConnectTimeout as exc:
-        raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
-    except (http11.ReadTimeout, http11.PoolTimeout) as exc:
-        raise UpstreamTimeoutError(
-            f"{app} sent nothing within the request timeout; the request was abandoned."
-        ) from exc
-    except http11.ConnectFailed as exc:
-        raise AppUnreachableError(f"{app} is not running or not reachable: {exc}.") from exc
-    except http11.ConnectionBroken as exc:
-        raise StreamClosedError(f"The connection to {app} broke before the response arrived: {exc}.") from exc
-    except http11.TransportError as exc:  # LocalProtocolError, ProtocolViolation
-        raise BadUpstreamResponseError(f"The exchange with {app} failed: {exc}.") from exc
     except Exception as exc:
+        kind = _failure_kind(exc)
+        if kind is None:
+            raise
+        detail = _describe(exc)
+        if kind == "connect_timeout":
+            raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
+        if kind == "timeout":
+            raise UpstreamTimeoutError(
+                f"{app} sent nothing within the request timeout; the request was abandoned."
+            ) from exc
+        if kind == "unreachable":
+            raise AppUnreachableError(f"{app} is not running or not reachable: {detail}.") from exc
+        if kind == "broken":
+            raise StreamClosedError(f"The connection to {app} broke before the response arrived: {detail}.") from exc
+        raise BadUpstreamResponseError(f"The exchange with {app} failed: {detail}.") from exc
+
+
+#: The transport failures, most specific first (a connect timeout is a timeout too).
+_FAILURE_KINDS = ("connect_timeout", "timeout", "unreachable", "broken")
+_OWN_FAILURES: tuple[Any, ...] = (
+    http11.ConnectTimeout, (http11.ReadTimeout, http11.PoolTimeout), http11.ConnectFailed, http11.ConnectionBroken
+)
+
+
+def _failure_kind(exc: Exception) -> str | None:
+    """Which transport failure ``exc`` is, for either client; ``None``: not a transport's."""
+    classes: tuple[Any, ...] = _OWN_FAILURES
+    if not isinstance(exc, http11.TransportError):
         httpx = sys.modules.get("httpx")  # only loaded when an https:// or injected transport ran
         if httpx is None or not isinstance(exc, httpx.HTTPError):
-            raise
-        _raise_for_httpx(app, exc, httpx)
-
-
-def _raise_for_httpx(app: str, exc: Exception, httpx: Any) -> None:
-    if isinstance(exc, httpx.ConnectTimeout):
-        raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
-    if isinstance(exc, httpx.TimeoutException):
-        raise UpstreamTimeoutError(
-            f"{app} sent nothing within the request timeout; the request was abandoned."
-        ) from exc
-    if isinstance(exc, httpx.ConnectError):
-        raise AppUnreachableError(f"{app} is not running or not reachable: {_describe(exc)}.") from exc
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-        raise StreamClosedError(
-            f"The connection to {app} broke before the response arrived: {_describe(exc)}."
-        ) from exc
-    raise BadUpstreamResponseError(f"The exchange with {app} failed: {_describe(exc)}.") from exc
+            return None
+        classes = (
+            httpx.ConnectTimeout,
+            httpx.TimeoutException,
+            httpx.ConnectError,
+            (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError),
+        )
+    for kind, failure in zip(_FAILURE_KINDS, classes, strict=True):
+        if isinstance(exc, failure):
+            return kind
+    return "other"  # a local protocol error, a malformed response
 
 
 def _describe(exc: BaseException) -> str:
