@@ -118,8 +118,6 @@ class Driver:
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None
         self._rebuild_lock = anyio.Lock()
-        self._rebuilt = anyio.Event()
-        self._rebuilt.set()  # set while no rebuild is running
         #: How many session rebuilds succeeded (logs and tests read it).
         self.rebuilds = 0
         self._replays = 0
@@ -214,8 +212,8 @@ class Driver:
             outcome: UpstreamError | None = None
             try:
                 if isinstance(action, Send):
-                    if not replay:
-                        await self._rebuilt.wait()
+                    # A message that carries the session waits inside the upstream while a
+                    # rebuild runs (Upstream.session_rebuild), right before it reads the session.
                     result = await send()
                 elif isinstance(action, RefreshToken):
                     used = last.token_generation if isinstance(last, AuthRejectedError) else None
@@ -251,11 +249,8 @@ class Driver:
                     f"{self._app} no longer knows this MCP session and the bridge has no initialize to replay.",
                     recoverable=False,
                 )
-            self._rebuilt = anyio.Event()
-            try:
+            with self.upstream.session_rebuild():
                 await self._replay_initialize(lost_generation)
-            finally:
-                self._rebuilt.set()
         self.rebuilds += 1
         log.warning("%s was restarted; the MCP session was rebuilt", self._app)
         if self._on_session_rebuilt is not None:
@@ -269,8 +264,10 @@ class Driver:
         if self._initialize.params is not None:
             message["params"] = self._initialize.params
         replay = Request(replay_id, "initialize", self._initialize.params, encode_message(message)[:-1])
+        # The old session stays until the replay succeeds (the replayed initialize carries
+        # no session header): a request that read it just before the gate closed gets the
+        # app's 404 and waits for this rebuild, where none would have got "missing session".
         old = (self.upstream.session_id, self.upstream.protocol_version)
-        self.upstream.forget_session()
         try:
             await self._run(lambda: self.upstream.send_request(replay, _drop), replay=True)
             if self.upstream.session_generation == lost_generation:
@@ -281,7 +278,10 @@ class Driver:
                     "restart the AI client's connection.",
                     recoverable=False,
                 )
-            await self._run(lambda: self.upstream.send_message(_INITIALIZED, "notification notifications/initialized"), replay=True)
+            await self._run(
+                lambda: self.upstream.send_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True),
+                replay=True,
+            )
         except UpstreamError as exc:
             self.upstream.session_id, self.upstream.protocol_version = old
             raise SessionLostError(

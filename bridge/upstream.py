@@ -229,6 +229,9 @@ class Upstream:
         self.protocol_version: str | None = None
         self.server_capabilities: dict[str, Any] = {}
         self.session_generation = 0
+        #: Set while no session rebuild runs (``session_rebuild``).
+        self.session_ready = anyio.Event()
+        self.session_ready.set()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -310,10 +313,21 @@ class Upstream:
         finally:
             await response.aclose()
 
-    def forget_session(self) -> None:
-        """Drop the session id and version, before replaying ``initialize``."""
-        self.session_id = None
-        self.protocol_version = None
+    @contextlib.contextmanager
+    def session_rebuild(self) -> Iterator[None]:
+        """Close the session gate while a rebuild runs; open it again however it ends.
+
+        While the gate is closed, a request waits before it reads the session's id and
+        version, so it never goes out with no session id (the app's "missing session"
+        -32600, which no recovery rule can repair) or with a new session whose
+        ``notifications/initialized`` has not been sent yet. The old session stays in place
+        until the replayed ``initialize`` succeeds: a request that read it just before the
+        gate closed gets the app's 404 and waits for this rebuild (``SessionLostError``)."""
+        self.session_ready = anyio.Event()
+        try:
+            yield
+        finally:
+            self.session_ready.set()
 
     async def refresh_token(self, used_generation: int) -> None:
         """Re-read the discovery file and replace the token rejected with a 401.
@@ -340,17 +354,26 @@ class Upstream:
         for_initialize: bool = False,
         accept: str = f"{_JSON}, {_SSE}",
         modern_headers: dict[str, str] | None = None,
+        during_rebuild: bool = False,
     ) -> tuple[str, dict[str, str], _Sent]:
         """The URL, the headers and what they carried, for one HTTP request.
 
-        ``modern_headers`` (a 2026-07-28 request) replace the session's id and version."""
-        try:
-            url = self._endpoint.url()
-        except DiscoveryError as exc:
-            if exc.missing:
-                raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
-            raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
-        token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client))
+        ``modern_headers`` (a 2026-07-28 request) replace the session's id and version.
+        ``during_rebuild``: a message of the rebuild itself, which must not wait for it.
+        Any other message that carries the session waits while a rebuild runs (see
+        ``session_rebuild``); nothing awaits between that check and the headers below,
+        so the id, version and generation it sends are one consistent snapshot."""
+        while True:
+            try:
+                url = self._endpoint.url()
+            except DiscoveryError as exc:
+                if exc.missing:
+                    raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+                raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
+            token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client))
+            if for_initialize or modern_headers is not None or during_rebuild or self.session_ready.is_set():
+                break
+            await self.session_ready.wait()  # then read the endpoint and token again: they may have changed
         headers = dict(self._config.headers)
         headers["User-Agent"] = _USER_AGENT
         headers["Accept"] = accept
@@ -368,9 +391,11 @@ class Upstream:
         return url, headers, sent
 
     async def _prepare_post(
-        self, *, for_initialize: bool = False, modern_headers: dict[str, str] | None = None
+        self, *, for_initialize: bool = False, modern_headers: dict[str, str] | None = None, during_rebuild: bool = False
     ) -> tuple[str, dict[str, str], _Sent]:
-        url, headers, sent = await self._prepare(for_initialize=for_initialize, modern_headers=modern_headers)
+        url, headers, sent = await self._prepare(
+            for_initialize=for_initialize, modern_headers=modern_headers, during_rebuild=during_rebuild
+        )
         headers["Content-Type"] = _JSON
         return url, headers, sent
 
@@ -428,14 +453,17 @@ class Upstream:
                     self._remember_session(response, message)
                 return line
 
-    async def send_message(self, body: bytes, what: str) -> None:
+    async def send_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> None:
         """POST a notification or a client response; any 2xx is success (usually 202).
+
+        ``during_rebuild``: the rebuild's own ``notifications/initialized`` (it must not
+        wait for the rebuild it belongs to).
 
         Raises:
             UpstreamError: on a non-2xx status or a transport failure. The caller logs it;
                 nothing is ever written to stdout for these messages.
         """
-        url, headers, sent = await self._prepare_post()
+        url, headers, sent = await self._prepare_post(during_rebuild=during_rebuild)
         with map_transport_errors(self._app):
             # Not bounded by the pool: a notifications/cancelled must not wait for a
             # connection held by the very call it cancels.
