@@ -1,4 +1,4 @@
-"""Writing a JSON file so that readers see the old or the new content, never a half."""
+"""Writing a file so that readers see the old or the new content, never a half."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["replace_json"]
+__all__ = ["replace_json", "replace_bytes", "write_private"]
 
 
 def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: int | None = None) -> None:
@@ -42,3 +42,51 @@ def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: 
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def replace_bytes(path: Path, data: bytes, *, mode: int | None = None, through_symlink: bool = True) -> Path:
+    """Replace the file at ``path`` with ``data`` atomically (temporary file + rename).
+
+    Args:
+        path: the file to replace or create.
+        data: its new content.
+        mode: the new file's permission bits (POSIX); by default those of the file it
+            replaces, or 0600 when there was none.
+        through_symlink: when ``path`` is a symbolic link (as dotfile managers make them),
+            the link stays and its target is the file replaced; otherwise the rename
+            replaces the link itself.
+
+    Returns:
+        the file actually written (the link's target, or ``path``).
+
+    Raises:
+        OSError: nothing was replaced and no temporary file is left behind.
+    """
+    import tempfile
+
+    target = Path(os.path.realpath(path)) if through_symlink and path.is_symlink() else path
+    if mode is None:
+        try:
+            mode = target.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o600
+    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if os.name == "posix":
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return target
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` readable by its owner only (0600), replacing whatever was
+    there (a symbolic link at ``path`` is replaced, never followed)."""
+    replace_bytes(path, data, mode=0o600, through_symlink=False)

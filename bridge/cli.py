@@ -61,7 +61,11 @@ def _token_source(
     token_timeout_seconds: float,
     allow_remote: bool,
 ) -> object | None:
-    given = [name for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True) if value]
+    given = [
+        name
+        for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True)
+        if value
+    ]
     if len(given) > 1:
         raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
     if (auth_url is None) != (secret_file is None):
@@ -70,7 +74,9 @@ def _token_source(
 
     if token_env is not None:
         if not os.environ.get(token_env, "").strip():
-            raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
+            raise click.BadParameter(
+                f"environment variable {token_env} is not set or is empty", param_hint="--token-env"
+            )
         return tokens.EnvTokenSource(token_env)
     if token_file is not None:
         _refuse_open_file(token_file, "--token-file")
@@ -97,7 +103,8 @@ def _refuse_open_file(path: Path, option: str) -> None:
     app can create it when it starts)."""
     if os.name == "posix" and path.exists() and path.stat().st_mode & 0o077:
         raise click.BadParameter(
-            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}", param_hint=option
+            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}",
+            param_hint=option,
         )
 
 
@@ -106,26 +113,108 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 _BRIDGE_OPTIONS = [
-    click.option("--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only)."),
-    click.option("--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file."),
-    click.option("--discovery-file", type=_PATH, metavar="PATH", help="The app's discovery file (endpoint, pid, token), re-read on every reconnect."),
-    click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra HTTP header for every request (repeatable)."),
+    click.option(
+        "--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only)."
+    ),
+    click.option(
+        "--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file."
+    ),
+    click.option(
+        "--discovery-file",
+        type=_PATH,
+        metavar="PATH",
+        help="The app's discovery file (endpoint, pid, token), re-read on every reconnect.",
+    ),
+    click.option(
+        "--header",
+        "headers",
+        multiple=True,
+        metavar="'NAME: VALUE'",
+        help="Extra HTTP header for every request (repeatable).",
+    ),
     click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR."),
     click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600)."),
     click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell)."),
-    click.option("--auth-url", metavar="URL", help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token."),
+    click.option(
+        "--auth-url",
+        metavar="URL",
+        help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.",
+    ),
     click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600)."),
-    click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token."),
+    click.option(
+        "--token-timeout",
+        "token_timeout_seconds",
+        type=_SECONDS,
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Bound on getting a token.",
+    ),
     click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens."),
-    click.option("--launch-timeout", "launch_timeout_seconds", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS", help="Bound on starting the app until it accepts connections."),
-    click.option("--launch-log", "launch_log_file", type=_PATH, metavar="PATH", help="Where the launched app's output goes (default: discarded)."),
-    click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone)."),
-    click.option("--connect-timeout", "connect_timeout_seconds", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app."),
-    click.option("--request-timeout", "request_timeout_seconds", type=_SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity)."),
-    click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction."),
-    click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once."),
+    click.option(
+        "--launch-timeout",
+        "launch_timeout_seconds",
+        type=_SECONDS,
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Bound on starting the app until it accepts connections.",
+    ),
+    click.option(
+        "--launch-log",
+        "launch_log_file",
+        type=_PATH,
+        metavar="PATH",
+        help="Where the launched app's output goes (default: discarded).",
+    ),
+    click.option(
+        "--session-400-heuristic/--no-session-400-heuristic",
+        default=True,
+        show_default=True,
+        help="Treat a 400 that mentions the session like a 404 (session gone).",
+    ),
+    click.option(
+        "--connect-timeout",
+        "connect_timeout_seconds",
+        type=_SECONDS,
+        default=5.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Bound on connecting to the app.",
+    ),
+    click.option(
+        "--request-timeout",
+        "request_timeout_seconds",
+        type=_SECONDS,
+        default=300.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Longest silence from the app while a request waits (keep-alives count as activity).",
+    ),
+    click.option(
+        "--max-message-bytes",
+        type=click.IntRange(min=1024),
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        show_default=True,
+        metavar="N",
+        help="Largest message accepted in either direction.",
+    ),
+    click.option(
+        "--max-concurrent-requests",
+        type=click.IntRange(min=1),
+        default=32,
+        show_default=True,
+        metavar="N",
+        help="Requests in flight to the app at once.",
+    ),
     click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only)."),
-    click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout)."),
+    click.option(
+        "--log-level",
+        type=click.Choice(_LOG_LEVELS, case_sensitive=False),
+        default="warning",
+        show_default=True,
+        help="Diagnostics level (always stderr or --log-file, never stdout).",
+    ),
     click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr."),
 ]
 
@@ -206,7 +295,11 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     entry an AI client needs to start the bridge.
     """
     if ctx.invoked_subcommand is not None:
-        given = [name for name, value in options.items() if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        given = [
+            name
+            for name, value in options.items()
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        ]
         if given:
             raise click.UsageError(f"give the bridge options after `{ctx.invoked_subcommand}`, not before it")
         return
@@ -242,119 +335,9 @@ def version() -> None:
     click.echo(f"mcp-app-bridge {__version__}")
 
 
-@main.group(context_settings=_CONTEXT)
-def config() -> None:
-    """Print, install or remove the entry an AI client needs to start the bridge.
+from .configcli import config  # noqa: E402 (click only: the config-file code loads when a config command runs)
 
-    The bridge options go after the command's own, exactly as the bridge should get them:
-
-        mcp-app-bridge config install --client claude-desktop --name myapp --app-name MyApp --launch "/path/to/MyApp"
-    """
-
-
-#: The AI clients ``config`` knows (``bridge.clientconfig.CLIENTS``, which a test keeps in
-#: step): named here so that serving never imports the config-file code.
-_CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
-
-
-def _client_option(function: F) -> F:
-    return click.option("--client", type=click.Choice(_CLIENTS), required=True, help="Which AI client.")(function)
-
-
-def _entry_options(function: F) -> F:
-    function = click.argument("bridge_args", nargs=-1, type=click.UNPROCESSED)(function)
-    function = click.option(
-        "--command",
-        "command_path",
-        metavar="PATH",
-        help="The executable the client starts (default: this bridge). Apps give their own, with --mcp-stdio as the only bridge argument.",
-    )(function)
-    function = click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")(function)
-    return _client_option(function)
-
-
-_ENTRY_CONTEXT = {**_CONTEXT, "ignore_unknown_options": True}
-
-
-def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool) -> Any:
-    """The server entry for these bridge arguments, validated like the bridge would."""
-    from .clientconfig import ServerEntry, bridge_command, split_secrets
-
-    args = list(bridge_args)
-    if command_path is None:
-        try:
-            parsed = main.make_context("mcp-app-bridge", list(args), resilient_parsing=False)
-        except click.UsageError as exc:
-            raise click.UsageError(f"bridge option: {exc.format_message()}") from None
-        _build_config(parsed.params, require_env=False)
-        command = bridge_command()
-    else:
-        command = [str(Path(command_path).resolve())]
-    env = split_secrets(args, os.environ)
-    for index, arg in enumerate(args[:-1]):
-        if arg == "--token-env" and args[index + 1] not in env:
-            click.echo(
-                f"warning: {args[index + 1]} is not set here, so the entry has no value for it; "
-                "add it to the entry's env block, or the bridge will refuse to start",
-                err=True,
-            )
-    if not reveal:
-        env = {name: f"<the value of {name}>" for name in env}
-    return ServerEntry(command=command[0], args=tuple(command[1:] + args), env=env)
-
-
-@config.command("print", context_settings=_ENTRY_CONTEXT)
-@_entry_options
-@click.option("--show-secrets", is_flag=True, help="Print the values of --token-env variables instead of placeholders.")
-def config_print(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], show_secrets: bool) -> None:
-    """Print the client's configuration document holding just this entry."""
-    import json
-
-    from .clientconfig import entry_document
-
-    document = entry_document(client, name, _entry(command_path, bridge_args, reveal=show_secrets))
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
-
-
-@config.command("install", context_settings=_ENTRY_CONTEXT)
-@_entry_options
-@click.option("--force", is_flag=True, help="Replace an existing entry of that name.")
-@click.option("--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS).")
-def config_install(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], force: bool, path: Path | None) -> None:
-    """Merge the entry into the client's config file (kept as <file>.bak before)."""
-    from .clientconfig import ClientConfigError, config_path, install_entry
-
-    target = path or config_path(client)
-    try:
-        replaced = install_entry(target, client, name, _entry(command_path, bridge_args, reveal=True), force=force)
-    except ClientConfigError as exc:
-        raise click.ClickException(f"{exc}. {target} was not changed.") from None
-    click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; restart {client} to use it")
-
-
-@config.command("remove", context_settings=_CONTEXT)
-@_client_option
-@click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")
-@click.option("--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS).")
-def config_remove(client: str, name: str, path: Path | None) -> None:
-    """Remove the entry from the client's config file (kept as <file>.bak before)."""
-    from .clientconfig import ClientConfigError, config_path, uninstall_entry
-
-    target = path or config_path(client)
-    try:
-        uninstall_entry(target, name)
-    except ClientConfigError as exc:
-        raise click.ClickException(f"{exc}. {target} was not changed.") from None
-    click.echo(f"removed {name!r} from {target}")
-
-
-@config.command("path", context_settings=_CONTEXT)
-@_client_option
-def config_path_command(client: str) -> None:
-    """Print where the client keeps its MCP configuration on this OS."""
-    from .clientconfig import config_path
-
-    click.echo(str(config_path(client)))
+main.add_command(config)
 
 
 def mcp_stdio_option(

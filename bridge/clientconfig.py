@@ -1,58 +1,157 @@
 """AI clients' MCP configuration files: the entry that launches the bridge, where each
-client keeps its file, and a safe merge into it.
+client keeps its file, and a safe edit of it.
 
-Entries per client (each client's own documented format):
+Each client's format, as its own documentation gives it (the URL is in :data:`CLIENT_INFO`
+and in the tests' golden files, ``tests/golden/clients/``):
 
-- Claude Desktop, Cursor: ``{"mcpServers": {NAME: {"command", "args", "env"}}}``;
-- Claude Code (project ``.mcp.json``): the same, with ``"type": "stdio"``;
-- VS Code (``mcp.json``): ``{"servers": {NAME: {"type": "stdio", "command", "args", "env"}}}``.
+- Claude Desktop, Cursor, Windsurf, LM Studio, Gemini CLI:
+  ``{"mcpServers": {NAME: {"command", "args", "env"}}}``;
+- Claude Code (project ``.mcp.json``, user ``~/.claude.json``): the same, with ``"type": "stdio"``;
+- VS Code (``mcp.json``): ``{"servers": {NAME: {"type": "stdio", "command", "args", "env"}}}``;
+- Zed (``settings.json``): ``{"context_servers": {NAME: {"command", "args", "env"}}}``;
+- Codex (``config.toml``): ``[mcp_servers.NAME]`` with ``command``, ``args``, ``env``.
 
 ``command`` is always an absolute path to a real executable (never a ``.cmd`` shim, which
 Windows clients run through ``cmd.exe /C``, where spaces split arguments — HAZARDS B37);
 every option is its own ``args`` element, so paths with spaces survive every client's way
 of launching; secrets only ever go in ``env``, never in ``args``.
 
-Writing is careful: the existing document is parsed first (an invalid one, or an entry of
-the same name without ``force``, is refused and the file left byte-for-byte unchanged);
-every other key and entry is kept; the previous file is kept as ``<file>.bak``; the new
-one is written to a temporary file in the same folder and renamed over the old one.
+Writing is careful (``bridge.clientfiles``): the file is edited in place, so comments,
+trailing commas, key order and layout survive (JSONC and TOML alike); a file that cannot
+be used, or an entry of the same name without ``force``, is refused and the file left
+byte for byte unchanged; the previous file is kept as ``<file>.bak`` (0600); a symlinked
+file is written through (the link stays, its target is replaced atomically).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomicfile import replace_json
-
 __all__ = [
     "CLIENTS",
+    "CLIENT_INFO",
+    "ClientInfo",
     "ClientConfigError",
     "ServerEntry",
-    "bridge_command",
     "config_path",
+    "entry_object",
     "entry_document",
     "read_servers",
-    "merge_entry",
-    "remove_entry",
-    "write_document",
     "install_entry",
     "uninstall_entry",
     "split_secrets",
 ]
 
-#: Client ids accepted by ``--client``.
-CLIENTS = ("claude-desktop", "claude-code", "vscode", "cursor")
-
 
 class ClientConfigError(ValueError):
     """A client configuration file cannot be used as asked. The file was not changed."""
+
+
+def __getattr__(name: str) -> object:
+    # The command helpers live in bridge.clientcommand; reachable here too, as before.
+    if name in ("bridge_command", "isolate_python", "resolve_command", "command_warnings"):
+        from . import clientcommand
+
+        return getattr(clientcommand, name)
+    raise AttributeError(f"module 'bridge.clientconfig' has no attribute {name!r}")
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What one client reads.
+
+    Attributes:
+        title: the client's name for messages.
+        doc_url: the client's own documentation of the format.
+        syntax: ``"json"`` (strict), ``"jsonc"`` (comments and trailing commas) or ``"toml"``.
+        servers_key: the top-level key holding the entries.
+        stdio_type: entries carry ``"type": "stdio"``.
+        remote_keys: keys that make an entry a remote (URL) one.
+        rival_key: a key that, present, means the file is another client's (refused).
+        bare_entries: entries with neither ``command`` nor a URL are allowed (Zed's
+            extension-provided servers).
+        name_pattern: names the client accepts, when it restricts them.
+    """
+
+    title: str
+    doc_url: str
+    syntax: str = "json"
+    servers_key: str = "mcpServers"
+    stdio_type: bool = False
+    remote_keys: tuple[str, ...] = ("url",)
+    rival_key: str | None = None
+    bare_entries: bool = False
+    name_pattern: str | None = None
+
+
+_CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
+
+# Each format was checked on 2026-12-01 against the page named beside it, as the search
+# corpus holds it. Where the page itself was not in the corpus, the note says what was:
+# - Claude Desktop: the MCP user quickstart is only cited by others (their copies agree);
+# - Claude Code: code.claude.com/docs/en/mcp through copies (scopes: project .mcp.json,
+#   user = top-level "mcpServers" of ~/.claude.json);
+# - Windsurf: docs.windsurf.com is cited by others (path and "mcpServers", "serverUrl");
+# - LM Studio: its docs say ~/.lmstudio/mcp.json (%USERPROFILE% on Windows); a bug report
+#   (lmstudio-bug-tracker 1371) says one macOS build keeps it in ~/.cache/lm-studio instead.
+
+#: Every client ``config`` knows, by its ``--client`` id.
+CLIENT_INFO: dict[str, ClientInfo] = {
+    "claude-desktop": ClientInfo(
+        "Claude Desktop", "https://modelcontextprotocol.io/quickstart/user", rival_key="servers"
+    ),
+    "claude-code": ClientInfo(
+        "Claude Code (project .mcp.json)", _CLAUDE_CODE_DOC, stdio_type=True, rival_key="servers"
+    ),
+    "claude-code-user": ClientInfo("Claude Code (user scope, ~/.claude.json)", _CLAUDE_CODE_DOC, stdio_type=True),
+    "vscode": ClientInfo(
+        "VS Code",
+        "https://code.visualstudio.com/docs/copilot/guides/mcp-developer-guide",
+        syntax="jsonc",
+        servers_key="servers",
+        stdio_type=True,
+        rival_key="mcpServers",
+    ),
+    "cursor": ClientInfo("Cursor", "https://cursor.com/docs/mcp", rival_key="servers"),
+    "codex": ClientInfo(
+        "Codex",
+        "https://developers.openai.com/codex/mcp",
+        syntax="toml",
+        servers_key="mcp_servers",
+        # Codex refuses other names at start ("must match pattern ^[a-zA-Z0-9_-]+$",
+        # openai/codex issue 5635).
+        name_pattern=r"[A-Za-z0-9_-]+",
+    ),
+    "gemini-cli": ClientInfo(
+        "Gemini CLI", "https://geminicli.com/docs/tools/mcp-server/", remote_keys=("url", "httpUrl")
+    ),
+    "windsurf": ClientInfo(
+        "Windsurf",
+        "https://docs.windsurf.com/windsurf/cascade/mcp",
+        remote_keys=("serverUrl", "url"),
+        rival_key="servers",
+    ),
+    "zed": ClientInfo(
+        "Zed", "https://zed.dev/docs/ai/mcp", syntax="jsonc", servers_key="context_servers", bare_entries=True
+    ),
+    "lm-studio": ClientInfo("LM Studio", "https://lmstudio.ai/docs/app/mcp", rival_key="servers"),
+}
+
+#: Client ids accepted by ``--client``.
+CLIENTS = tuple(CLIENT_INFO)
+
+
+def _info(client: str) -> ClientInfo:
+    try:
+        return CLIENT_INFO[client]
+    except KeyError:
+        raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}") from None
 
 
 @dataclass(frozen=True)
@@ -70,18 +169,6 @@ class ServerEntry:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def bridge_command() -> list[str]:
-    """The argv prefix that starts this bridge again: the frozen executable when frozen, the
-    installed ``mcp-app-bridge`` console script when that is what runs, else this Python
-    interpreter with ``-m bridge``. Always absolute paths."""
-    if getattr(sys, "frozen", False):
-        return [os.path.abspath(sys.executable)]
-    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if script is not None and script.name in ("mcp-app-bridge", "mcp-app-bridge.exe") and script.exists():
-        return [str(script.resolve())]
-    return [os.path.abspath(sys.executable), "-m", "bridge"]
-
-
 def config_path(
     client: str,
     *,
@@ -90,42 +177,60 @@ def config_path(
     home: Path | None = None,
     cwd: Path | None = None,
 ) -> Path:
-    """Where ``client`` keeps its MCP configuration on this OS.
+    """Where ``client`` keeps its MCP configuration on this OS (each client's docs).
 
     - Claude Desktop: ``~/Library/Application Support/Claude/claude_desktop_config.json``
       (macOS), ``%APPDATA%\\Claude\\claude_desktop_config.json`` (Windows),
       ``~/.config/Claude/claude_desktop_config.json`` (Linux).
-    - Claude Code: the project's ``.mcp.json`` in the current folder.
+    - Claude Code: the project's ``.mcp.json`` in the current folder; user scope
+      ``~/.claude.json`` (every OS).
     - VS Code: the user profile's ``mcp.json`` (``…/Code/User/mcp.json``).
-    - Cursor: ``~/.cursor/mcp.json``.
+    - Zed: ``~/.config/zed/settings.json`` (macOS, Linux; ``$XDG_CONFIG_HOME/zed`` when set
+      on Linux), ``%APPDATA%\\Zed\\settings.json`` (Windows).
+    - Codex: ``$CODEX_HOME/config.toml``, ``~/.codex/config.toml`` by default.
+    - Cursor ``~/.cursor/mcp.json``; Gemini CLI ``~/.gemini/settings.json``; Windsurf
+      ``~/.codeium/windsurf/mcp_config.json``; LM Studio ``~/.lmstudio/mcp.json`` (every
+      OS, ``~`` being ``%USERPROFILE%`` on Windows).
     """
+    _info(client)
     environ = os.environ if environ is None else environ
     home = Path.home() if home is None else home
     cwd = Path.cwd() if cwd is None else cwd
+    in_home = {
+        "claude-code-user": (".claude.json",),
+        "cursor": (".cursor", "mcp.json"),
+        "gemini-cli": (".gemini", "settings.json"),
+        "windsurf": (".codeium", "windsurf", "mcp_config.json"),
+        "lm-studio": (".lmstudio", "mcp.json"),
+    }
     if client == "claude-code":
         return cwd / ".mcp.json"
-    if client == "cursor":
-        return home / ".cursor" / "mcp.json"
+    if client in in_home:
+        return home.joinpath(*in_home[client])
+    if client == "codex":
+        return Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
     if platform == "darwin":
         base = home / "Library" / "Application Support"
     elif platform == "win32":
         base = Path(environ.get("APPDATA") or home / "AppData" / "Roaming")
     else:
         base = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+    if client == "zed":
+        if platform == "win32":
+            return base / "Zed" / "settings.json"
+        if platform == "darwin":
+            return home / ".config" / "zed" / "settings.json"
+        return base / "zed" / "settings.json"
     if client == "claude-desktop":
         return base / "Claude" / "claude_desktop_config.json"
-    if client == "vscode":
-        return base / "Code" / "User" / "mcp.json"
-    raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    return base / "Code" / "User" / "mcp.json"  # vscode
 
 
-def _servers_key(client: str) -> str:
-    return "servers" if client == "vscode" else "mcpServers"
-
-
-def _entry_object(client: str, entry: ServerEntry) -> dict[str, Any]:
+def entry_object(client: str, entry: ServerEntry) -> dict[str, Any]:
+    """The one entry's object, in the client's format (``type`` first where it has one)."""
+    info = _info(client)
     obj: dict[str, Any] = {}
-    if client in ("vscode", "claude-code"):
+    if info.stdio_type:
         obj["type"] = "stdio"
     obj["command"] = entry.command
     obj["args"] = list(entry.args)
@@ -134,146 +239,113 @@ def _entry_object(client: str, entry: ServerEntry) -> dict[str, Any]:
     return obj
 
 
+def check_name(client: str, name: str) -> None:
+    """Raises ClientConfigError when the client would not accept ``name``."""
+    info = _info(client)
+    if not name:
+        raise ClientConfigError("the server's name is empty")
+    if info.name_pattern and re.fullmatch(info.name_pattern, name) is None:
+        raise ClientConfigError(
+            f"{info.title} accepts only letters, digits, '-' and '_' in a server's name, not {name!r}; "
+            f"give --name {re.sub(r'[^A-Za-z0-9_-]+', '_', name)!r}"
+        )
+
+
 def entry_document(client: str, name: str, entry: ServerEntry) -> dict[str, Any]:
     """The whole document holding just this entry, as ``config print`` shows it."""
-    if client not in CLIENTS:
-        raise ClientConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
-    return {_servers_key(client): {name: _entry_object(client, entry)}}
+    check_name(client, name)
+    return {_info(client).servers_key: {name: entry_object(client, entry)}}
 
 
-def read_servers(document: Any) -> tuple[str, dict[str, dict[str, Any]]]:
+def read_servers(document: Any, client: str | None = None) -> tuple[str, dict[str, dict[str, Any]]]:
     """Read the server entries of a client document.
 
-    Accepts exactly one of ``mcpServers`` and ``servers``; infers each entry's transport
-    (``stdio`` from ``command``, ``streamable-http`` from ``url``) when ``type`` is absent.
+    Without ``client``: accepts exactly one of ``mcpServers`` and ``servers``. With it: the
+    client's own key, refusing its rival key. Infers each entry's transport (``stdio`` from
+    ``command``, ``streamable-http`` from a URL key) when ``type`` is absent.
 
     Returns:
         ``(key, entries)`` with each entry's ``type`` filled in (a copy; the document is
-        not changed). An empty document gives ``("mcpServers", {})``.
+        not changed).
 
     Raises:
-        ClientConfigError: not an object, both keys, an entry that is not an object, has
-            both ``command`` and ``url``, or neither.
+        ClientConfigError: not an object, a rival key, an entry that is not an object, has
+            both ``command`` and a URL, or neither (where the client needs one).
     """
     if not isinstance(document, dict):
         raise ClientConfigError("the file does not hold a JSON object")
-    keys = [key for key in ("mcpServers", "servers") if key in document]
-    if len(keys) > 1:
-        raise ClientConfigError('the file has both "mcpServers" and "servers"; keep one')
-    key = keys[0] if keys else "mcpServers"
+    if client is None:
+        keys = [key for key in ("mcpServers", "servers") if key in document]
+        if len(keys) > 1:
+            raise ClientConfigError('the file has both "mcpServers" and "servers"; keep the one your client reads')
+        key, remote, bare = (keys[0] if keys else "mcpServers"), ("url",), False
+    else:
+        info = _info(client)
+        key, remote, bare = info.servers_key, info.remote_keys, info.bare_entries
+        if info.rival_key and info.rival_key in document:
+            raise ClientConfigError(
+                f'{info.title} reads "{key}", but this file has "{info.rival_key}": is it another client\'s file? '
+                f"Give the right --client, or --path for another file"
+            )
     servers = document.get(key, {})
     if not isinstance(servers, dict):
-        raise ClientConfigError(f'"{key}" is not a JSON object')
+        raise ClientConfigError(f'"{key}" is not an object; make it one ({{}}) or remove it, then try again')
     entries: dict[str, dict[str, Any]] = {}
     for name, entry in servers.items():
         if not isinstance(entry, dict):
-            raise ClientConfigError(f"the entry {name!r} is not a JSON object")
-        if "command" in entry and "url" in entry:
-            raise ClientConfigError(f'the entry {name!r} has both "command" and "url"')
-        if "command" not in entry and "url" not in entry:
-            raise ClientConfigError(f'the entry {name!r} has neither "command" nor "url"')
+            raise ClientConfigError(
+                f"the entry {name!r} is not an object; correct or remove that entry, then try again"
+            )
+        url = next((k for k in remote if k in entry), None)
+        if "command" in entry and url:
+            raise ClientConfigError(f'the entry {name!r} has both "command" and "{url}"; keep one, then try again')
+        if "command" not in entry and not url and not bare:
+            raise ClientConfigError(
+                f'the entry {name!r} has neither "command" nor "{remote[0]}"; correct or remove it, then try again'
+            )
         inferred = "stdio" if "command" in entry else "streamable-http"
         entries[name] = {"type": entry.get("type", inferred), **entry}
     return key, entries
 
 
-def merge_entry(document: dict[str, Any], client: str, name: str, entry: ServerEntry, *, force: bool = False) -> dict[str, Any]:
-    """Return a copy of ``document`` with the entry added (or replaced, with ``force``).
-
-    Raises:
-        ClientConfigError: the document is not usable (see :func:`read_servers`), or an
-            entry called ``name`` exists and ``force`` is false.
-    """
-    key, entries = read_servers(document)
-    if client == "vscode" and "mcpServers" in document:
-        raise ClientConfigError('VS Code reads "servers", but this file has "mcpServers"')
-    if client != "vscode" and "servers" in document:
-        raise ClientConfigError('this client reads "mcpServers", but this file has "servers"')
-    if name in entries and not force:
-        raise ClientConfigError(f"an entry called {name!r} exists already; use --force to replace it")
-    key = _servers_key(client)
-    merged = dict(document)
-    servers = dict(merged.get(key, {}))
-    servers[name] = _entry_object(client, entry)
-    merged[key] = servers
-    return merged
-
-
-def remove_entry(document: dict[str, Any], name: str) -> dict[str, Any]:
-    """Return a copy of ``document`` without the entry ``name``.
-
-    Raises:
-        ClientConfigError: the document is not usable, or has no such entry.
-    """
-    key, entries = read_servers(document)
-    if name not in entries:
-        raise ClientConfigError(f"there is no entry called {name!r}")
-    merged = dict(document)
-    merged[key] = {k: v for k, v in merged[key].items() if k != name}
-    return merged
-
-
-def _load(path: Path) -> tuple[dict[str, Any], bytes | None]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}, None
-    except OSError as exc:
-        raise ClientConfigError(f"cannot read {path}: {exc.strerror}") from None
-    if not raw.strip():
-        return {}, raw
-    try:
-        document = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ClientConfigError(
-            f"{path} is not valid JSON ({exc}); fix or remove it (comments are not supported), then try again"
-        ) from None
-    if not isinstance(document, dict):
-        raise ClientConfigError(f"{path} does not hold a JSON object")
-    return document, raw
-
-
-def write_document(path: Path, document: dict[str, Any], previous: bytes | None) -> None:
-    """Write ``document`` atomically, keeping ``previous`` (if any) as ``<path>.bak``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if previous is not None:
-        backup = path.with_name(path.name + ".bak")
-        backup.write_bytes(previous)
-        with contextlib.suppress(OSError):
-            import shutil
-
-            shutil.copymode(path, backup)
-    replace_json(path, document, indent=2)
-
-
-def install_entry(path: Path | str, client: str, name: str, entry: ServerEntry, *, force: bool = False) -> bool:
-    """Merge the entry into the client's file at ``path`` (created if missing).
+def install_entry(
+    path: Path | str,
+    client: str,
+    name: str,
+    entry: ServerEntry,
+    *,
+    force: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> bool:
+    """Add the entry to the client's file at ``path`` (created, with its folder, if missing),
+    or replace the entry of that name with ``force``.
 
     Returns:
         whether an entry of that name was replaced (only possible with ``force``).
+        ``warn`` gets any remark worth showing (a strict-JSON client's file with comments).
 
     Raises:
-        ClientConfigError: the file is invalid or already has ``name`` (without ``force``);
-            the file is left byte-for-byte unchanged.
+        ClientConfigError: the file cannot be used or already has ``name`` (without
+            ``force``); the file is left byte for byte unchanged.
     """
-    path = Path(path)
-    document, previous = _load(path)
-    replaced = name in read_servers(document)[1]
-    write_document(path, merge_entry(document, client, name, entry, force=force), previous)
-    return replaced
+    from . import clientfiles
+
+    check_name(client, name)
+    return clientfiles.install(Path(path), client, name, entry_object(client, entry), force=force, warn=warn)
 
 
-def uninstall_entry(path: Path | str, name: str) -> None:
-    """Remove the entry ``name`` from the file at ``path``.
+def uninstall_entry(path: Path | str, name: str, client: str | None = None) -> None:
+    """Remove the entry ``name`` from the file at ``path``. The backup (``<file>.bak``)
+    holds the previous file with that entry's ``env`` values blanked, so no copy of its
+    secrets is left behind.
 
     Raises:
-        ClientConfigError: no such file or entry, or an invalid file (left unchanged).
+        ClientConfigError: no such file or entry, or a file that cannot be used (left
+            unchanged).
     """
-    path = Path(path)
-    document, previous = _load(path)
-    if previous is None:
-        raise ClientConfigError(f"{path} does not exist")
-    write_document(path, remove_entry(document, name), previous)
+    from . import clientfiles
+
+    clientfiles.uninstall(Path(path), client, name)
 
 
 def split_secrets(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:

@@ -15,6 +15,8 @@ from conftest import AppServer, make_secret_file
 
 from bridge.cli import main
 from bridge.clientconfig import (
+    CLIENT_INFO,
+    CLIENTS,
     ClientConfigError,
     ServerEntry,
     config_path,
@@ -32,21 +34,49 @@ SPACED = ServerEntry(
 )
 
 
-# -- the entry per client (golden JSON) --------------------------------------------------------
+# -- the entry per client (golden files citing each client's docs) ----------------------------
 
-GOLDEN = {
-    "claude-desktop": {"mcpServers": {"My App": {"command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}}},
-    "cursor": {"mcpServers": {"My App": {"command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}}},
-    "claude-code": {"mcpServers": {"My App": {"type": "stdio", "command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}}},
-    "vscode": {"servers": {"My App": {"type": "stdio", "command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}}},
-}
+GOLDEN = Path(__file__).parent / "golden" / "clients"
+GOLDEN_ENTRY = ServerEntry(command=SPACED.command, args=SPACED.args, env=SPACED.env)
 
 
-@pytest.mark.parametrize("client", sorted(GOLDEN))
-def test_entry_document_matches_each_clients_format(client: str) -> None:
-    document = entry_document(client, "My App", SPACED)
-    assert document == GOLDEN[client]
-    assert json.loads(json.dumps(document)) == GOLDEN[client]  # JSON-escaped backslashes round-trip
+def golden(client: str) -> tuple[str, str]:
+    """(the doc URL in the golden file's header, the document after it)."""
+    [path] = GOLDEN.glob(f"{client}.*.txt")
+    header, _, body = path.read_text(encoding="utf-8").partition("\n\n")
+    source = next(line for line in header.splitlines() if line.startswith("# source: "))
+    return source.split()[2], body
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_each_clients_entry_matches_its_golden_file_and_cites_its_docs(client: str) -> None:
+    from bridge.clientfiles import render_document
+
+    url, body = golden(client)
+    assert url == CLIENT_INFO[client].doc_url
+    assert render_document(client, entry_document(client, "my-app", GOLDEN_ENTRY)) == body
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_installed_entry_reads_back_as_the_golden_one(tmp_path: Path, client: str) -> None:
+    """What `config install` writes into a new file is the golden document, and the client's
+    own reader (JSON, or TOML for Codex) gets back the entry's argv and env unchanged."""
+    path = tmp_path / "config"
+    install_entry(path, client, "my-app", GOLDEN_ENTRY)
+    assert path.read_text(encoding="utf-8") == golden(client)[1]
+    document = _load_any(path)
+    entry = document[CLIENT_INFO[client].servers_key]["my-app"]
+    assert [entry["command"], *entry["args"]] == [SPACED.command, "--mcp-stdio"]
+    assert entry["env"] == {"MYAPP_TOKEN": TOKEN}
+
+
+def _load_any(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    if path.read_text().lstrip().startswith("["):
+        import tomlkit
+
+        return tomlkit.parse(text).unwrap()
+    return json.loads(text)
 
 
 @pytest.mark.parametrize(
@@ -54,17 +84,44 @@ def test_entry_document_matches_each_clients_format(client: str) -> None:
     [
         ("claude-desktop", "darwin", "/h/Library/Application Support/Claude/claude_desktop_config.json"),
         ("claude-desktop", "win32", "/appdata/Claude/claude_desktop_config.json"),
-        ("claude-desktop", "linux", "/h/.config/Claude/claude_desktop_config.json"),
+        ("claude-desktop", "linux", "/xdg/Claude/claude_desktop_config.json"),
         ("vscode", "darwin", "/h/Library/Application Support/Code/User/mcp.json"),
         ("vscode", "win32", "/appdata/Code/User/mcp.json"),
-        ("vscode", "linux", "/h/.config/Code/User/mcp.json"),
-        ("cursor", "linux", "/h/.cursor/mcp.json"),
+        ("vscode", "linux", "/xdg/Code/User/mcp.json"),
+        ("zed", "darwin", "/h/.config/zed/settings.json"),
+        ("zed", "win32", "/appdata/Zed/settings.json"),
+        ("zed", "linux", "/xdg/zed/settings.json"),
         ("claude-code", "darwin", "/project/.mcp.json"),
+        ("claude-code", "win32", "/project/.mcp.json"),
+        ("codex", "linux", "/codexhome/config.toml"),
+        *[
+            (client, platform, f"/h/{tail}")
+            for client, tail in [
+                ("claude-code-user", ".claude.json"),
+                ("cursor", ".cursor/mcp.json"),
+                ("gemini-cli", ".gemini/settings.json"),
+                ("windsurf", ".codeium/windsurf/mcp_config.json"),
+                ("lm-studio", ".lmstudio/mcp.json"),
+            ]
+            for platform in ("darwin", "win32", "linux")
+        ],
     ],
 )
 def test_config_paths_per_os(client: str, platform: str, expected: str) -> None:
-    path = config_path(client, platform=platform, environ={"APPDATA": "/appdata"}, home=Path("/h"), cwd=Path("/project"))
+    environ = {"APPDATA": "/appdata", "XDG_CONFIG_HOME": "/xdg", "CODEX_HOME": "/codexhome"}
+    path = config_path(client, platform=platform, environ=environ, home=Path("/h"), cwd=Path("/project"))
     assert path == Path(expected)
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
+def test_config_paths_without_the_environment_fall_back_to_the_home_folder(platform: str) -> None:
+    paths = {client: config_path(client, platform=platform, environ={}, home=Path("/h"), cwd=Path("/p")) for client in CLIENTS}
+    assert paths["codex"] == Path("/h/.codex/config.toml")
+    if platform == "linux":
+        assert paths["zed"] == Path("/h/.config/zed/settings.json")
+        assert paths["claude-desktop"] == Path("/h/.config/Claude/claude_desktop_config.json")
+    if platform == "win32":
+        assert paths["vscode"] == Path("/h/AppData/Roaming/Code/User/mcp.json")
 
 
 # -- merging ----------------------------------------------------------------------------------
@@ -78,7 +135,7 @@ def test_install_merges_keeping_other_servers_and_unknown_keys_and_a_backup(tmp_
     after = json.loads(path.read_text())
     assert after["globalShortcut"] == "Ctrl+Space"
     assert after["mcpServers"]["other"] == before["mcpServers"]["other"]
-    assert after["mcpServers"]["My App"] == GOLDEN["claude-desktop"]["mcpServers"]["My App"]
+    assert after["mcpServers"]["My App"] == {"command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}
     assert json.loads((tmp_path / "claude_desktop_config.json.bak").read_text()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["claude_desktop_config.json", "claude_desktop_config.json.bak"]
 
@@ -86,18 +143,20 @@ def test_install_merges_keeping_other_servers_and_unknown_keys_and_a_backup(tmp_
 def test_install_creates_a_missing_file_and_folder(tmp_path: Path) -> None:
     path = tmp_path / "Code" / "User" / "mcp.json"
     install_entry(path, "vscode", "My App", SPACED)
-    assert json.loads(path.read_text()) == GOLDEN["vscode"]
+    assert json.loads(path.read_text()) == entry_document("vscode", "My App", SPACED)
 
 
 @pytest.mark.parametrize(
     ("content", "says"),
     [
-        (b'{"mcpServers": {', "not valid JSON"),
-        (b'// a comment\n{"servers": {}}', "not valid JSON"),
+        (b'{"mcpServers": {', "not valid JSON .*line 1, column 1.*correct it there"),
+        (b'{"mcpServers": {"a": {"command": "x"}} /* open', "not closed"),
+        (b"\xff\xfe{}", "not UTF-8 text.*save it as UTF-8"),
         (b"[1, 2]", "JSON object"),
-        (b'{"mcpServers": {}, "servers": {}}', "both"),
+        (b'{"mcpServers": [], "x": 1}', '"mcpServers" is not an object; make it one'),
+        (b'{"mcpServers": {}, "servers": {}}', 'Cursor reads "mcpServers", but this file has "servers".*--client'),
         (b'{"mcpServers": {"a": {"command": "x", "url": "http://127.0.0.1/mcp"}}}', "both"),
-        (b'{"mcpServers": {"My App": {"command": "/old"}}}', "exists already"),
+        (b'{"mcpServers": {"My App": {"command": "/old"}}}', "exists already; replace it with --force .force=True from Python."),
     ],
 )
 def test_invalid_files_and_name_collisions_are_refused_byte_for_byte_unchanged(tmp_path: Path, content: bytes, says: str) -> None:
@@ -266,6 +325,6 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
 
 def test_the_cli_offers_exactly_the_clients_config_knows() -> None:
     """`--client` choices and the config writer's list never drift apart."""
-    from bridge import cli, clientconfig
+    from bridge import clientconfig, configcli
 
-    assert cli._CLIENTS == clientconfig.CLIENTS
+    assert configcli._CLIENTS == clientconfig.CLIENTS

@@ -1,0 +1,221 @@
+"""``mcp-app-bridge config …``: print, install, remove, link or locate the entry an AI
+client needs to start the bridge.
+
+Only click is imported here; the config-file code (``bridge.clientconfig`` and, for
+Codex, tomlkit) loads when a config command runs, so serving never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["config"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+_ENTRY_CONTEXT = {**_CONTEXT, "ignore_unknown_options": True}
+_PATH = click.Path(dir_okay=False, path_type=Path)
+
+#: The AI clients ``config`` knows (``bridge.clientconfig.CLIENTS``, which a test keeps in
+#: step): named here so that serving never imports the config-file code.
+_CLIENTS = (
+    "claude-desktop",
+    "claude-code",
+    "claude-code-user",
+    "vscode",
+    "cursor",
+    "codex",
+    "gemini-cli",
+    "windsurf",
+    "zed",
+    "lm-studio",
+)
+
+
+@click.group(context_settings=_CONTEXT)
+def config() -> None:
+    """Print, install, remove or link the entry an AI client needs to start the bridge.
+
+    The bridge options go after the command's own, exactly as the bridge should get them:
+
+    \b
+        mcp-app-bridge config install --client claude-desktop --name myapp --app-name MyApp
+
+    An app's own executable: --command /path/to/MyApp -- --mcp-stdio
+    """
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def _client_option(choices: tuple[str, ...] = _CLIENTS) -> Callable[[F], F]:
+    return click.option("--client", type=click.Choice(choices), required=True, help="Which AI client.")
+
+
+def _entry_options(function: F, choices: tuple[str, ...] = _CLIENTS) -> F:
+    function = click.argument("bridge_args", nargs=-1, type=click.UNPROCESSED)(function)
+    function = click.option(
+        "--command",
+        "command_path",
+        metavar="PATH",
+        help="The executable the client starts (default: this bridge). An app gives its own, "
+        "with --mcp-stdio after `--`. Kept as given (made absolute, symlinks kept); a bare name is looked up on PATH.",
+    )(function)
+    function = click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")(function)
+    return _client_option(choices)(function)
+
+
+def _token_variables(args: list[str]) -> list[str]:
+    found = []
+    for index, arg in enumerate(args):
+        if arg == "--token-env" and index + 1 < len(args):
+            found.append(args[index + 1])
+        elif arg.startswith("--token-env="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool, link: bool = False) -> Any:
+    """The server entry for these bridge arguments, validated like the bridge would. For a
+    link, every --token-env variable is named in ``env`` with a placeholder, set or not."""
+    from .cli import _build_config, main
+    from .clientcommand import bridge_command, command_warnings, isolate_python, resolve_command
+    from .clientconfig import ClientConfigError, ServerEntry, split_secrets
+
+    args = list(bridge_args)
+    if command_path is None:
+        try:
+            parsed = main.make_context("mcp-app-bridge", list(args), resilient_parsing=False)
+        except click.UsageError as exc:
+            raise click.UsageError(f"bridge option: {exc.format_message()}") from None
+        _build_config(parsed.params, require_env=False)
+        command = bridge_command()
+    else:
+        try:
+            path, warnings = resolve_command(command_path)
+        except ClientConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--command") from None
+        command = [path]
+        warnings += command_warnings([path, *args])
+        for warning in warnings:
+            _warn(warning)
+    argv = isolate_python([*command, *args])
+    env = split_secrets(args, os.environ)
+    for variable in _token_variables(args):
+        if link:
+            env[variable] = ""
+        elif variable not in env:
+            _warn(
+                f"{variable} is not set here, so the entry has no value for it; "
+                "add it to the entry's env block, or the bridge will refuse to start"
+            )
+    if not reveal or link:
+        env = {name: f"<the value of {name}>" for name in env}
+    return ServerEntry(command=argv[0], args=tuple(argv[1:]), env=env)
+
+
+def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
+    tail = f" {target} was not changed." if target is not None else ""
+    return click.ClickException(f"{exc}.{tail}")
+
+
+@config.command(
+    "print", context_settings=_ENTRY_CONTEXT, short_help="Print the client's document holding just this entry."
+)
+@_entry_options
+@click.option("--show-secrets", is_flag=True, help="Print the values of --token-env variables instead of placeholders.")
+def config_print(
+    client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], show_secrets: bool
+) -> None:
+    """Print the client's configuration document holding just this entry (JSON, or TOML for Codex)."""
+    from .clientconfig import ClientConfigError, entry_document
+    from .clientfiles import render_document
+
+    entry = _entry(command_path, bridge_args, reveal=show_secrets)
+    try:
+        document = entry_document(client, name, entry)
+    except ClientConfigError as exc:
+        raise _fail(exc) from None
+    click.echo(render_document(client, document), nl=False)
+
+
+@config.command("install", context_settings=_ENTRY_CONTEXT, short_help="Add the entry to the client's config file.")
+@_entry_options
+@click.option("--force", is_flag=True, help="Replace an existing entry of that name.")
+@click.option(
+    "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
+)
+def config_install(
+    client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], force: bool, path: Path | None
+) -> None:
+    """Add the entry to the client's config file, editing it in place (comments and layout
+    kept); the previous file is kept as <file>.bak (mode 0600)."""
+    from .clientconfig import CLIENT_INFO, ClientConfigError, config_path, install_entry
+
+    target = path or config_path(client)
+    try:
+        replaced = install_entry(
+            target, client, name, _entry(command_path, bridge_args, reveal=True), force=force, warn=_warn
+        )
+    except ClientConfigError as exc:
+        raise _fail(exc, target) from None
+    click.echo(
+        f"{'replaced' if replaced else 'added'} {name!r} in {target}; restart {CLIENT_INFO[client].title} to use it"
+    )
+
+
+@config.command("remove", context_settings=_CONTEXT, short_help="Remove the entry from the client's config file.")
+@_client_option()
+@click.option("--name", required=True, metavar="NAME", help="The server's name in the client.")
+@click.option(
+    "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
+)
+def config_remove(client: str, name: str, path: Path | None) -> None:
+    """Remove the entry from the client's config file. The previous file is kept as
+    <file>.bak (0600) with the removed entry's env values blanked."""
+    from .clientconfig import ClientConfigError, config_path, uninstall_entry
+
+    target = path or config_path(client)
+    try:
+        uninstall_entry(target, name, client)
+    except ClientConfigError as exc:
+        raise _fail(exc, target) from None
+    click.echo(f"removed {name!r} from {target}")
+
+
+@config.command("link", context_settings=_ENTRY_CONTEXT, short_help="Print a one-click install link (VS Code, Cursor).")
+@_entry_options
+def config_link(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...]) -> None:
+    """Print the client's install URL for the entry. No secret value goes into it: VS Code
+    asks for each --token-env value at install; Cursor's link leaves it out (with a warning)."""
+    from .clientconfig import ClientConfigError
+    from .clientlinks import LINK_CLIENTS, install_link
+
+    if client not in LINK_CLIENTS:
+        raise click.BadParameter(
+            f"{client} takes no install link; choose {' or '.join(LINK_CLIENTS)}, or use `config install`",
+            param_hint="--client",
+        )
+    try:
+        link, warnings = install_link(client, name, _entry(command_path, bridge_args, reveal=False, link=True))
+    except ClientConfigError as exc:
+        raise _fail(exc) from None
+    for warning in warnings:
+        _warn(warning)
+    click.echo(link)
+
+
+@config.command("path", context_settings=_CONTEXT, short_help="Print where the client keeps its MCP configuration.")
+@_client_option()
+def config_path_command(client: str) -> None:
+    """Print where the client keeps its MCP configuration on this OS."""
+    from .clientconfig import config_path
+
+    click.echo(str(config_path(client)))
