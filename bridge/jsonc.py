@@ -157,9 +157,9 @@ class _Parser:
                 raise self.fail(f"expected ',' or {close!r}")
             if kind == "object":
                 key_start = self.pos
+                if self.text[key_start] != '"':
+                    raise self.fail("an object's key must be a string in double quotes")
                 key = self.value()
-                if key.kind != "string":
-                    raise self.fail("an object's key must be a string in double quotes", key_start)
                 self.skip()
                 if not self.text.startswith(":", self.pos):
                     raise self.fail("expected ':' after the key")
@@ -326,9 +326,8 @@ def _insert(text: str, node: Node, key: str, value: Any) -> list[Edit]:
     outer = _indent_of(text, node.start)
     indent = outer + unit
     member = f"{rendered_key}: {_render(value, indent, unit, inline=False)}"
-    inner = text[node.start + 1 : node.end - 1]
-    if inner.strip(" \t") == "":
-        return [Edit(node.start + 1, node.end - 1, f"{newline}{indent}{member}{newline}{outer}")]
+    if "\n" not in text[node.start : node.end]:  # "{}" or "{ }": the brace goes on a line of its own
+        return [Edit(node.start + 1, node.start + 1, f"{newline}{indent}{member}{newline}{outer}")]
     line_end = _rest_of_line(text, node.start + 1)
     at = node.start + 1 if line_end is None else line_end
     return [Edit(at, at, f"{newline}{indent}{member}")]
@@ -380,8 +379,13 @@ def _remove_at(text: str, node: Node, index: int) -> list[Edit]:
         while end < len(text) and text[end] in " \t":
             end += 1
         edits.append(Edit(member.key_start, end, ""))
-    elif index > 0:
-        edits = [Edit(members[index - 1].value.end, member.value.end, "")]
+    elif index > 0 and members[index - 1].comma is not None:
+        comma = members[index - 1].comma
+        assert comma is not None
+        if text[comma + 1 : member.key_start].strip(" \t\r\n") == "":
+            edits = [Edit(comma, member.value.end, "")]  # ', "b": 2' as one span
+        else:  # a comment sits between: it stays
+            edits = [Edit(comma, comma + 1, ""), Edit(member.key_start, member.value.end, "")]
     else:
         edits.append(Edit(member.key_start, member.value.end, ""))
     return edits
