@@ -61,11 +61,7 @@ def _token_source(
     token_timeout_seconds: float,
     allow_remote: bool,
 ) -> object | None:
-    given = [
-        name
-        for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True)
-        if value
-    ]
+    given = [name for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True) if value]
     if len(given) > 1:
         raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
     if (auth_url is None) != (secret_file is None):
@@ -74,9 +70,7 @@ def _token_source(
 
     if token_env is not None:
         if not os.environ.get(token_env, "").strip():
-            raise click.BadParameter(
-                f"environment variable {token_env} is not set or is empty", param_hint="--token-env"
-            )
+            raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
         return tokens.EnvTokenSource(token_env)
     if token_file is not None:
         _refuse_open_file(token_file, "--token-file")
@@ -103,8 +97,7 @@ def _refuse_open_file(path: Path, option: str) -> None:
     app can create it when it starts)."""
     if os.name == "posix" and path.exists() and path.stat().st_mode & 0o077:
         raise click.BadParameter(
-            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}",
-            param_hint=option,
+            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}", param_hint=option
         )
 
 
@@ -113,108 +106,26 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 _BRIDGE_OPTIONS = [
-    click.option(
-        "--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only)."
-    ),
-    click.option(
-        "--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file."
-    ),
-    click.option(
-        "--discovery-file",
-        type=_PATH,
-        metavar="PATH",
-        help="The app's discovery file (endpoint, pid, token), re-read on every reconnect.",
-    ),
-    click.option(
-        "--header",
-        "headers",
-        multiple=True,
-        metavar="'NAME: VALUE'",
-        help="Extra HTTP header for every request (repeatable).",
-    ),
+    click.option("--url", metavar="URL", help="The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only)."),
+    click.option("--app-name", metavar="NAME", help="The app's name: used in messages and for its default discovery file."),
+    click.option("--discovery-file", type=_PATH, metavar="PATH", help="The app's discovery file (endpoint, pid, token), re-read on every reconnect."),
+    click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="Extra HTTP header for every request (repeatable)."),
     click.option("--token-env", metavar="VAR", help="Bearer token from environment variable VAR."),
     click.option("--token-file", type=_PATH, metavar="PATH", help="Bearer token from a file (mode 0600)."),
     click.option("--token-command", metavar="CMD", help="Bearer token printed by a command (run without a shell)."),
-    click.option(
-        "--auth-url",
-        metavar="URL",
-        help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.",
-    ),
+    click.option("--auth-url", metavar="URL", help="The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token."),
     click.option("--secret-file", type=_PATH, metavar="PATH", help="The local secret for --auth-url (mode 0600)."),
-    click.option(
-        "--token-timeout",
-        "token_timeout_seconds",
-        type=_SECONDS,
-        default=10.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Bound on getting a token.",
-    ),
+    click.option("--token-timeout", "token_timeout_seconds", type=_SECONDS, default=10.0, show_default=True, metavar="SECONDS", help="Bound on getting a token."),
     click.option("--launch", "launch", metavar="CMD", help="Start the app with CMD (no shell) when nothing listens."),
-    click.option(
-        "--launch-timeout",
-        "launch_timeout_seconds",
-        type=_SECONDS,
-        default=30.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Bound on starting the app until it accepts connections.",
-    ),
-    click.option(
-        "--launch-log",
-        "launch_log_file",
-        type=_PATH,
-        metavar="PATH",
-        help="Where the launched app's output goes (default: discarded).",
-    ),
-    click.option(
-        "--session-400-heuristic/--no-session-400-heuristic",
-        default=True,
-        show_default=True,
-        help="Treat a 400 that mentions the session like a 404 (session gone).",
-    ),
-    click.option(
-        "--connect-timeout",
-        "connect_timeout_seconds",
-        type=_SECONDS,
-        default=5.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Bound on connecting to the app.",
-    ),
-    click.option(
-        "--request-timeout",
-        "request_timeout_seconds",
-        type=_SECONDS,
-        default=300.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Longest silence from the app while a request waits (keep-alives count as activity).",
-    ),
-    click.option(
-        "--max-message-bytes",
-        type=click.IntRange(min=1024),
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        show_default=True,
-        metavar="N",
-        help="Largest message accepted in either direction.",
-    ),
-    click.option(
-        "--max-concurrent-requests",
-        type=click.IntRange(min=1),
-        default=32,
-        show_default=True,
-        metavar="N",
-        help="Requests in flight to the app at once.",
-    ),
+    click.option("--launch-timeout", "launch_timeout_seconds", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS", help="Bound on starting the app until it accepts connections."),
+    click.option("--launch-log", "launch_log_file", type=_PATH, metavar="PATH", help="Where the launched app's output goes (default: discarded)."),
+    click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone)."),
+    click.option("--connect-timeout", "connect_timeout_seconds", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app."),
+    click.option("--request-timeout", "request_timeout_seconds", type=_SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Longest silence from the app while a request waits (keep-alives count as activity)."),
+    click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction."),
+    click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once."),
     click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only)."),
-    click.option(
-        "--log-level",
-        type=click.Choice(_LOG_LEVELS, case_sensitive=False),
-        default="warning",
-        show_default=True,
-        help="Diagnostics level (always stderr or --log-file, never stdout).",
-    ),
+    click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout)."),
     click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr."),
 ]
 
@@ -291,15 +202,11 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     stdin closes. The app is found by --url, or by its discovery file (--discovery-file,
     or the default one of --app-name).
 
-    Commands: `check` diagnoses the path to the app; `config` prints or installs the
-    entry an AI client needs to start the bridge.
+    Commands: `check` diagnoses the path to the app; `config` prints, installs or links
+    the entry an AI client needs to start the bridge.
     """
     if ctx.invoked_subcommand is not None:
-        given = [
-            name
-            for name, value in options.items()
-            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-        ]
+        given = [name for name, value in options.items() if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
         if given:
             raise click.UsageError(f"give the bridge options after `{ctx.invoked_subcommand}`, not before it")
         return

@@ -274,6 +274,7 @@ def read_servers(document: Any, client: str | None = None) -> tuple[str, dict[st
     """
     if not isinstance(document, dict):
         raise ClientConfigError("the file does not hold a JSON object")
+    remote: tuple[str, ...]
     if client is None:
         keys = [key for key in ("mcpServers", "servers") if key in document]
         if len(keys) > 1:

@@ -38,7 +38,7 @@ _CLIENTS = (
 )
 
 
-@click.group(context_settings=_CONTEXT)
+@click.group(context_settings=_CONTEXT, short_help="Print, install, remove or link an AI client's entry.")
 def config() -> None:
     """Print, install, remove or link the entry an AI client needs to start the bridge.
 

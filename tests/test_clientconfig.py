@@ -115,7 +115,10 @@ def test_config_paths_per_os(client: str, platform: str, expected: str) -> None:
 
 @pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
 def test_config_paths_without_the_environment_fall_back_to_the_home_folder(platform: str) -> None:
-    paths = {client: config_path(client, platform=platform, environ={}, home=Path("/h"), cwd=Path("/p")) for client in CLIENTS}
+    paths = {
+        client: config_path(client, platform=platform, environ={}, home=Path("/h"), cwd=Path("/p"))
+        for client in CLIENTS
+    }
     assert paths["codex"] == Path("/h/.codex/config.toml")
     if platform == "linux":
         assert paths["zed"] == Path("/h/.config/zed/settings.json")
@@ -129,15 +132,25 @@ def test_config_paths_without_the_environment_fall_back_to_the_home_folder(platf
 
 def test_install_merges_keeping_other_servers_and_unknown_keys_and_a_backup(tmp_path: Path) -> None:
     path = tmp_path / "claude_desktop_config.json"
-    before = {"globalShortcut": "Ctrl+Space", "mcpServers": {"other": {"command": "/bin/other", "args": [], "x-extra": 1}}}
+    before = {
+        "globalShortcut": "Ctrl+Space",
+        "mcpServers": {"other": {"command": "/bin/other", "args": [], "x-extra": 1}},
+    }
     path.write_text(json.dumps(before))
     install_entry(path, "claude-desktop", "My App", SPACED)
     after = json.loads(path.read_text())
     assert after["globalShortcut"] == "Ctrl+Space"
     assert after["mcpServers"]["other"] == before["mcpServers"]["other"]
-    assert after["mcpServers"]["My App"] == {"command": SPACED.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": TOKEN}}
+    assert after["mcpServers"]["My App"] == {
+        "command": SPACED.command,
+        "args": ["--mcp-stdio"],
+        "env": {"MYAPP_TOKEN": TOKEN},
+    }
     assert json.loads((tmp_path / "claude_desktop_config.json.bak").read_text()) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["claude_desktop_config.json", "claude_desktop_config.json.bak"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "claude_desktop_config.json",
+        "claude_desktop_config.json.bak",
+    ]
 
 
 def test_install_creates_a_missing_file_and_folder(tmp_path: Path) -> None:
@@ -156,10 +169,15 @@ def test_install_creates_a_missing_file_and_folder(tmp_path: Path) -> None:
         (b'{"mcpServers": [], "x": 1}', '"mcpServers" is not an object; make it one'),
         (b'{"mcpServers": {}, "servers": {}}', 'Cursor reads "mcpServers", but this file has "servers".*--client'),
         (b'{"mcpServers": {"a": {"command": "x", "url": "http://127.0.0.1/mcp"}}}', "both"),
-        (b'{"mcpServers": {"My App": {"command": "/old"}}}', "exists already; replace it with --force .force=True from Python."),
+        (
+            b'{"mcpServers": {"My App": {"command": "/old"}}}',
+            "exists already; replace it with --force .force=True from Python.",
+        ),
     ],
 )
-def test_invalid_files_and_name_collisions_are_refused_byte_for_byte_unchanged(tmp_path: Path, content: bytes, says: str) -> None:
+def test_invalid_files_and_name_collisions_are_refused_byte_for_byte_unchanged(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
     path = tmp_path / "mcp.json"
     path.write_bytes(content)
     with pytest.raises(ClientConfigError, match=says):
@@ -170,7 +188,9 @@ def test_invalid_files_and_name_collisions_are_refused_byte_for_byte_unchanged(t
 
 def test_force_replaces_only_that_entry(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"My App": {"command": "/old"}, "keep": {"url": "http://127.0.0.1:1/mcp"}}}))
+    path.write_text(
+        json.dumps({"mcpServers": {"My App": {"command": "/old"}, "keep": {"url": "http://127.0.0.1:1/mcp"}}})
+    )
     install_entry(path, "cursor", "My App", SPACED, force=True)
     servers = json.loads(path.read_text())["mcpServers"]
     assert servers["My App"]["command"] == SPACED.command and servers["keep"] == {"url": "http://127.0.0.1:1/mcp"}
@@ -189,7 +209,15 @@ def test_remove_drops_the_entry_and_refuses_an_unknown_name(tmp_path: Path) -> N
 
 
 def test_reading_infers_the_transport_from_command_or_url() -> None:
-    key, entries = read_servers({"servers": {"a": {"command": "/x"}, "b": {"url": "http://127.0.0.1:1/mcp"}, "c": {"type": "stdio", "command": "/y"}}})
+    key, entries = read_servers(
+        {
+            "servers": {
+                "a": {"command": "/x"},
+                "b": {"url": "http://127.0.0.1:1/mcp"},
+                "c": {"type": "stdio", "command": "/y"},
+            }
+        }
+    )
     assert key == "servers"
     assert [entries[name]["type"] for name in "abc"] == ["stdio", "streamable-http", "stdio"]
     with pytest.raises(ClientConfigError, match="neither"):
@@ -202,7 +230,18 @@ def test_reading_infers_the_transport_from_command_or_url() -> None:
 def test_config_print_puts_options_in_args_and_secrets_only_in_env() -> None:
     result = CliRunner().invoke(
         main,
-        ["config", "print", "--client", "claude-desktop", "--name", "myapp", "--url", "http://127.0.0.1:8765/mcp", "--token-env", "MYAPP_TOKEN"],
+        [
+            "config",
+            "print",
+            "--client",
+            "claude-desktop",
+            "--name",
+            "myapp",
+            "--url",
+            "http://127.0.0.1:8765/mcp",
+            "--token-env",
+            "MYAPP_TOKEN",
+        ],
         env={"MYAPP_TOKEN": TOKEN},
     )
     assert result.exit_code == 0, result.output
@@ -213,7 +252,19 @@ def test_config_print_puts_options_in_args_and_secrets_only_in_env() -> None:
     assert TOKEN not in result.output
     revealed = CliRunner().invoke(
         main,
-        ["config", "print", "--client", "cursor", "--name", "myapp", "--show-secrets", "--url", "http://127.0.0.1:8765/mcp", "--token-env", "MYAPP_TOKEN"],
+        [
+            "config",
+            "print",
+            "--client",
+            "cursor",
+            "--name",
+            "myapp",
+            "--show-secrets",
+            "--url",
+            "http://127.0.0.1:8765/mcp",
+            "--token-env",
+            "MYAPP_TOKEN",
+        ],
         env={"MYAPP_TOKEN": TOKEN},
     )
     entry = json.loads(revealed.stdout)["mcpServers"]["myapp"]
@@ -221,7 +272,9 @@ def test_config_print_puts_options_in_args_and_secrets_only_in_env() -> None:
 
 
 def test_config_print_refuses_bad_bridge_options_with_status_2() -> None:
-    result = CliRunner().invoke(main, ["config", "print", "--client", "vscode", "--name", "x", "--url", "http://192.168.0.9/mcp"])
+    result = CliRunner().invoke(
+        main, ["config", "print", "--client", "vscode", "--name", "x", "--url", "http://192.168.0.9/mcp"]
+    )
     assert result.exit_code == 2 and "not a loopback address" in result.stderr and result.stdout == ""
 
 
@@ -263,15 +316,38 @@ def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server
     config_file = tmp_path / "claude_desktop_config.json"
     result = CliRunner().invoke(
         main,
-        ["config", "install", "--client", "claude-desktop", "--name", "My App", "--path", str(config_file),
-         "--command", str(launcher), "--url", app_server.url, "--log-file", str(log)],
+        [
+            "config",
+            "install",
+            "--client",
+            "claude-desktop",
+            "--name",
+            "My App",
+            "--path",
+            str(config_file),
+            "--command",
+            str(launcher),
+            "--url",
+            app_server.url,
+            "--log-file",
+            str(log),
+        ],
     )
     assert result.exit_code == 0, result.output
     entry = json.loads(config_file.read_text())["mcpServers"]["My App"]
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     done = subprocess.run(
-        [entry["command"], *entry["args"]], input=json.dumps(init).encode() + b"\n", capture_output=True, timeout=30,
-        cwd=Path("/"), env={**os.environ, **entry.get("env", {})},
+        [entry["command"], *entry["args"]],
+        input=json.dumps(init).encode() + b"\n",
+        capture_output=True,
+        timeout=30,
+        cwd=Path("/"),
+        env={**os.environ, **entry.get("env", {})},
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "demo-app"
@@ -282,7 +358,10 @@ def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server
 
 def run_check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bridge", "check", *args], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "bridge", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, **(env or {})},
     )
 
@@ -328,3 +407,16 @@ def test_the_cli_offers_exactly_the_clients_config_knows() -> None:
     from bridge import clientconfig, configcli
 
     assert configcli._CLIENTS == clientconfig.CLIENTS
+
+
+def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:
+    """The bridge's start-up and idle memory stay as they were: tomlkit and the config
+    writers load only for a `config` command. `bridge.clientconfig` works after `import bridge`."""
+    code = (
+        "import sys, bridge, bridge.cli\n"
+        "loaded = [m for m in ('tomlkit', 'bridge.clientconfig', 'bridge.clientfiles', 'bridge.jsonc') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "assert 'claude-desktop' in bridge.clientconfig.CLIENTS\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -78,7 +78,11 @@ def test_codex_entry_is_its_own_table_and_reads_back(tmp_path: Path) -> None:
     text = path.read_text()
     assert "[mcp_servers.my-app]\n" in text and text.index("[mcp_servers.my-app]") < text.index("[profiles.fast]")
     document = tomlkit.parse(text).unwrap()
-    assert document["mcp_servers"]["my-app"] == {"command": ENTRY.command, "args": ["--mcp-stdio"], "env": {"MYAPP_TOKEN": SECRET}}
+    assert document["mcp_servers"]["my-app"] == {
+        "command": ENTRY.command,
+        "args": ["--mcp-stdio"],
+        "env": {"MYAPP_TOKEN": SECRET},
+    }
     assert document["mcp_servers"]["docs"]["command"] == "npx" and document["profiles"]["fast"]["model"] == "gpt-5-mini"
     with pytest.raises(ClientConfigError, match="only letters, digits.*--name 'My_App'"):
         install_entry(path, "codex", "My App", ENTRY)
@@ -94,7 +98,9 @@ def test_codex_entry_is_its_own_table_and_reads_back(tmp_path: Path) -> None:
         ("zed", b'{"context_servers": {"my-app": {"command": "/old"}}}', "exists already"),
     ],
 )
-def test_refusals_leave_the_file_and_its_folder_byte_for_byte_unchanged(tmp_path: Path, client: str, content: bytes, says: str) -> None:
+def test_refusals_leave_the_file_and_its_folder_byte_for_byte_unchanged(
+    tmp_path: Path, client: str, content: bytes, says: str
+) -> None:
     path = tmp_path / "config"
     path.write_bytes(content)
     with pytest.raises(ClientConfigError, match=says):
@@ -202,10 +208,16 @@ def test_every_client_has_a_doc_url_and_the_help_lists_every_command() -> None:
     for command in ("install", "link", "path", "print", "remove"):
         line = next(line for line in done.stdout.splitlines() if line.strip().startswith(command + " "))
         assert not line.rstrip().endswith("..."), line  # summaries are not cut off
+    top = CliRunner().invoke(main, ["--help"]).stdout
+    assert not next(line for line in top.splitlines() if line.strip().startswith("config ")).rstrip().endswith("...")
 
 
 def test_print_for_codex_is_toml_and_for_zed_its_settings_key() -> None:
-    codex = CliRunner().invoke(main, ["config", "print", "--client", "codex", "--name", "myapp", "--url", "http://127.0.0.1:1/mcp"])
+    codex = CliRunner().invoke(
+        main, ["config", "print", "--client", "codex", "--name", "myapp", "--url", "http://127.0.0.1:1/mcp"]
+    )
     assert codex.exit_code == 0 and codex.stdout.startswith("[mcp_servers.myapp]\ncommand = ")
-    zed = CliRunner().invoke(main, ["config", "print", "--client", "zed", "--name", "myapp", "--url", "http://127.0.0.1:1/mcp"])
+    zed = CliRunner().invoke(
+        main, ["config", "print", "--client", "zed", "--name", "myapp", "--url", "http://127.0.0.1:1/mcp"]
+    )
     assert list(json.loads(zed.stdout)) == ["context_servers"]

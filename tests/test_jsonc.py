@@ -16,7 +16,7 @@ from bridge import jsonc
 # -- generated JSONC documents ----------------------------------------------------------------
 
 KEYS = st.text(alphabet='abxyz_é "\\/', max_size=4)
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(alphabet='ab é"\\\n\t', max_size=4))
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(alphabet='ab é"\\\n\t', max_size=4))
 VALUES = st.recursive(
     SCALARS,
     lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(KEYS, children, max_size=3)),
@@ -24,14 +24,19 @@ VALUES = st.recursive(
 )
 # What may stand between two tokens: whitespace and comments of every kind (a line
 # comment always ends its line).
-GAPS = st.sampled_from(["", " ", "\n", "\n  ", "\r\n    ", "\t", " // note\n", "/* c */", "\n  // own line\n  ", " /* a\nb */ "])
+GAPS = st.sampled_from(
+    ["", " ", "\n", "\n  ", "\r\n    ", "\t", " // note\n", "/* c */", "\n  // own line\n  ", " /* a\nb */ "]
+)
 
 
 def render(draw: Any, value: Any) -> str:
     """``value`` as JSONC text with drawn layout, comments and trailing commas."""
     gap = lambda: draw(GAPS)  # noqa: E731
     if isinstance(value, dict):
-        parts = [f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{render(draw, item)}{gap()}" for key, item in value.items()]
+        parts = [
+            f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{render(draw, item)}{gap()}"
+            for key, item in value.items()
+        ]
         trailing = "," if parts and draw(st.booleans()) else ""
         return "{" + ",".join(parts) + trailing + gap() + "}"
     if isinstance(value, list):
@@ -93,7 +98,9 @@ def test_replace_changes_exactly_the_old_values_text(data: Any, doc: tuple[str, 
 
 @SETTINGS
 @given(st.data(), documents())
-def test_remove_deletes_the_member_and_keeps_every_comment_outside_it(data: Any, doc: tuple[str, dict[str, Any]]) -> None:
+def test_remove_deletes_the_member_and_keeps_every_comment_outside_it(
+    data: Any, doc: tuple[str, dict[str, Any]]
+) -> None:
     text, value = doc
     if not value["servers"]:
         return
@@ -105,7 +112,10 @@ def test_remove_deletes_the_member_and_keeps_every_comment_outside_it(data: Any,
     region = (member.key_start, len(text) if line_end < 0 else line_end)  # the member and the rest of its line
     edits = jsonc.remove_member(text, ["servers"], key)
     result = jsonc.apply(text, edits)
-    assert jsonc.parse(result).to_python() == {**value, "servers": {k: v for k, v in value["servers"].items() if k != key}}
+    assert jsonc.parse(result).to_python() == {
+        **value,
+        "servers": {k: v for k, v in value["servers"].items() if k != key},
+    }
     for edit in edits:
         assert edit.replacement == ""
         outside = text[edit.start : min(edit.end, region[0])] + text[max(edit.start, region[1]) : edit.end]
@@ -154,7 +164,10 @@ def test_a_vscode_file_with_comments_gets_the_entry_in_its_own_style() -> None:
 
 def test_removing_the_last_member_drops_the_comma_before_it_so_strict_json_stays_json() -> None:
     text = '{\n  "mcpServers": {\n    "a": 1,\n    "b": 2\n  }\n}\n'
-    assert jsonc.apply(text, jsonc.remove_member(text, ["mcpServers"], "b")) == '{\n  "mcpServers": {\n    "a": 1\n  }\n}\n'
+    assert (
+        jsonc.apply(text, jsonc.remove_member(text, ["mcpServers"], "b"))
+        == '{\n  "mcpServers": {\n    "a": 1\n  }\n}\n'
+    )
     inline = '{"mcpServers": {"a": 1, "b": 2}}'
     assert jsonc.apply(inline, jsonc.remove_member(inline, ["mcpServers"], "b")) == '{"mcpServers": {"a": 1}}'
 
