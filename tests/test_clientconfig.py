@@ -420,3 +420,17 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="HOME decides the path on POSIX only")
+def test_the_readmes_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("  import bridge.clientconfig as cc")
+    snippet = "\n".join(line[2:] for line in readme[start : readme.index("```", start)].splitlines())
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA")}
+    env["HOME"] = str(tmp_path)
+    for _ in range(2):  # the second run replaces the first entry (force=True)
+        done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+    path = config_path("claude-desktop", environ={}, home=tmp_path)
+    assert json.loads(path.read_text())["mcpServers"]["MyApp"]["args"] == ["--mcp-stdio"]
