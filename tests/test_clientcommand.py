@@ -83,6 +83,13 @@ def test_warnings_for_a_missing_file_a_file_that_cannot_run_and_no_mcp_stdio(tmp
     assert stderr == "" and entry == {"command": str(app), "args": ["--mcp-stdio"]}
 
 
+def test_a_batch_file_gets_a_warning(tmp_path: Path) -> None:
+    shim = tmp_path / "myapp.cmd"
+    shim.write_text("@echo off\n")
+    shim.chmod(0o755)
+    assert any("batch file" in warning for warning in resolve_command(str(shim))[1])
+
+
 def test_python_m_bridge_always_runs_isolated() -> None:
     assert isolate_python(["/v/bin/python3.12", "-m", "bridge", "--url", URL]) == [
         "/v/bin/python3.12",
