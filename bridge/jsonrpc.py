@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InboundError, InvalidRequestError, ParseError
+from .errors import BridgeError, InboundError, InvalidRequestError, ParseError, error_response
 
 __all__ = [
     "loads_strict",
@@ -35,9 +35,11 @@ __all__ = [
     "Batch",
     "Message",
     "classify",
+    "message_problem",
     "read_id_from_head",
     "is_valid_id",
     "encode_message",
+    "error_line",
     "to_wire_line",
 ]
 
@@ -131,33 +133,68 @@ def classify(line: bytes) -> Message | Batch:
     return _classify_object(value, line)
 
 
-def _classify_object(value: Any, body: bytes) -> Message:
+def message_problem(value: Any) -> str | None:
+    """Say why ``value`` is not one JSON-RPC 2.0 message; ``None`` when it is one.
+
+    The one check for messages in either direction: :func:`classify` applies it to every
+    stdin line, and the reply ledger (``bridge/ledger.py``) to everything the app sends
+    before it may reach stdout. Rules (JSON-RPC 2.0 §4, §5; MCP basic/index):
+
+    - an object with ``"jsonrpc": "2.0"``;
+    - a request or notification: ``method`` a string, ``params`` (if present) an object or
+      an array, ``id`` (if present: a request) a string or an integer, and neither
+      ``result`` nor ``error``;
+    - a response: no ``method``, an ``id``, exactly one of ``result`` and ``error``; an
+      ``error`` is an object with an integer ``code`` and a string ``message``; the ``id``
+      is a string or an integer, or ``null`` on an error (the id could not be read).
+
+    Returns:
+        a sentence for ``error.message`` (after "Invalid Request: "), or ``None``.
+    """
     if not isinstance(value, dict):
-        raise InvalidRequestError("Invalid Request: a JSON-RPC message must be a JSON object")
-    has_id = "id" in value
-    message_id = value.get("id")
-    readable_id = message_id if is_valid_id(message_id) else None
+        return "a JSON-RPC message must be a JSON object"
     if value.get("jsonrpc") != "2.0":
-        raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"', readable_id)
+        return '"jsonrpc" must be "2.0"'
+    has_result = "result" in value
+    has_error = "error" in value
     if "method" in value:
-        method = value["method"]
-        if not isinstance(method, str):
-            raise InvalidRequestError('Invalid Request: "method" must be a string', readable_id)
-        params = value.get("params")
-        if "params" in value and not isinstance(params, (dict, list)):
-            raise InvalidRequestError('Invalid Request: "params" must be an object or an array', readable_id)
-        if not has_id:
-            return Notification(method, params, body)
-        if not is_valid_id(message_id):
-            raise InvalidRequestError('Invalid Request: "id" must be a string or an integer', readable_id)
-        return Request(message_id, method, params, body)
-    if has_id and (("result" in value) != ("error" in value)):
-        return Response(message_id, body)
-    raise InvalidRequestError(
-        'Invalid Request: a message needs "method" (request or notification) '
-        'or "id" with exactly one of "result" and "error" (response)',
-        readable_id,
-    )
+        if not isinstance(value["method"], str):
+            return '"method" must be a string'
+        if "params" in value and not isinstance(value["params"], (dict, list)):
+            return '"params" must be an object or an array'
+        if "id" in value and not is_valid_id(value["id"]):
+            return '"id" must be a string or an integer'
+        if has_result or has_error:
+            return 'a request or notification must not carry "result" or "error"'
+        return None
+    if "id" not in value or has_result == has_error:
+        return (
+            'a message needs "method" (request or notification) '
+            'or "id" with exactly one of "result" and "error" (response)'
+        )
+    message_id = value["id"]
+    if has_error:
+        error = value["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        if not (is_valid_id(code) and not isinstance(code, str) and isinstance(error.get("message"), str)):
+            return '"error" must be an object with an integer "code" and a string "message"'
+        if message_id is None:
+            return None
+    if not is_valid_id(message_id):
+        return '"id" must be a string or an integer'
+    return None
+
+
+def _classify_object(value: Any, body: bytes) -> Message:
+    problem = message_problem(value)
+    if problem is not None:
+        message_id = value.get("id") if isinstance(value, dict) else None
+        raise InvalidRequestError(f"Invalid Request: {problem}", message_id if is_valid_id(message_id) else None)
+    if "method" in value:
+        if "id" not in value:
+            return Notification(value["method"], value.get("params"), body)
+        return Request(value["id"], value["method"], value.get("params"), body)
+    return Response(value["id"], body)
 
 
 def read_id_from_head(head: bytes) -> Any:
@@ -213,6 +250,12 @@ def encode_message(message: Any) -> bytes:
         # A lone surrogate (from a "\ud800" escape) has no UTF-8 form: write it escaped.
         data = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
     return data + b"\n"
+
+
+def error_line(request_id: Any, exc: BridgeError) -> bytes:
+    """The stdout line answering ``request_id`` (kept as sent; ``None`` for an unreadable
+    id) with ``exc``: the one builder of the bridge's error replies (DESIGN.md §3)."""
+    return encode_message(error_response(request_id, exc))
 
 
 _LINE_SEPARATOR = "\u2028".encode()

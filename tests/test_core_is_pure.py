@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-CORE = ["errors.py", "framing.py", "jsonrpc.py", "config.py", "policy.py"]
+CORE = ["errors.py", "framing.py", "jsonrpc.py", "config.py", "policy.py", "ledger.py"]
 PACKAGE = Path(__file__).resolve().parent.parent / "bridge"
 
 

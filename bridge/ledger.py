@@ -1,0 +1,222 @@
+"""The reply ledger: which requests still owe the client a reply, and the gate every line
+from the app passes before it may reach stdout.
+
+Pure: imports only the standard library and the core; no I/O, no ``await``.
+
+Every request read from stdin is opened here, alone or as part of a batch, and closed
+exactly once: **answered** (its line is returned for stdout once; a batch's replies as one
+array once all are in, SPEC-CHECKLIST item 13) or **cancelled** by the client (nothing is
+written for it: MCP basic/utilities/cancellation, "receivers SHOULD NOT send a response
+for the cancelled request"). The ledger never writes: it returns the line to write, or
+says why nothing is written (the caller logs it).
+
+Lines from the app reach the client two ways, and both end here:
+
+- a request's own reply (the response its exchange returned, or the bridge's error for
+  it): :meth:`Ledger.answer`;
+- everything else the app sent (SSE events before the response, the other items of a JSON
+  batch, the GET stream): :meth:`Ledger.relay`. It applies the one validation of
+  :func:`bridge.jsonrpc.message_problem`: anything that is not a JSON-RPC 2.0 request,
+  notification or response is dropped. A response for an open request is that request's
+  answer; a response for an id that is not open (never was, or already answered or
+  cancelled) is dropped.
+
+**The first valid answer wins.** When the app sends B's response on A's stream (or on the
+GET stream) while B is open, that response answers B; B's own exchange is then told to
+stop (:attr:`Outcome.answered`) and whatever it returns later is dropped.
+
+Two requests open with the same id cannot be told apart by a response, so an id already
+open is refused: the new request gets -32600 at once and the open one is untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BridgeError, InvalidRequestError
+from .jsonrpc import error_line, message_problem
+
+__all__ = ["Ledger", "Pending", "Slot", "Outcome", "Opened", "id_key", "OPEN", "ANSWERED", "CANCELLED"]
+
+OPEN = "open"
+ANSWERED = "answered"
+CANCELLED = "cancelled"
+
+
+def id_key(request_id: Any) -> tuple[type, Any]:
+    """The dictionary key of a request id: 1 and "1" are different ids."""
+    return (type(request_id), request_id)
+
+
+@dataclass(eq=False, slots=True)
+class Slot:
+    """One request that owes a reply.
+
+    Attributes:
+        id: the request's id, as sent (``str`` or ``int``).
+        pending: the reply this request's line goes into.
+        index: its place in ``pending`` (a batch's order).
+        state: :data:`OPEN`, then :data:`ANSWERED` or :data:`CANCELLED`, once.
+        handle: the caller's, untouched here: whatever stops this request's exchange.
+    """
+
+    id: Any
+    pending: Pending
+    index: int
+    state: str = OPEN
+    handle: Any = None
+
+
+@dataclass(eq=False, slots=True)
+class Pending:
+    """The reply owed for one stdin line: one request's, or one batch's array.
+
+    ``held_bytes`` (the line's size) counts against :attr:`Ledger.held_bytes` until the
+    reply is complete; ``extra`` holds a batch's error lines for its invalid items.
+    """
+
+    batch: bool
+    held_bytes: int
+    slots: list[Slot] = field(default_factory=list)
+    replies: list[bytes | None] = field(default_factory=list)
+    extra: list[bytes] = field(default_factory=list)
+    remaining: int = 0
+
+    def line(self) -> bytes | None:
+        """The whole reply line, once every slot is closed (``None``: nothing to write)."""
+        if not self.batch:
+            return self.replies[0]
+        parts = [reply.rstrip(b"\n") for reply in self.replies if reply is not None]
+        parts += [item.rstrip(b"\n") for item in self.extra]
+        return b"[" + b",".join(parts) + b"]\n" if parts else None
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What :meth:`Ledger.open` did: ``pending`` (``None`` when nothing is left open) and
+    ``line``, a reply to write at once (refusals; a batch with nothing left to answer)."""
+
+    pending: Pending | None
+    line: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What to do with one line from the app.
+
+    Attributes:
+        line: write this to stdout (``None``: nothing, for now or for good).
+        dropped: why the line is dropped, for the log (``None``: it was not).
+        answered: the open request this line answered (or the client cancelled): its own
+            exchange is no longer needed and should be stopped.
+    """
+
+    line: bytes | None = None
+    dropped: str | None = None
+    answered: Slot | None = None
+
+
+class Ledger:
+    """The open requests, by id. Not thread-safe (one event loop owns it)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[tuple[type, Any], Slot] = {}
+        #: Bytes of the stdin lines whose reply is not complete yet.
+        self.held_bytes = 0
+
+    @property
+    def open_requests(self) -> int:
+        """Requests opened and neither answered nor cancelled."""
+        return len(self._by_id)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_id)
+
+    def slot(self, request_id: Any) -> Slot | None:
+        """The open request with this id, if any."""
+        return self._by_id.get(id_key(request_id))
+
+    def open(self, ids: Sequence[Any], *, batch: bool, held_bytes: int = 0, extra: Iterable[bytes] = ()) -> Opened:
+        """Open the requests of one stdin line (``ids``: valid request ids, in order).
+
+        An id already open (or repeated inside the batch) is refused with -32600: a single
+        request's refusal is returned as ``line``; a batch's goes into its array.
+        """
+        pending = Pending(batch, held_bytes, extra=list(extra))
+        refusals: list[bytes] = []
+        for request_id in ids:
+            key = id_key(request_id)
+            if key in self._by_id:
+                refusals.append(error_line(request_id, _id_in_use(request_id)))
+                continue
+            slot = Slot(request_id, pending, len(pending.slots))
+            pending.slots.append(slot)
+            self._by_id[key] = slot
+        pending.replies = [None] * len(pending.slots)
+        pending.remaining = len(pending.slots)
+        if pending.slots:
+            self.held_bytes += held_bytes
+        if not batch:
+            return Opened(pending if pending.slots else None, refusals[0] if refusals else None)
+        pending.extra += refusals
+        if not pending.slots:
+            return Opened(None, pending.line())
+        return Opened(pending)
+
+    def answer(self, slot: Slot, line: bytes) -> Outcome:
+        """Record ``line`` (a whole JSON-RPC response line for ``slot.id``) as the request's
+        reply. Returns the line to write once its reply is complete; a slot already closed
+        gets ``dropped``."""
+        if slot.state is not OPEN:
+            return Outcome(dropped=f"request {slot.id!r} was already {slot.state}")
+        slot.pending.replies[slot.index] = line
+        return Outcome(self._close(slot, ANSWERED))
+
+    def cancel(self, request_id: Any) -> Outcome:
+        """The client cancelled ``request_id``: close it without a reply. ``answered`` is
+        the request's slot (stop its exchange); ``line`` a batch's array if this completed it."""
+        slot = self._by_id.get(id_key(request_id))
+        if slot is None:
+            return Outcome(dropped=f"no open request has id {request_id!r}")
+        return Outcome(self._close(slot, CANCELLED), answered=slot)
+
+    def relay(self, line: bytes, message: Any) -> Outcome:
+        """Judge one message the app sent beside a request's own reply (``message`` is
+        ``line`` parsed). See the module docstring for the rules."""
+        problem = message_problem(message)
+        if problem is not None:
+            return Outcome(dropped=f"not a JSON-RPC 2.0 message ({problem})")
+        if "method" in message:
+            return Outcome(line)  # a request or notification from the app
+        slot = self._by_id.get(id_key(message["id"])) if message["id"] is not None else None
+        if slot is None:
+            return Outcome(dropped=f"a response for id {message['id']!r}, which no open request has")
+        slot.pending.replies[slot.index] = line
+        return Outcome(self._close(slot, ANSWERED), answered=slot)
+
+    def close_all(self, exc: BridgeError) -> list[bytes]:
+        """Answer every open request with ``exc`` (shutdown); return the lines to write."""
+        lines = []
+        for slot in list(self._by_id.values()):
+            line = self.answer(slot, error_line(slot.id, exc)).line
+            if line is not None:
+                lines.append(line)
+        return lines
+
+    def _close(self, slot: Slot, state: str) -> bytes | None:
+        slot.state = state
+        del self._by_id[id_key(slot.id)]
+        pending = slot.pending
+        pending.remaining -= 1
+        if pending.remaining:
+            return None
+        self.held_bytes -= pending.held_bytes
+        return pending.line()
+
+
+def _id_in_use(request_id: Any) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"Invalid Request: id {request_id!r} is already used by a request that has not been answered", request_id
+    )
