@@ -311,7 +311,7 @@ def _error_code(line: bytes) -> int | None:
     return code if isinstance(code, int) else None
 
 
-async def _drop(line: bytes) -> None:
+async def _drop(line: bytes, message: Any = None) -> None:
     """Where messages on the replayed initialize's stream go: nowhere (the client never
     asked for that exchange)."""
     log.debug("dropped a message from the replayed initialize (%d bytes)", len(line))

@@ -51,7 +51,7 @@ from .errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, to_wire_line
+from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
 from .tokens import TokenContext, TokenStore
 
 if TYPE_CHECKING:
@@ -61,8 +61,10 @@ __all__ = ["Upstream", "map_transport_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
 
 log = logging.getLogger("bridge.upstream")
 
-#: Writes one stdout line (a message from the app that is not the awaited response).
-Emit = Callable[[bytes], Awaitable[None]]
+#: Hands one message from the app that is not the awaited response to the session:
+#: ``emit(line, message)``, the stdout line and its parsed value (the session's reply ledger
+#: validates it and decides whether it reaches stdout).
+Emit = Callable[[bytes, Any], Awaitable[None]]
 
 #: Tries to resume a broken SSE stream by GET + ``Last-Event-ID`` (both official SDKs use 2).
 MAX_RESUME_ATTEMPTS = 2
@@ -438,10 +440,10 @@ class Upstream:
                     )
                 if media_type == _JSON:
                     raw = await self._read_body(response, self._config.max_message_bytes, line_end=True)
-                    extras: list[bytes] = []
+                    extras: list[tuple[bytes, Any]] = []
                     line, message = self._answer_from_json(request, raw, extras)
-                    for extra in extras:
-                        await emit(extra)
+                    for extra, item in extras:
+                        await emit(extra, item)
                 elif media_type == _SSE:
                     line, message = await self._answer_from_sse(request, response, emit, resumable=modern_headers is None)
                 else:
@@ -558,7 +560,7 @@ class Upstream:
     # -- reading replies -----------------------------------------------------------------
 
     def _answer_from_json(
-        self, request: Request, raw: bytes, extras: list[bytes]
+        self, request: Request, raw: bytes, extras: list[tuple[bytes, Any]]
     ) -> tuple[bytes, dict[str, Any]]:
         value = self._parse(raw)
         if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
@@ -567,7 +569,7 @@ class Upstream:
                 if answer is None and _is_response(item) and _id_matches(item, request.id):
                     answer = (encode_message(item), item)
                 elif isinstance(item, dict):
-                    extras.append(encode_message(item))
+                    extras.append((encode_message(item), item))
             if answer is None:
                 raise BadUpstreamResponseError(f"{self._app} sent a batch without the response to this request.")
             return answer
@@ -611,7 +613,7 @@ class Upstream:
                                     message = {**message, "id": request.id}
                                     line = encode_message(message)
                                 return line, message
-                            await emit(line)
+                            await emit(line, message)
                 except StreamClosedError:
                     if state.last_event_id is None or not resumable:
                         raise
@@ -695,7 +697,7 @@ class Upstream:
                         log.debug("GET stream open")
                         async for line, _message in self._events(response, state):
                             delivered = True
-                            await emit(line)
+                            await emit(line, _message)
             except UpstreamError as exc:
                 log.info("GET stream: %s", exc.message)
             except Exception:  # never let the optional stream take the connection down
@@ -795,7 +797,7 @@ def _media_type(response: _Response) -> str | None:
 
 
 def _is_response(value: Any) -> bool:
-    return isinstance(value, dict) and "method" not in value and (("result" in value) != ("error" in value))
+    return isinstance(value, dict) and "method" not in value and message_problem(value) is None
 
 
 def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
