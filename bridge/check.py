@@ -171,7 +171,7 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     request = Request(message["id"], method, params, encode_message(message)[:-1])
     started = time.monotonic()
 
-    async def ignore(line: bytes) -> None:
+    async def ignore(line: bytes, message: Any = None) -> None:
         return None
 
     try:

@@ -579,9 +579,10 @@ class Http11Pool:
                 self._wake_one()  # woken for room it will not take: pass the turn on
             raise
         finally:
+            # A waiter that was not woken (cancelled, or expired) stays queued, done:
+            # _wake_one skips it. Searching the queue here cost O(waiters) per request,
+            # which made a flood of pings quadratic (bench/flood.py --method ping).
             timer.cancel()
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
 
     def _wake_one(self) -> None:
         while self._waiters:

@@ -1,0 +1,338 @@
+"""Dispatch: every classified stdin message to its task, every reply through the ledger.
+
+The request lifecycle, between the reader (``session.py``) and the app (``driver.py``):
+a request line is opened in the :class:`~bridge.ledger.Ledger`, started through
+:class:`~bridge.admission.Admission` (at once, or when started ones end), forwarded in a
+task of its own (waiting for one of ``max_concurrent_requests`` slots, except ``ping`` and
+``subscriptions/listen``), and answered through the ledger. Notifications and client
+responses are delivered in tasks that never wait for a slot. Every other line from the
+app passes :meth:`Dispatcher.relay`, the ``emit`` the driver gets.
+
+**Cancellation** (README, "Concurrency, cancellation, backpressure"). A client's
+``notifications/cancelled`` for an open request closes it in the ledger: no reply is ever
+written for it (MCP basic/utilities/cancellation: the receiver SHOULD NOT reply; the
+client ignores a late one anyway), and a late response from the app is dropped. Its
+exchange stops at once, which frees its slot and its connection; one still waiting to start
+is never sent. 2026-07-28 cancels by closing the exchange alone (SPEC-CHECKLIST item 67).
+Earlier revisions POST the notification first (item 63; a dropped connection is no
+cancellation there, item 39) and close the exchange once that POST is done, within
+:data:`CANCEL_NOTICE_SECONDS`. A request answered by a line outside its own exchange (B's
+response on A's stream) is stopped the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .admission import Admission
+from .config import BridgeConfig
+from .driver import Driver
+from .errors import BadUpstreamResponseError, InboundError, ShuttingDownError, UpstreamError, UpstreamTimeoutError
+from .jsonrpc import (
+    Batch,
+    Message,
+    Notification,
+    Request,
+    Response,
+    classify,
+    encode_message,
+    error_line,
+    is_valid_id,
+    loads_strict,
+)
+from .ledger import Ledger, Outcome, Pending, Slot
+from .modern import modern_version
+from .outbox import Outbox
+from .taskset import TaskSet
+
+__all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
+
+log = logging.getLogger("bridge")
+
+#: Requests that never wait for a slot: a ping must not queue behind slow calls (DESIGN.md
+#: §2.7), and a subscription stays open for as long as the client listens.
+_OUTSIDE_THE_LIMIT = frozenset({"ping", "subscriptions/listen"})
+#: Before 2026-07-28, how long a cancelled request's exchange stays open at most while the
+#: app is told with ``notifications/cancelled`` (seconds).
+CANCEL_NOTICE_SECONDS = 1.0
+#: How long the shutdown answers may take to be queued for stdout (seconds).
+_CLOSE_ALL_TIMEOUT_SECONDS = 0.3
+
+_NEVER_SENT = None  # Slot.handle of a request whose task has not started
+
+
+@dataclass(eq=False, slots=True)
+class _Exchange:
+    """``Slot.handle`` of a started request: what stops it, and its era."""
+
+    scope: anyio.CancelScope
+    modern: bool
+
+
+class Dispatcher:
+    """Run what the reader hands over; answer through the ledger.
+
+    Args:
+        config: the run's configuration.
+        driver: the app side (``request``, ``deliver``).
+        outbox: the stdout writer.
+        tasks: where per-message tasks run.
+        on_initialized: called once the app accepted ``notifications/initialized``.
+    """
+
+    def __init__(
+        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[], None]
+    ) -> None:
+        self._driver = driver
+        self._outbox = outbox
+        self._tasks = tasks
+        self._on_initialized = on_initialized
+        self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)
+        self._ledger = Ledger()
+        self._admission = Admission(self._ledger)
+        self._room: anyio.Event | None = None  # set when the reader may go on
+        self._idle: anyio.Event | None = None  # set when no request is open (shutdown)
+        self._handshake = anyio.Event()  # set while no initialize is in flight
+        self._handshake.set()
+
+    async def wait_for_room(self) -> None:
+        """Return once the reader may take another line (backpressure, ``admission.py``)."""
+        while self._admission.reading_paused():
+            self._room = anyio.Event()
+            await self._room.wait()
+
+    async def dispatch_line(self, line: bytes, *, stopping: bool = False) -> None:
+        """Classify one stdin line (without its line end) and start what it asks for.
+        With ``stopping`` its requests are answered ``shutting_down`` at once."""
+        try:
+            message = classify(line)
+        except InboundError as exc:
+            log.warning("stdin: %s", exc.message)
+            await self._outbox.put(error_line(exc.request_id, exc))
+            return
+        if stopping:
+            await self._refuse_while_stopping(message)
+            return
+        gate = self._handshake
+        if isinstance(message, Batch):
+            requests = [item for item in message.items if isinstance(item, Request)]
+            extra = [error_line(item.request_id, item) for item in message.items if isinstance(item, InboundError)]
+            for item in message.items:
+                if isinstance(item, (Notification, Response)):
+                    self._deliver_soon(item, gate)
+            opened = self._ledger.open([r.id for r in requests], batch=True, held_bytes=Admission.cost(line), extra=extra)
+        elif isinstance(message, Request):
+            opened = self._ledger.open([message.id], batch=False, held_bytes=Admission.cost(line))
+        else:
+            if isinstance(message, Notification) and message.method == "notifications/cancelled":
+                if self._cancel(message, gate):
+                    return
+            self._deliver_soon(message, gate)
+            return
+        if opened.line is not None:
+            await self._outbox.put(opened.line)
+        if opened.pending is None:
+            return
+        opens = None
+        if isinstance(message, Request) and message.method == "initialize":
+            # The barrier: messages read after it wait (in their own tasks, so reading goes
+            # on and EOF is seen at once) until its reply set the session id.
+            opens = self._handshake = anyio.Event()
+        if self._admission.may_start():
+            self._start(opened.pending, message, gate, opens)
+        else:
+            self._admission.wait(opened.pending, line, (gate, opens))
+
+    def _start(self, pending: Pending, message: Message | Batch, gate: anyio.Event, opens: anyio.Event | None) -> None:
+        """Start a task for each still-open request of ``pending`` (``message``: its line)."""
+        requests = [m for m in message.items if isinstance(m, Request)] if isinstance(message, Batch) else [message]
+        for request in requests:
+            assert isinstance(request, Request)
+            slot = self._ledger.slot(request.id)
+            if slot is None or slot.pending is not pending or slot.handle is not _NEVER_SENT:
+                continue  # cancelled while it waited, or a repeated id the ledger refused
+            slot.handle = _Exchange(anyio.CancelScope(), modern_version(request.params) is not None)
+            self._admission.started += 1
+            self._tasks.spawn(self._handle_request(slot, request, gate, opens))
+        if opens is not None and not requests:
+            opens.set()
+
+    def _made_room(self) -> None:
+        """A request closed or a task ended: start waiting requests, wake the reader."""
+        for pending, line, (gate, opens) in self._admission.ready():
+            if pending.remaining:
+                self._start(pending, classify(line), gate, opens)  # the same line: the same verdict
+            elif opens is not None:
+                opens.set()
+        if self._room is not None and not self._admission.reading_paused():
+            self._room.set()
+        if self._idle is not None and not self._ledger:
+            self._idle.set()
+
+    async def _refuse_while_stopping(self, message: Message | Batch) -> None:
+        """A line read after shutdown began: its requests are answered at once."""
+        items = message.items if isinstance(message, Batch) else (message,)
+        exc = ShuttingDownError("The bridge is shutting down and no longer forwards requests.")
+        for request in items:
+            if isinstance(request, Request):
+                await self._outbox.put(error_line(request.id, exc))
+
+    def _cancel(self, message: Notification, gate: anyio.Event) -> bool:
+        """The client cancelled a request: close it without a reply and stop its exchange
+        (freeing its slot and connection). Returns whether the notification is done with
+        here; else it is POSTed (before 2026-07-28: SPEC-CHECKLIST item 63)."""
+        request_id = message.params.get("requestId") if isinstance(message.params, dict) else None
+        outcome = self._ledger.cancel(request_id) if is_valid_id(request_id) else Outcome()
+        slot = outcome.answered
+        if slot is None:
+            return self._driver.modern  # nothing in flight to close: nothing to send either
+        log.info("request %r cancelled by the client; no reply will be written for it", request_id)
+        if outcome.line is not None:  # the rest of its batch was answered already
+            self._tasks.spawn(self._outbox.put(outcome.line))
+        self._made_room()
+        exchange = slot.handle
+        if not isinstance(exchange, _Exchange):
+            return True  # it was still waiting: it never reached the app
+        if exchange.modern:
+            exchange.scope.cancel()  # 2026-07-28: closing the exchange is the cancellation (item 67)
+            return True
+        # Earlier revisions: the app hears of it from the notification first (a dropped
+        # connection is no cancellation there, item 39); the exchange closes once that POST
+        # is done, and CANCEL_NOTICE_SECONDS later at most.
+        exchange.scope.deadline = min(exchange.scope.deadline, anyio.current_time() + CANCEL_NOTICE_SECONDS)
+        self._deliver_soon(message, gate, then_cancel=exchange.scope)
+        return True
+
+    # -- forwarding ----------------------------------------------------------------------
+
+    async def _handle_request(self, slot: Slot, request: Request, gate: anyio.Event, opens: anyio.Event | None) -> None:
+        """Forward one request and answer it. Waits at ``gate`` (an ``initialize`` before it)
+        first; sets ``opens`` when done (this is an ``initialize``: later messages may go)."""
+        exchange = slot.handle
+        assert isinstance(exchange, _Exchange)
+        line = None
+        try:
+            with exchange.scope:
+                if not gate.is_set():  # (anyio's wait yields to the loop even when set)
+                    await gate.wait()
+                if request.method in _OUTSIDE_THE_LIMIT:
+                    line = await self._driver.request(request, self.relay)
+                else:
+                    await self._take_slot()
+                    try:
+                        line = await self._driver.request(request, self.relay)
+                    finally:
+                        self._limiter.release()
+        except UpstreamError as exc:
+            if slot.state == "open":
+                log.warning("request %r (%s): %s", request.id, request.method, exc.message)
+            if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize" and not exchange.modern:
+                # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64;
+                # 2026-07-28: the closed stream says it).
+                self._deliver_soon(_cancellation(request.id))
+            line = error_line(request.id, exc)
+        except Exception as exc:  # a bug must cost one request, never the whole connection
+            log.exception("request %r (%s) failed inside the bridge", request.id, request.method)
+            line = error_line(request.id, _internal_error(exc))
+        finally:
+            self._admission.started -= 1
+            if opens is not None:
+                opens.set()
+        if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
+            await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
+        self._made_room()
+
+    async def _take_slot(self) -> None:
+        """One of the ``max_concurrent_requests`` slots; a free one is taken without a
+        trip through the event loop (measured: a loop iteration is a tenth of a call)."""
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+
+    def _deliver_soon(
+        self, message: Message, gate: anyio.Event | None = None, then_cancel: anyio.CancelScope | None = None
+    ) -> None:
+        self._admission.notifying += 1
+        self._tasks.spawn(self._handle_message(message, gate, then_cancel))
+
+    async def _handle_message(
+        self, message: Message, gate: anyio.Event | None = None, then_cancel: anyio.CancelScope | None = None
+    ) -> None:
+        """Forward a notification or a client response (after ``gate``), then cancel
+        ``then_cancel``. Never writes to stdout."""
+        what = f"notification {message.method}" if isinstance(message, Notification) else "response"
+        try:
+            if gate is not None and not gate.is_set():
+                await gate.wait()
+            await self._driver.deliver(message.body, what)
+        except UpstreamError as exc:
+            log.warning("%s not delivered: %s", what, exc.message)
+            return
+        except Exception:
+            log.exception("%s not delivered: failure inside the bridge", what)
+            return
+        finally:
+            self._admission.notifying -= 1
+            if then_cancel is not None:
+                then_cancel.cancel()
+            self._made_room()
+        if isinstance(message, Notification) and message.method == "notifications/initialized":
+            self._on_initialized()
+
+    # -- stdout --------------------------------------------------------------------------
+
+    async def relay(self, line: bytes, message: Any = None) -> None:
+        """Where every message from the app other than a request's own reply goes: SSE
+        events, the other items of a JSON batch, the GET stream. ``message`` is ``line``
+        parsed, when the caller has it."""
+        if message is None:
+            try:
+                message = loads_strict(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                log.warning("dropped a message from the app that is not UTF-8 JSON (%d bytes)", len(line))
+                return
+        outcome = self._ledger.relay(line, message)
+        slot = outcome.answered
+        if slot is not None:  # it answered an open request: that one's own exchange may stop
+            log.info("request %r answered by a message outside its own response", slot.id)
+            if isinstance(slot.handle, _Exchange):
+                slot.handle.scope.cancel()
+        await self._write(outcome, "a message from the app")
+        if slot is not None:
+            self._made_room()
+
+    async def _write(self, outcome: Outcome, what: str, *, expected: bool = False) -> None:
+        if outcome.dropped is not None:  # (expected: the request's own reply after a cancel)
+            log.log(logging.INFO if expected else logging.WARNING, "dropped %s: %s", what, outcome.dropped)
+        if outcome.line is not None:
+            await self._outbox.put(outcome.line)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    async def drain(self, grace_seconds: float) -> None:
+        """Give open requests ``grace_seconds``, then answer the rest ``shutting_down``
+        (bounded too: a client that stopped reading stdout cannot hold the exit up)."""
+        if self._ledger:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(grace_seconds):
+                await self._idle.wait()
+        exc = ShuttingDownError("The bridge is shutting down (its input closed or it was told to stop) before the app answered.")
+        with anyio.move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
+            for line in self._ledger.close_all(exc):
+                await self._outbox.put(line)
+
+
+def _cancellation(request_id: Any) -> Notification:
+    params = {"requestId": request_id, "reason": "The bridge timed out waiting for the response."}
+    body = encode_message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+    return Notification("notifications/cancelled", params, body[:-1])
+
+
+def _internal_error(exc: Exception) -> UpstreamError:
+    return BadUpstreamResponseError(f"The bridge failed while handling this request ({type(exc).__name__}).")
