@@ -159,7 +159,8 @@ class Dispatcher:
             slot.handle = _Exchange(anyio.CancelScope(), modern_version(request.params) is not None)
             self._admission.started += 1
             self._tasks.spawn(self._handle_request(slot, request, gate, opens))
-        if opens is not None and not requests:
+            opens = None  # (only a single request carries one)
+        if opens is not None:  # an initialize cancelled while it waited: the barrier lifts
             opens.set()
 
     def _made_room(self) -> None:

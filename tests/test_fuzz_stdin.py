@@ -183,3 +183,30 @@ async def test_stdin_fuzz_keeps_the_contract(seed: int) -> None:
                 counts[key(item.get("id"))] = counts.get(key(item.get("id")), 0) + 1
         assert {k: n for k, n in counts.items() if k in wanted and n != 1} == {}
     assert len(fuzzer.expected) > 50
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_notifications_in_any_form_get_no_reply(seed: int) -> None:
+    """Notifications alone, in batches of notifications, with BOM-free odd spacing, CRLF and
+    cut anywhere: nothing reaches stdout but the final ping's reply."""
+    fuzzer = Fuzzer(seed)
+    rng = random.Random(seed)
+    lines = []
+    total = 0
+    for _ in range(200):
+        items = [fuzzer.notification() for _ in range(rng.randrange(1, 5))]
+        if rng.random() < 0.3:
+            line = fuzzer.dumps(items)
+        else:
+            line, items = fuzzer.dumps(items[0]), items[:1]
+        total += len(items)
+        lines.append(line + rng.choice([b"\n", b"\r\n", b"\n\n"]))
+    data = b"".join(lines)
+    async with serve(App(stateless=True)) as server, bridge_to(server.url) as run:
+        for position in range(0, len(data), 997):
+            run.stdin.feed(data[position : position + 997])
+        run.stdin.feed(request_line("final-ping", "ping"))
+        (reply,) = await run.replies(1)
+        await server.wait_for(lambda: len(server.posts("notifications/fuzz")) == total)  # all delivered
+        await anyio.sleep(0.1)
+        assert reply["id"] == "final-ping" and len(run.stdout.lines) == 1
