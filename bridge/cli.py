@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import logging
 import os
 import sys
@@ -35,11 +36,15 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
     Records are written by a daemon thread (:class:`~bridge.logsink.ThreadedHandler`), so
     the event loop never waits on a stderr the client does not read.
     """
-    from .logsink import ThreadedHandler
+    from .logsink import ThreadedHandler, open_log_file
 
     handler: logging.Handler
     if log_file is not None:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
+        try:  # created 0600, never through a symbolic link
+            stream = io.TextIOWrapper(open_log_file(log_file), encoding="utf-8", line_buffering=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot use the log file: {exc}") from None
+        handler = logging.StreamHandler(stream)
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s mcp-app-bridge %(levelname)s %(name)s: %(message)s"))
@@ -93,12 +98,16 @@ def _token_source(
 
 
 def _refuse_open_file(path: Path, option: str) -> None:
-    """A secret file that exists must not be readable by others (it may appear later: the
-    app can create it when it starts)."""
-    if os.name == "posix" and path.exists() and path.stat().st_mode & 0o077:
-        raise click.BadParameter(
-            f"{path} has mode {path.stat().st_mode & 0o777:04o}: others may read it; run: chmod 600 {path}", param_hint=option
-        )
+    """A secret file that exists must pass OpenSSH's rules (``bridge/privatefile.py``); it
+    may appear later: the app can create it when it starts."""
+    from .privatefile import UnsafeFileError, read_private_file
+
+    try:
+        read_private_file(path, option.lstrip("-").replace("-", " "))
+    except UnsafeFileError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    except OSError:
+        pass  # missing or unreadable now: the token source says so when it is needed
 
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
@@ -125,6 +134,7 @@ _BRIDGE_OPTIONS = [
     click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction."),
     click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once."),
     click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only)."),
+    click.option("--verify-listener/--no-verify-listener", default=True, show_default=True, help="Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there."),
     click.option("--log-level", type=click.Choice(_LOG_LEVELS, case_sensitive=False), default="warning", show_default=True, help="Diagnostics level (always stderr or --log-file, never stdout)."),
     click.option("--log-file", type=_PATH, metavar="PATH", help="Write diagnostics to PATH instead of stderr."),
 ]
@@ -181,6 +191,7 @@ def _build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridg
             max_message_bytes=options["max_message_bytes"],
             max_concurrent_requests=options["max_concurrent_requests"],
             allow_remote=options["allow_remote"],
+            verify_listener=options["verify_listener"],
         )
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None

@@ -94,6 +94,12 @@ class BridgeConfig:
             still finish before they are answered with reason ``shutting_down``.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
+        verify_listener: before anything is written on a new ``http://`` connection (and
+            before the auth route gets the secret), check that the socket listening there
+            belongs to this user and, when the discovery file names a pid, to that process
+            or a child of it (``bridge/listener.py``). ``False`` (``--no-verify-listener``)
+            is for setups where the OS cannot tell: a container or network namespace, an
+            app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
     """
 
     url: str | None = None
@@ -115,6 +121,7 @@ class BridgeConfig:
     shutdown_grace_seconds: float = 1.0
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
+    verify_listener: bool = True
 
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:

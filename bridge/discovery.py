@@ -13,9 +13,12 @@ client's configuration::
   it instead of launching a second instance.
 - ``token`` (optional): a bearer token for the endpoint.
 
-The file must be owned by the user running the bridge and not writable by group or others
-(the app writes it with mode 0600, atomically); otherwise it is refused. Its default place
-is per user: ``platformdirs.user_state_path(app_name) / "mcp-endpoint.json"``.
+The file must be owned by the user running the bridge, not be a symbolic link, not be
+writable by group or others (nor readable by them when it holds a token), and sit in
+folders nobody else may write to (``bridge/privatefile.py``: the app writes it with mode
+0600, atomically); otherwise it is refused. A file whose ``pid`` is not alive (the app
+crashed) counts as absent: the app is not running, and nothing is sent to its old port.
+Its default place is per user: ``platformdirs.user_state_path(app_name) / "mcp-endpoint.json"``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -83,22 +87,16 @@ def read_discovery_file(path: Path) -> Discovery:
             group or others, belongs to another user, is not the JSON described above, or
             names an endpoint that is not an explicit loopback address.
     """
+    from .privatefile import UnsafeFileError, read_private_file
+
     try:
-        with open(path, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            raw = handle.read(64 * 1024)
+        raw = read_private_file(path, "discovery file", secret=False)
     except FileNotFoundError:
         raise DiscoveryError(f"no discovery file at {path}: the app is not running", missing=True) from None
+    except UnsafeFileError as exc:
+        raise DiscoveryError(f"refusing the discovery file: {exc}") from None
     except OSError as exc:
         raise DiscoveryError(f"cannot read the discovery file {path}: {exc.strerror}") from None
-    if os.name == "posix":
-        if status.st_mode & 0o022:
-            raise DiscoveryError(
-                f"refusing the discovery file {path}: it is writable by group or others "
-                f"(mode {status.st_mode & 0o777:04o}); the app must write it with mode 0600"
-            )
-        if status.st_uid != os.getuid():
-            raise DiscoveryError(f"refusing the discovery file {path}: it belongs to another user")
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -113,6 +111,12 @@ def read_discovery_file(path: Path) -> Discovery:
         raise DiscoveryError(f'the "pid" in {path} is not a positive integer')
     if token is not None and (not isinstance(token, str) or not token):
         raise DiscoveryError(f'the "token" in {path} is not a non-empty string')
+    if token is not None and os.name == "posix" and os.lstat(path).st_mode & 0o044:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        raise DiscoveryError(
+            f"refusing the discovery file: Permissions {mode:04o} for '{path}' are too open: it holds a token, "
+            "so others must not read it; the app must write it with mode 0600"
+        )
     return Discovery(url=url, pid=pid, token=token)
 
 
@@ -138,16 +142,16 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
 
     Raises:
         DiscoveryError: ``url`` is not an explicit loopback http(s) URL.
+        UnsafeFileError: the folder, or one above it, is open to other users.
         OSError: the file could not be written.
     """
     _check_explicit_loopback(url, path)
     document: dict[str, object] = {"url": url, "pid": os.getpid() if pid is None else pid}
     if token is not None:
         document["token"] = token
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    from .atomicfile import replace_json
+    from .privatefile import write_private_file
 
-    replace_json(path, document, mode=0o600)
+    write_private_file(path, json.dumps(document).encode("utf-8"))
 
 
 def remove_discovery_file(path: Path, *, pid: int | None = None) -> None:
@@ -186,7 +190,11 @@ def pid_is_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    try:  # Linux: a zombie (exited, not yet reaped) is not alive
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 class Endpoint:
@@ -194,7 +202,8 @@ class Endpoint:
 
     With a discovery file the file is read at the first request and again whenever
     :meth:`reload` is called (on every reconnect attempt and after every 401), so an app
-    that restarted on another port, or with a rotated token, is found again.
+    that restarted on another port, or with a rotated token, is found again. A file whose
+    pid is dead counts as missing.
 
     Args:
         url: a fixed endpoint (``--url``); it wins over the discovery file's.
@@ -217,7 +226,14 @@ class Endpoint:
         if self.discovery_file is None:
             return
         try:
-            self._discovery = read_discovery_file(self.discovery_file)
+            discovery = read_discovery_file(self.discovery_file)
+            if discovery.pid is not None and not pid_is_alive(discovery.pid):
+                raise DiscoveryError(
+                    f"the discovery file {self.discovery_file} names pid {discovery.pid}, which is not running: "
+                    "the app is not running (it left a stale file behind)",
+                    missing=True,
+                )
+            self._discovery = discovery
             self.problem = None
         except DiscoveryError as exc:
             self._discovery = None
@@ -242,6 +258,18 @@ class Endpoint:
         if discovery is None:
             raise self.problem or DiscoveryError("no discovery file", missing=True)
         return discovery.url
+
+    def listener_pid(self, port: int) -> int | None:
+        """The pid that must hold the socket listening on ``port``: the discovery file's,
+        when that file describes the endpoint on this port; else ``None``."""
+        discovery = self._discovery
+        if discovery is None or discovery.pid is None:
+            return None
+        try:
+            described = urlsplit(discovery.url).port
+        except ValueError:
+            return None
+        return discovery.pid if described == port else None
 
     def token(self) -> str | None:
         """The discovery file's token, freshly read."""

@@ -30,7 +30,7 @@ from .jsonrpc import Request, encode_message
 from .launcher import Launcher, default_lock_path
 from .modern import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
 from .policy import EnsureRunning, RefreshToken, Send, forward_flow
-from .tokens import CallableTokenSource, DiscoveryTokenSource, TokenContext, TokenSource, TokenStore
+from .tokens import CallableTokenSource, DiscoveryTokenSource, EnvTokenSource, TokenContext, TokenSource, TokenStore
 from .upstream import Emit, Upstream
 
 if TYPE_CHECKING:
@@ -99,9 +99,8 @@ class Driver:
         self._config = config
         self._app = config.app_name
         self.endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
-        self.tokens = TokenStore(
-            token_source_for(config, self.endpoint), timeout_seconds=config.token_timeout_seconds, app_name=self._app
-        )
+        source = token_source_for(config, self.endpoint)
+        self.tokens = TokenStore(source, timeout_seconds=config.token_timeout_seconds, app_name=self._app)
         self.upstream = Upstream(config, endpoint=self.endpoint, tokens=self.tokens, transport=http_transport)
         configured = config.launch_command is not None or config.ensure_running is not None
         lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
@@ -114,6 +113,7 @@ class Driver:
             lock_path=default_lock_path(lock_key) if configured else None,
             log_file=config.launch_log_file,
             probe=app_probe,
+            secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
         )
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None

@@ -19,7 +19,8 @@ Hierarchy (every class says what happens after it is raised)::
         ├── StreamClosedError         reason "stream_closed"
         ├── SessionLostError          reason "session_lost"
         ├── MessageTooLargeError      reason "message_too_large"
-        └── ShuttingDownError         reason "shutting_down"
+        ├── ShuttingDownError         reason "shutting_down"
+        └── ListenerUnverifiedError   reason "listener_unverified"
 
 Codes and the ``data`` shape are decided in DESIGN.md §3. -32603 is used for every failure
 between the bridge and the app because it is valid in every MCP revision: 2026-07-28 calls
@@ -56,6 +57,7 @@ __all__ = [
     "SessionLostError",
     "MessageTooLargeError",
     "ShuttingDownError",
+    "ListenerUnverifiedError",
     "error_object",
     "error_response",
 ]
@@ -222,6 +224,22 @@ class ShuttingDownError(UpstreamError):
     within the grace period."""
 
     reason = "shutting_down"
+
+
+class ListenerUnverifiedError(UpstreamError):
+    """The socket the bridge reached is not verified to be the app's (``bridge/listener.py``):
+    another user's, not held by the discovery file's pid, or the OS would not say. The
+    connection was closed before any byte (credential or request) was written. Not
+    recoverable: starting the app cannot help while something else holds its port. The
+    message says what listens there (uid or pid) and what was expected."""
+
+    reason = "listener_unverified"
+    #: Set for a check made before connecting (the auth route) that saw no listener at
+    #: all: the app is most likely not running, which ``ensure_running`` may fix.
+    nothing_listens: bool = False
+
+    def __init__(self, message: str, *, recoverable: bool = False) -> None:
+        super().__init__(message, recoverable=recoverable)
 
 
 def error_object(exc: BridgeError) -> dict[str, Any]:

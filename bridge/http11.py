@@ -37,8 +37,9 @@ import asyncio
 import collections
 import re
 import select
+import socket
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
 import anyio
@@ -448,10 +449,20 @@ class Http11Pool:
         max_connections: connections open at the same time (idle or busy), all origins.
         connect_timeout_seconds: bound on opening one connection.
         pool_timeout_seconds: bound on waiting for a free connection when all are busy.
+        verify_connection: called with the socket of every NEW connection, right after the
+            TCP connect and before any byte is written (the listener check). Whatever it
+            raises reaches the caller of :meth:`request` after the socket is closed; such a
+            connection is never pooled.
     """
 
     def __init__(
-        self, *, max_connections: int, connect_timeout_seconds: float, pool_timeout_seconds: float, max_overflow: int = 8
+        self,
+        *,
+        max_connections: int,
+        connect_timeout_seconds: float,
+        pool_timeout_seconds: float,
+        max_overflow: int = 8,
+        verify_connection: Callable[[socket.socket], None] | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -459,6 +470,7 @@ class Http11Pool:
         self._overflow = max_overflow  # extra connections for bounded=False requests, no more
         self._connect_timeout = connect_timeout_seconds
         self._pool_timeout = pool_timeout_seconds
+        self._verify_connection = verify_connection
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._open = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -604,6 +616,13 @@ class Http11Pool:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise ConnectFailed(f"connection to {host}:{port} failed: {reason}") from None
+        if self._verify_connection is not None:
+            try:
+                assert connection.transport is not None
+                self._verify_connection(connection.transport.get_extra_info("socket"))
+            except BaseException:
+                connection.close()
+                raise
         return connection
 
     async def _read_head(self, connection: _Connection, method: str, read_timeout: float | None) -> Http11Response:

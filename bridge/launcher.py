@@ -12,7 +12,8 @@ The launched app is detached from the bridge: its stdin, stdout and stderr go to
 device (or a log file), it runs in its own session / process group, without a shell, and
 without the environment variables a PyInstaller-frozen bridge adds for itself, so the
 client sees EOF when the bridge exits and the app's own bootloader does not mistake itself
-for part of the bridge (HAZARDS B14–B16).
+for part of the bridge (HAZARDS B14–B16). It outlives the bridge on purpose, so its
+environment carries no bridge credential (the ``--token-env`` variable, ``MCP_APP_BRIDGE_*``).
 
 Waiting is bounded by ``launch_timeout_seconds``; progress lines go to the log (stderr)
 every few seconds, never to stdout.
@@ -35,6 +36,7 @@ import anyio
 from .config import in_sentence
 from .discovery import DiscoveryError, Endpoint, pid_is_alive
 from .errors import AppLaunchFailedError, AppUnreachableError
+from .logsink import open_log_file
 
 if TYPE_CHECKING:
     import filelock
@@ -65,8 +67,19 @@ def default_lock_path(key: str) -> Path:
     return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "locks" / f"launch-{digest}.lock"
 
 
-def launch_environment(environ: dict[str, str] | None = None, *, frozen: bool | None = None) -> dict[str, str]:
-    """The environment for the launched app: the bridge's, minus PyInstaller's own.
+#: Variables with this prefix are the bridge's own; the launched app never gets them.
+BRIDGE_VARIABLE_PREFIX = "MCP_APP_BRIDGE_"
+
+
+def launch_environment(
+    environ: dict[str, str] | None = None, *, frozen: bool | None = None, remove: Sequence[str] = ()
+) -> dict[str, str]:
+    """The environment for the launched app: the bridge's, minus PyInstaller's own, minus
+    every bridge credential.
+
+    The app is detached and outlives the bridge (that is intended), so nothing of the
+    bridge's secrets may travel with it: the ``--token-env`` variable (``remove``) and
+    every ``MCP_APP_BRIDGE_*`` variable are dropped.
 
     A frozen one-file bridge runs with ``_PYI_*`` variables and a library path pointing into
     its extraction folder (the original kept as ``LD_LIBRARY_PATH_ORIG`` when there was
@@ -76,10 +89,12 @@ def launch_environment(environ: dict[str, str] | None = None, *, frozen: bool | 
     Args:
         environ: the environment to clean (default: this process's).
         frozen: whether this bridge is frozen (default: ``sys.frozen``).
+        remove: more variables to drop (the ``--token-env`` variable).
     """
     env = dict(os.environ if environ is None else environ)
+    dropped = set(remove)
     for name in list(env):
-        if name.startswith("_PYI_") or name == "_MEIPASS2":
+        if name.startswith(("_PYI_", BRIDGE_VARIABLE_PREFIX)) or name == "_MEIPASS2" or name in dropped:
             del env[name]
     if getattr(sys, "frozen", False) if frozen is None else frozen:
         for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "LIBPATH"):
@@ -104,6 +119,8 @@ class Launcher:
         log_file: where the launched app's stdout/stderr go (default: the null device).
         probe: ``async (url) -> bool``, whether the app accepts connections at ``url``
             (default: open and close a TCP connection; tests inject their own).
+        secret_variables: environment variables holding a bridge credential (the
+            ``--token-env`` one); the launched app does not get them.
     """
 
     def __init__(
@@ -117,6 +134,7 @@ class Launcher:
         lock_path: Path | None = None,
         log_file: Path | None = None,
         probe: Callable[[str], Awaitable[bool]] | None = None,
+        secret_variables: Sequence[str] = (),
     ) -> None:
         self._endpoint = endpoint
         self._command = list(command) if command else None
@@ -126,6 +144,7 @@ class Launcher:
         self._lock_path = lock_path
         self._log_file = log_file
         self._probe = probe or tcp_probe
+        self._secret_variables = tuple(secret_variables)
         self._lock = anyio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._file_lock_object: filelock.BaseFileLock | None = None
@@ -232,10 +251,16 @@ class Launcher:
             return
         assert self._command is not None
         log.warning("starting %s: %s", in_sentence(self._app), " ".join(self._command))
-        output = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            output = open_log_file(self._log_file) if self._log_file else subprocess.DEVNULL
+        except OSError as exc:
+            raise AppLaunchFailedError(f"{self._app} could not be started: the --launch-log {exc}.", recoverable=False) from None
         try:
             self._process = _spawn_detached(
-                self._command, output, subprocess.STDOUT if self._log_file else subprocess.DEVNULL
+                self._command,
+                output,
+                subprocess.STDOUT if self._log_file else subprocess.DEVNULL,
+                launch_environment(remove=self._secret_variables),
             )
         except OSError as exc:
             raise AppLaunchFailedError(
@@ -301,13 +326,13 @@ async def tcp_probe(url: str) -> bool:
     return True
 
 
-def _spawn_detached(command: list[str], stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
+def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``command`` without a shell, detached from the bridge's stdio and session."""
     options: dict[str, Any] = {
         "stdin": subprocess.DEVNULL,
         "stdout": stdout,
         "stderr": stderr,
-        "env": launch_environment(),
+        "env": env,
         "close_fds": True,
     }
     if os.name != "nt":

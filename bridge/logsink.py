@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
+import stat
 import threading
+from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["ThreadedHandler", "MAX_QUEUED_RECORDS", "FLUSH_SECONDS"]
+__all__ = ["ThreadedHandler", "MAX_QUEUED_RECORDS", "FLUSH_SECONDS", "open_log_file"]
 
 #: Records waiting to be written; more are dropped and counted.
 MAX_QUEUED_RECORDS = 10_000
@@ -91,3 +95,36 @@ class ThreadedHandler(logging.Handler):
         self.flush_and_stop()
         self._target.close()
         super().close()
+
+
+def open_log_file(path: Path) -> BinaryIO:
+    """Open ``path`` for appending log lines (``--log-file``, the launched app's ``--launch-log``).
+
+    A new file is created with mode 0600; an existing one keeps its mode. A symbolic link
+    is never followed (``O_NOFOLLOW``), and the file must be a regular file of this user's,
+    so a link or a file planted by someone else cannot redirect what is appended.
+
+    Raises:
+        OSError: the file cannot be opened, is a symbolic link (``ELOOP``), is not a
+            regular file, or belongs to another user (the message says which).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    if not hasattr(os, "O_NOFOLLOW") and os.path.islink(path):  # pragma: no cover - Windows
+        raise OSError(f"{path} is a symbolic link, which a log file is never written through")
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a symbolic link, which a log file is never written through") from None
+        raise OSError(f"{path}: {exc.strerror}") from None
+    status = os.fstat(descriptor)
+    problem = None
+    if not stat.S_ISREG(status.st_mode) and not stat.S_ISCHR(status.st_mode):  # /dev/null is fine
+        problem = "is not a regular file"
+    elif os.name == "posix" and stat.S_ISREG(status.st_mode) and status.st_uid != os.geteuid():
+        problem = f"belongs to uid {status.st_uid}, not to the user running the bridge"
+    if problem is not None:
+        os.close(descriptor)
+        raise OSError(f"{path} {problem}")
+    return os.fdopen(descriptor, "ab")

@@ -27,12 +27,12 @@ import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 
 from .config import in_sentence
-from .errors import AppUnreachableError, AuthRejectedError
+from .errors import AppUnreachableError, AuthRejectedError, ListenerUnverifiedError
 
 if TYPE_CHECKING:
     import httpx
@@ -74,9 +74,12 @@ class TokenContext:
         http_client: an ``httpx.AsyncClient`` (no proxies, no redirects), or
         http_client_factory: a callable building it on first use of :attr:`http_client`,
             so that a run whose sources never talk HTTP does not import httpx.
+        verify_listener: ``(host, port) -> None``, the listener check (``bridge/listener.py``)
+            a source calls before it sends a secret to an ``http://`` address; it raises
+            ``ListenerUnverifiedError``. ``None``: the check is off.
     """
 
-    __slots__ = ("base_url", "_http_client", "_factory")
+    __slots__ = ("base_url", "_http_client", "_factory", "verify_listener")
 
     def __init__(
         self,
@@ -84,10 +87,12 @@ class TokenContext:
         http_client: httpx.AsyncClient | None = None,
         *,
         http_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        verify_listener: Callable[[str, int], None] | None = None,
     ) -> None:
         if (http_client is None) == (http_client_factory is None):
             raise TypeError("give exactly one of http_client and http_client_factory")
         self.base_url = base_url
+        self.verify_listener = verify_listener
         self._http_client = http_client
         self._factory = http_client_factory
 
@@ -112,22 +117,22 @@ class TokenSource(Protocol):
 
 
 def read_private_file(path: Path, what: str) -> str:
-    """Read a secret file, refusing one that group or others may read (POSIX).
+    """Read a secret file by OpenSSH's rules (``bridge/privatefile.py``): not through a
+    symbolic link, owned by this user, no permission for group or others (POSIX), in
+    folders nobody else may write to.
 
     Raises:
-        TokenSourceError: missing, unreadable, too open (mode looser than 0600), or empty.
+        TokenSourceError: missing, unreadable, unsafe (the message says why and the fix), or empty.
     """
+    from .privatefile import UnsafeFileError
+    from .privatefile import read_private_file as read_safely
+
     try:
-        with open(path, "rb") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            raw = handle.read(64 * 1024)
+        raw = read_safely(path, what)
+    except UnsafeFileError as exc:
+        raise TokenSourceError(str(exc)) from None
     except OSError as exc:
         raise TokenSourceError(f"cannot read the {what} {path}: {exc.strerror}") from None
-    if os.name == "posix" and mode & 0o077:
-        raise TokenSourceError(
-            f"refusing the {what} {path}: its mode {mode & 0o777:04o} lets others read it; "
-            f"run: chmod 600 {shlex.quote(str(path))}"
-        )
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -206,6 +211,12 @@ class AuthRouteTokenSource:
     mode 0600. The auth URL must be on loopback like the MCP endpoint; a path such as
     ``/auth/token`` is resolved against the MCP endpoint, so it follows an app whose port
     changes with every start.
+
+    Before the secret is POSTed to an ``http://`` auth route, the context's listener check
+    looks at who LISTENs on that host and port (``/proc`` on Linux): this user's socket,
+    held by the discovery file's pid when the route is on the endpoint's port. The check
+    is made right before the POST; httpx then connects on its own (a squatter would have
+    to take the port in the instant between). ``https://`` routes rely on TLS instead.
     """
 
     def __init__(self, auth_url: str, secret_file: Path) -> None:
@@ -217,6 +228,19 @@ class AuthRouteTokenSource:
         secret = read_private_file(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         import httpx
+
+        parts = urlsplit(auth_url)
+        if parts.scheme == "http" and context.verify_listener is not None and parts.hostname:
+            try:
+                port = parts.port or 80
+            except ValueError:
+                raise TokenSourceError(f"the {self.description} has an invalid port") from None
+            try:
+                context.verify_listener(parts.hostname, port)  # ListenerUnverifiedError: nothing sent
+            except ListenerUnverifiedError as exc:
+                if exc.nothing_listens:
+                    raise TokenSourceUnreachableError(f"nothing listens at the {self.description}") from None
+                raise
 
         try:
             response = await context.http_client.post(auth_url, json={"secret": secret})

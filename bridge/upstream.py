@@ -57,6 +57,8 @@ from .tokens import TokenContext, TokenStore
 if TYPE_CHECKING:
     import httpx
 
+    from .listener import ListenerCheck
+
 __all__ = ["Upstream", "map_transport_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
 
 log = logging.getLogger("bridge.upstream")
@@ -226,6 +228,13 @@ class Upstream:
             "connect": config.connect_timeout_seconds, "read": timeout, "write": timeout, "pool": timeout
         }
         self._client: httpx.AsyncClient | None = None
+        #: The listener check (``bridge/listener.py``), once per new ``http://`` connection
+        #: (an injected transport is a test's stand-in: no socket to check).
+        self.listener_check: ListenerCheck | None = None
+        if config.verify_listener and transport is None:
+            from .listener import ListenerCheck
+
+            self.listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
         self._stale: list[httpx.AsyncBaseTransport] = []
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -299,6 +308,7 @@ class Upstream:
                     max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
                     connect_timeout_seconds=self._config.connect_timeout_seconds,
                     pool_timeout_seconds=self._config.request_timeout_seconds,
+                    verify_connection=self.listener_check.verify_socket if self.listener_check else None,
                 )
             response = await self._pool.request(
                 method, url, headers.items(), content, read_timeout_seconds=timeout["read"], bounded=bounded
@@ -348,7 +358,12 @@ class Upstream:
             base_url = self._endpoint.url()
         except DiscoveryError:
             base_url = ""
-        return TokenContext(base_url=base_url, http_client_factory=lambda: self.client)
+        return TokenContext(base_url=base_url, http_client_factory=lambda: self.client, verify_listener=self._verify_address)
+
+    def _verify_address(self, host: str, port: int) -> None:
+        """The listener check for a token source about to send a secret to ``host:port``."""
+        if self.listener_check is not None:
+            self.listener_check.verify_address(host, port)
 
     async def _prepare(
         self,
@@ -372,7 +387,7 @@ class Upstream:
                 if exc.missing:
                     raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
                 raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
-            token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client))
+            token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client, verify_listener=self._verify_address))
             if for_initialize or modern_headers is not None or during_rebuild or self.session_ready.is_set():
                 break
             await self.session_ready.wait()  # then read the endpoint and token again: they may have changed

@@ -39,7 +39,7 @@ def test_group_or_world_writable_file_is_refused_with_the_fix_in_the_message(tmp
     path = tmp_path / "d.json"
     path.write_text(json.dumps({"url": "http://127.0.0.1:1/mcp"}))
     path.chmod(mode)
-    with pytest.raises(DiscoveryError, match="writable by group or others.*0600"):
+    with pytest.raises(DiscoveryError, match=r"Permissions 06[0-9]{2} for .* are too open.*writable by group or others.*chmod 600"):
         read_discovery_file(path)
 
 
@@ -130,5 +130,5 @@ def test_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     write_discovery_file(path, url="http://127.0.0.1:1/mcp")
     os.chown(path, 65534, -1)
-    with pytest.raises(DiscoveryError, match="belongs to another user"):
+    with pytest.raises(DiscoveryError, match="belongs to uid 65534, not to the user running the bridge"):
         read_discovery_file(path)

@@ -24,6 +24,7 @@ DESIGN_REASONS = {
     "session_lost",
     "message_too_large",
     "shutting_down",
+    "listener_unverified",
 }
 
 

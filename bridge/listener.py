@@ -1,0 +1,331 @@
+"""Who listens on the app's port: verified before any credential goes on a connection.
+
+While the app is down, any local process can listen on its loopback port. Before the
+bridge writes a byte on a new connection (a token, a secret, a request), it checks that
+the socket it reached belongs to the app (DESIGN §5, "a credential goes only to a
+listener verified to be the app"):
+
+1. every listening socket that can have accepted the connection (the exact address, else
+   the wildcard ones, on the connection's port) belongs to the same user as the bridge;
+2. when the discovery file names a pid, each of those sockets is held by that process or
+   one of its descendants (an app may serve from a child process).
+
+How, per OS:
+
+- **Linux**: ``/proc/net/tcp`` and ``/proc/net/tcp6`` give each socket's state, uid and
+  inode (parsed by the pure :func:`parse_proc_net_tcp`); the connection's own server-side
+  entry (found by the exact 4-tuple) gives the uid too. ``/proc/PID/fd`` links
+  ``socket:[inode]`` show whether the named pid (or a descendant, found from
+  ``/proc/*/stat``) holds the listening socket.
+- **macOS and Windows**: psutil (listening sockets with their pids; each pid's user and
+  ancestry), installed with the bridge there. Without it the check refuses.
+- Anything the OS will not say (no ``/proc``, no visible listener, psutil refused)
+  is a refusal, with that reason. ``--no-verify-listener`` (``BridgeConfig.verify_listener``)
+  turns the check off for setups where it cannot work: a container or network namespace,
+  an app run as another user on purpose.
+
+When: once per new connection (the pool keeps verified connections), never per request.
+A failure raises :class:`~bridge.errors.ListenerUnverifiedError`: the connection is closed
+before anything is written, and the request gets reason ``listener_unverified``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ListenerUnverifiedError
+
+__all__ = ["TcpEntry", "parse_proc_net_tcp", "ListenerCheck", "find_listeners", "LISTEN"]
+
+#: ``st`` of a listening socket in ``/proc/net/tcp`` (``TCP_LISTEN``).
+LISTEN = 0x0A
+_PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class TcpEntry:
+    """One line of ``/proc/net/tcp[6]``: addresses (IPv4-mapped IPv6 shown as IPv4), state, owner."""
+
+    local: tuple[_Address, int]
+    remote: tuple[_Address, int]
+    state: int
+    uid: int
+    inode: int
+
+
+def _address(text: str, byteorder: str) -> tuple[_Address, int]:
+    host, port = text.split(":")
+    # The kernel prints each 32-bit word of the address as a native integer (%08X).
+    raw = b"".join(int(host[i : i + 8], 16).to_bytes(4, byteorder) for i in range(0, len(host), 8))  # type: ignore[arg-type]
+    address = ipaddress.ip_address(raw)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address, int(port, 16)
+
+
+def parse_proc_net_tcp(text: str, *, byteorder: str = sys.byteorder) -> list[TcpEntry]:
+    """Parse the text of ``/proc/net/tcp`` or ``/proc/net/tcp6`` (header line and all).
+
+    Pure. Lines that do not parse are skipped (a kernel may append columns; never fewer).
+    Source: the kernel's ``tcp4_seq_show``/``tcp6_seq_show`` formats.
+    """
+    entries = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10:
+            continue
+        try:
+            entries.append(
+                TcpEntry(
+                    local=_address(fields[1], byteorder),
+                    remote=_address(fields[2], byteorder),
+                    state=int(fields[3], 16),
+                    uid=int(fields[7]),
+                    inode=int(fields[9]),
+                )
+            )
+        except ValueError:
+            continue
+    return entries
+
+
+def find_listeners(entries: Iterable[TcpEntry], address: _Address, port: int) -> list[TcpEntry]:
+    """The listening sockets a connection to ``address:port`` can have reached: those bound
+    to exactly that address if any, else the wildcard ones (``0.0.0.0``, ``::``)."""
+    listening = [entry for entry in entries if entry.state == LISTEN and entry.local[1] == port]
+    exact = [entry for entry in listening if entry.local[0] == address]
+    if exact:
+        return exact
+    return [
+        entry for entry in listening
+        if entry.local[0].is_unspecified and (entry.local[0].version == 6 or address.version == 4)
+    ]
+
+
+def _normal(address: str) -> _Address:
+    parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        return parsed.ipv4_mapped
+    return parsed
+
+
+class ListenerCheck:
+    """The listener check for one bridge run.
+
+    Args:
+        expected_pid: ``(port) -> pid or None``: the pid that must hold the listener on
+            that port (the discovery file's, when it describes that endpoint).
+        app_name: how the app is named in messages.
+        backend: ``"proc"`` (Linux), ``"psutil"``, or ``None`` to pick by OS.
+        proc_root: where ``/proc`` is (tests).
+    """
+
+    def __init__(
+        self,
+        expected_pid: Callable[[int], int | None],
+        *,
+        app_name: str = "The app",
+        backend: str | None = None,
+        proc_root: str = "/proc",
+    ) -> None:
+        self._expected_pid = expected_pid
+        self._app = app_name
+        self._backend = backend or ("proc" if sys.platform.startswith("linux") else "psutil")
+        self._proc = proc_root
+
+    def verify_socket(self, sock: Any) -> None:
+        """Check the listener a freshly connected socket reached; call it before writing.
+
+        Args:
+            sock: a connected TCP socket (``socket.socket`` or asyncio's ``TransportSocket``).
+
+        Raises:
+            ListenerUnverifiedError: another user's socket, not the named pid's, or the OS
+                would not say. Nothing has been sent; the caller closes the socket.
+        """
+        local = sock.getsockname()
+        peer = sock.getpeername()
+        self._verify(_normal(peer[0]), int(peer[1]), (_normal(local[0]), int(local[1])))
+
+    def verify_address(self, host: str, port: int) -> None:
+        """Check who listens on ``host:port`` (numeric loopback), before connecting there
+        with another client (the auth route's httpx client).
+
+        Raises:
+            ListenerUnverifiedError: as :meth:`verify_socket`.
+        """
+        address = _normal("127.0.0.1" if host == "localhost" else host)
+        self._verify(address, port, None)
+
+    def _verify(self, address: _Address, port: int, client: tuple[_Address, int] | None) -> None:
+        where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+        expected = self._expected_pid(port)
+        if self._backend == "proc":
+            self._verify_proc(where, address, port, client, expected)
+        else:
+            self._verify_psutil(where, address, port, expected, client is None)
+
+    # -- Linux ------------------------------------------------------------------------------
+
+    def _verify_proc(
+        self, where: str, address: _Address, port: int, client: tuple[_Address, int] | None, expected: int | None
+    ) -> None:
+        entries: list[TcpEntry] = []
+        for name in _PROC_NET:
+            try:
+                with open(self._proc + name[5:], encoding="ascii", errors="replace") as handle:
+                    entries += parse_proc_net_tcp(handle.read())
+            except FileNotFoundError:
+                continue  # no IPv6 in this kernel
+            except OSError as exc:
+                raise self._cannot_tell(where, f"{name} is not readable: {exc.strerror}") from None
+        listeners = find_listeners(entries, address, port)
+        if not listeners:
+            raise self._nothing_listens(where, client)
+        owners = {entry.uid for entry in listeners}
+        if client is not None:
+            owners |= {e.uid for e in entries if e.local == (address, port) and e.remote == client and e.state != LISTEN}
+        me = os.geteuid()
+        strangers = sorted(owners - {me})
+        if strangers:
+            raise self._other_user(where, f"uid {strangers[0]}", f"uid {me}")
+        if expected is None:
+            return
+        wanted = {entry.inode for entry in listeners}
+        for pid in self._family(expected):
+            wanted -= self._socket_inodes(pid)
+            if not wanted:
+                return
+        holder = self._holder(wanted)
+        raise self._not_the_app(where, expected, holder)
+
+    def _socket_inodes(self, pid: int) -> set[int]:
+        folder = f"{self._proc}/{pid}/fd"
+        inodes: set[int] = set()
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return inodes
+        for name in names:
+            try:
+                link = os.readlink(f"{folder}/{name}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(int(link[8:-1]))
+        return inodes
+
+    def _family(self, pid: int) -> Iterable[int]:
+        """``pid``, then its descendants (from each process's parent in ``/proc/*/stat``)."""
+        yield pid
+        children: dict[int, list[int]] = {}
+        for name in os.listdir(self._proc):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"{self._proc}/{name}/stat", "rb") as handle:
+                    stat = handle.read()
+                parent = int(stat.rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+        queue, seen = list(children.get(pid, ())), {pid}
+        while queue:
+            child = queue.pop()
+            if child not in seen:
+                seen.add(child)
+                yield child
+                queue += children.get(child, ())
+
+    def _holder(self, inodes: set[int]) -> int | None:
+        """The pid holding one of ``inodes``, among the processes this user may inspect."""
+        for name in os.listdir(self._proc):
+            if name.isdigit() and self._socket_inodes(int(name)) & inodes:
+                return int(name)
+        return None
+
+    # -- macOS, Windows (and Linux when asked): psutil --------------------------------------
+
+    def _verify_psutil(self, where: str, address: _Address, port: int, expected: int | None, address_only: bool) -> None:
+        try:
+            import psutil  # type: ignore[import-untyped,unused-ignore]
+        except ImportError:
+            raise self._cannot_tell(where, "psutil, which the check needs on this OS, is not installed") from None
+        try:
+            rows = [
+                row for row in psutil.net_connections(kind="tcp")
+                if row.status == psutil.CONN_LISTEN and row.laddr and row.laddr[1] == port
+            ]
+        except psutil.AccessDenied:  # macOS without root: only our own processes' sockets
+            rows = []
+            for process in psutil.process_iter():
+                try:
+                    rows += [
+                        row._replace(pid=process.pid) for row in process.net_connections(kind="tcp")
+                        if row.status == psutil.CONN_LISTEN and row.laddr and row.laddr[1] == port
+                    ]
+                except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                    continue
+        exact = [row for row in rows if _normal(row.laddr[0]) == address]
+        rows = exact or [row for row in rows if _normal(row.laddr[0]).is_unspecified]
+        if not rows:
+            raise self._nothing_listens(where, None if address_only else ())
+        me = psutil.Process()
+        for row in rows:
+            if row.pid is None:
+                raise self._cannot_tell(where, "the OS does not say which process listens there")
+            try:
+                owner = psutil.Process(row.pid)
+                same = owner.uids().effective == me.uids().effective if os.name == "posix" else owner.username() == me.username()
+            except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                same = False
+            if not same:
+                raise self._other_user(where, f"pid {row.pid}", "this user")
+            if expected is not None and row.pid != expected:
+                try:
+                    family = {expected} | {child.pid for child in psutil.Process(expected).children(recursive=True)}
+                except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                    family = {expected}
+                if row.pid not in family:
+                    raise self._not_the_app(where, expected, row.pid)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def _other_user(self, where: str, found: str, expected: str) -> ListenerUnverifiedError:
+        return ListenerUnverifiedError(
+            f"{self._app} could not be verified at {where}: the socket listening there belongs to {found}, "
+            f"not to the user running the bridge ({expected}); no credential and no request were sent. "
+            "If the app runs as another user on purpose, give --no-verify-listener."
+        )
+
+    def _not_the_app(self, where: str, expected: int, holder: int | None) -> ListenerUnverifiedError:
+        held = f"pid {holder}" if holder is not None else "a process this user cannot inspect"
+        return ListenerUnverifiedError(
+            f"{self._app} could not be verified at {where}: the socket listening there is held by {held}, "
+            f"not by pid {expected} (the app, as its discovery file says) or one of its child processes; "
+            "no credential and no request were sent."
+        )
+
+    def _nothing_listens(self, where: str, client: object) -> ListenerUnverifiedError:
+        if client is None:  # before a connection: most likely the app is simply not running
+            error = self._cannot_tell(
+                where, "no socket listening there is visible to this user (the app is not running, or it runs in "
+                "another network namespace)"
+            )
+            error.nothing_listens = True
+            return error
+        return self._cannot_tell(where, "the connection was accepted, but no socket listening there is visible to "
+                                 "this user (another network namespace?)")
+
+    def _cannot_tell(self, where: str, why: str) -> ListenerUnverifiedError:
+        return ListenerUnverifiedError(
+            f"{self._app} could not be verified at {where}: {why}; no credential and no request were sent. "
+            "Where the check cannot work (a container, an app run as another user on purpose), "
+            "give --no-verify-listener."
+        )
