@@ -5,6 +5,8 @@ Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
 2. **connect** — a TCP connection to the endpoint; if nothing listens and a launcher is
    configured, the app is started exactly as the bridge would start it;
+   **listener** — the listener check the bridge makes on every new connection (this
+   user's socket, held by the discovery file's pid), with what listens there if not;
 3. **token** — the configured token source (its name and the token's length, never the
    token itself);
 4. **initialize**, **tools/list**, **ping** — real MCP requests through the same driver the
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from .config import BridgeConfig, in_sentence
 from .discovery import DiscoveryError, pid_is_alive
@@ -45,6 +48,10 @@ FIXES: dict[str, str] = {
     "session_lost": "The app forgot the session: restart the app and run the check again.",
     "message_too_large": "Raise --max-message-bytes.",
     "shutting_down": "Run the check again.",
+    "listener_unverified": (
+        "Something other than the app holds its port: stop it, or start the app on another port. "
+        "If the app runs as another user or in a container on purpose, give --no-verify-listener."
+    ),
 }
 
 Echo = Callable[[str], None]
@@ -130,6 +137,8 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         report.step("connect", False, f"nothing accepts connections at {_url_or_none(endpoint)}",
                     time.monotonic() - started, FIXES["app_unreachable"])
         return
+    if not await _listener_step(config, driver, report):
+        return
 
     started = time.monotonic()
     source = driver.tokens.source_description
@@ -188,6 +197,38 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     report.step(method, True, "ok", time.monotonic() - started)
     result = reply.get("result")
     return result if isinstance(result, dict) else {}
+
+
+async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) -> bool:
+    """Who listens on the endpoint's port: the check the bridge makes on every new connection."""
+    started = time.monotonic()
+    url = driver.endpoint.url()
+    check = driver.upstream.listener_check
+    if check is None or not url.startswith("http:"):
+        why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
+        report.step("listener", True, why, time.monotonic() - started)
+        return True
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or 80
+    try:
+        with anyio.fail_after(config.connect_timeout_seconds):
+            stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", port)
+    except (OSError, TimeoutError) as exc:
+        report.step("listener", False, f"cannot connect to {url} again: {exc}", time.monotonic() - started, FIXES["app_unreachable"])
+        return False
+    try:
+        check.verify_socket(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+    except UpstreamError as exc:
+        report.step("listener", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+        return False
+    finally:
+        await stream.aclose()
+    pid = driver.endpoint.listener_pid(port)
+    detail = "a socket of this user's" + (f", held by the app's pid {pid} (or a child)" if pid is not None else "")
+    report.step("listener", True, detail, time.monotonic() - started)
+    return True
 
 
 def _url_or_none(endpoint: Any) -> str:

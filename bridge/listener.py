@@ -69,16 +69,21 @@ def _address(text: str, byteorder: str) -> tuple[_Address, int]:
     return address, int(port, 16)
 
 
-def parse_proc_net_tcp(text: str, *, byteorder: str = sys.byteorder) -> list[TcpEntry]:
+def parse_proc_net_tcp(text: str, *, local_port: int | None = None, byteorder: str = sys.byteorder) -> list[TcpEntry]:
     """Parse the text of ``/proc/net/tcp`` or ``/proc/net/tcp6`` (header line and all).
 
     Pure. Lines that do not parse are skipped (a kernel may append columns; never fewer).
-    Source: the kernel's ``tcp4_seq_show``/``tcp6_seq_show`` formats.
+    ``local_port``: keep only the sockets bound to that port (a cheap text test first, so
+    a machine with thousands of sockets costs little). Source: the kernel's
+    ``tcp4_seq_show``/``tcp6_seq_show`` formats.
     """
     entries = []
+    wanted = None if local_port is None else f":{local_port:04X} "
     for line in text.splitlines()[1:]:
+        if wanted is not None and wanted not in line:
+            continue
         fields = line.split()
-        if len(fields) < 10:
+        if len(fields) < 10 or (wanted is not None and not fields[1].endswith(wanted[:-1])):
             continue
         try:
             entries.append(
@@ -180,7 +185,7 @@ class ListenerCheck:
         for name in _PROC_NET:
             try:
                 with open(self._proc + name[5:], encoding="ascii", errors="replace") as handle:
-                    entries += parse_proc_net_tcp(handle.read())
+                    entries += parse_proc_net_tcp(handle.read(), local_port=port)
             except FileNotFoundError:
                 continue  # no IPv6 in this kernel
             except OSError as exc:

@@ -132,3 +132,27 @@ def test_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     os.chown(path, 65534, -1)
     with pytest.raises(DiscoveryError, match="belongs to uid 65534, not to the user running the bridge"):
         read_discovery_file(path)
+
+
+def test_launched_app_gets_neither_the_token_variable_nor_the_bridges_own() -> None:
+    env = {"PATH": "/usr/bin", "APP_TOKEN": "tok-PLACEHOLDER-0123456789", "MCP_APP_BRIDGE_X": "1", "HOME": "/home/u"}
+    assert launch_environment(env, frozen=False, remove=["APP_TOKEN"]) == {"PATH": "/usr/bin", "HOME": "/home/u"}
+
+
+def test_a_discovery_file_whose_pid_is_dead_counts_as_absent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    path = tmp_path / "d.json"
+    write_discovery_file(path, url="http://127.0.0.1:1111/mcp", pid=gone.pid, token="a")
+    endpoint = Endpoint(discovery_file=path)
+    with pytest.raises(DiscoveryError, match=f"pid {gone.pid}, which is not running") as caught:
+        endpoint.url()
+    assert caught.value.missing  # so --launch starts the app
+    assert endpoint.token() is None and endpoint.listener_pid(1111) is None
+    write_discovery_file(path, url="http://127.0.0.1:1111/mcp", token="a")  # this (live) process
+    endpoint.reload()
+    assert endpoint.url() == "http://127.0.0.1:1111/mcp"
+    assert (endpoint.listener_pid(1111), endpoint.listener_pid(2222)) == (os.getpid(), None)
