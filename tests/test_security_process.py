@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 import test_process
-from test_lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info
-from test_lifecycle import desk as desk_fixture  # noqa: F401 (registers the `desk` fixture here)
+from test_lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from test_process import INITIALIZED, bridge_error_reason, initialize
 
 pytestmark = [
@@ -87,7 +86,7 @@ class Squatter:
 
 
 @pytest.fixture
-def crashed(desk: Desk) -> Iterator[tuple[Desk, int, str]]:
+def crashed(desk: Desk) -> Iterator[tuple[Desk, int, str]]:  # noqa: F811 (the imported fixture)
     """The app ran (it served a call through a bridge, with its discovery token), then was
     killed: returns the desk, the app's old port, and its token."""
     app = desk.start_app()
@@ -109,10 +108,10 @@ def assert_squatter_got_nothing(received: list[bytes], *secrets: str) -> None:
 
 
 def test_a_stale_discovery_file_is_absent_nothing_goes_to_its_old_port(crashed: tuple[Desk, int, str]) -> None:
-    desk, port, token = crashed
+    here, port, token = crashed
     squatter = Squatter(port)
     try:
-        with desk.bridge("--discovery-file", str(desk.discovery), "--log-level", "info") as bridge:
+        with here.bridge("--discovery-file", str(here.discovery), "--log-level", "info") as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0)
             assert bridge_error_reason(reply) == "app_unreachable", reply
@@ -120,27 +119,27 @@ def test_a_stale_discovery_file_is_absent_nothing_goes_to_its_old_port(crashed: 
     finally:
         received = squatter.stop()
     assert received == [], "the bridge even connected to the old port"
-    assert_squatter_got_nothing(received, token, desk.secret)
+    assert_squatter_got_nothing(received, token, here.secret)
 
 
 def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crashed: tuple[Desk, int, str]) -> None:
-    desk, port, token = crashed
+    here, port, token = crashed
     squatter = Squatter(port)
     try:
-        args = ["--discovery-file", str(desk.discovery), "--launch", desk.launch_command(),
-                "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(desk.launch_log)]
-        with desk.bridge(*args) as bridge:
+        args = ["--discovery-file", str(here.discovery), "--launch", here.launch_command(),
+                "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(here.launch_log)]
+        with here.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
             assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
-            relaunched = desk.launches()[-1]
+            relaunched = here.launches()[-1]
             assert app_info(bridge, 1)["pid"] == relaunched
-            desk.note_token()
-        assert len(desk.launches()) == 2, "the real app was not started again"
+            here.note_token()
+        assert len(here.launches()) == 2, "the real app was not started again"
     finally:
         received = squatter.stop()
-    assert_squatter_got_nothing(received, token, desk.secret)
+    assert_squatter_got_nothing(received, token, here.secret)
 
 
 @pytest.mark.parametrize("source", ["discovery-token", "auth-route", "token-file"])
@@ -149,33 +148,33 @@ def test_a_listener_that_is_not_the_named_pid_gets_no_token_and_no_secret(
 ) -> None:
     """The discovery file names a live process (a reused pid), but another process of the
     same user holds the port: the bridge connects, sees the mismatch, and writes nothing."""
-    desk, port, token = crashed
+    here, port, token = crashed
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    document = json.loads(desk.discovery.read_text())
+    document = json.loads(here.discovery.read_text())
     document["pid"] = sleeper.pid
-    desk.discovery.write_text(json.dumps(document))  # still 0600: written in place
+    here.discovery.write_text(json.dumps(document))  # still 0600: written in place
     token_file = tmp_path / "token"
     token_file.write_text(token)
     token_file.chmod(0o600)
     args = {
         "discovery-token": [],
-        "auth-route": ["--auth-url", "/auth/token", "--secret-file", str(desk.secret_file)],
+        "auth-route": ["--auth-url", "/auth/token", "--secret-file", str(here.secret_file)],
         "token-file": ["--token-file", str(token_file)],
     }[source]
     squatter = Squatter(port)
     try:
-        with desk.bridge("--discovery-file", str(desk.discovery), *args) as bridge:
+        with here.bridge("--discovery-file", str(here.discovery), *args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0)
             assert bridge_error_reason(reply) == "listener_unverified", reply
             message = reply["error"]["message"]
             assert f"not by pid {sleeper.pid}" in message and f"held by pid {squatter.proc.pid}" in message, message
-            assert token not in message and desk.secret not in message
+            assert token not in message and here.secret not in message
     finally:
         received = squatter.stop()
         sleeper.kill()
         sleeper.wait()
-    assert_squatter_got_nothing(received, token, desk.secret)
+    assert_squatter_got_nothing(received, token, here.secret)
 
 
 @as_root
@@ -183,13 +182,13 @@ def test_a_listener_that_is_not_the_named_pid_gets_no_token_and_no_secret(
 def test_another_users_squatter_on_a_fixed_url_gets_nothing_and_check_says_whose_it_is(
     crashed: tuple[Desk, int, str], source: str
 ) -> None:
-    desk, port, token = crashed
-    env = dict(desk.env, APP_TOKEN=token)
+    here, port, token = crashed
+    env = dict(here.env, APP_TOKEN=token)
     args = ["--url", f"http://127.0.0.1:{port}/mcp"]
-    args += ["--token-env", "APP_TOKEN"] if source == "token-env" else ["--auth-url", "/auth/token", "--secret-file", str(desk.secret_file)]
+    args += ["--token-env", "APP_TOKEN"] if source == "token-env" else ["--auth-url", "/auth/token", "--secret-file", str(here.secret_file)]
     squatter = Squatter(port, uid=OTHER_UID)
     try:
-        with desk.bridge(*args, env=env) as bridge:
+        with here.bridge(*args, env=env) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0)
             assert bridge_error_reason(reply) == "listener_unverified", reply
@@ -204,17 +203,17 @@ def test_another_users_squatter_on_a_fixed_url_gets_nothing_and_check_says_whose
         received = squatter.stop()
     everything = b"".join(received)
     assert b"authorization" not in everything.lower() and token.encode() not in everything
-    assert desk.secret.encode() not in everything and everything == b""
+    assert here.secret.encode() not in everything and everything == b""
 
 
 def test_no_verify_listener_is_the_documented_way_out(crashed: tuple[Desk, int, str]) -> None:
     """With the check off the bridge talks to whatever listens (a container's forwarded
     port looks the same): the squatter's answer reaches the client. The test proves the
     option works, and so that the check above is what kept the token back."""
-    desk, port, token = crashed
+    here, port, token = crashed
     squatter = Squatter(port)
     try:
-        with desk.bridge("--url", f"http://127.0.0.1:{port}/mcp", "--no-verify-listener") as bridge:
+        with here.bridge("--url", f"http://127.0.0.1:{port}/mcp", "--no-verify-listener") as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0)
             assert reply.get("result", {}).get("serverInfo", {}).get("name") == "squatter", reply
