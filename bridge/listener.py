@@ -12,9 +12,11 @@ listener verified to be the app"):
 
 How, per OS:
 
-- **Linux**: ``/proc/net/tcp`` and ``/proc/net/tcp6`` give each socket's state, uid and
-  inode (parsed by the pure :func:`parse_proc_net_tcp`); the connection's own server-side
-  entry (found by the exact 4-tuple) gives the uid too. ``/proc/PID/fd`` links
+- **Linux**: the kernel's socket diagnostics (``sock_diag``, two exact netlink lookups in
+  ``bridge/_sockdiag.py``: the listener that takes the connection, and the connection's
+  own server side by its 4-tuple) give each socket's state, uid and inode; where netlink
+  is not available, ``/proc/net/tcp`` and ``/proc/net/tcp6`` give the same (parsed by the
+  pure :func:`parse_proc_net_tcp`). ``/proc/PID/fd`` links
   ``socket:[inode]`` show whether the named pid (or a descendant, found from
   ``/proc/*/stat``) holds the listening socket.
 - **macOS and Windows**: psutil (listening sockets with their pids; each pid's user and
@@ -127,7 +129,8 @@ class ListenerCheck:
         expected_pid: ``(port) -> pid or None``: the pid that must hold the listener on
             that port (the discovery file's, when it describes that endpoint).
         app_name: how the app is named in messages.
-        backend: ``"proc"`` (Linux), ``"psutil"``, or ``None`` to pick by OS.
+        backend: ``"proc"`` (Linux: sock_diag, else ``/proc/net/tcp*``), ``"proc-text"``
+            (``/proc/net/tcp*`` only), ``"psutil"``, or ``None`` to pick by OS.
         proc_root: where ``/proc`` is (tests).
     """
 
@@ -171,7 +174,7 @@ class ListenerCheck:
     def _verify(self, address: _Address, port: int, client: tuple[_Address, int] | None) -> None:
         where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
         expected = self._expected_pid(port)
-        if self._backend == "proc":
+        if self._backend in ("proc", "proc-text"):
             self._verify_proc(where, address, port, client, expected)
         else:
             self._verify_psutil(where, address, port, expected, client is None)
@@ -181,15 +184,10 @@ class ListenerCheck:
     def _verify_proc(
         self, where: str, address: _Address, port: int, client: tuple[_Address, int] | None, expected: int | None
     ) -> None:
-        entries: list[TcpEntry] = []
-        for name in _PROC_NET:
-            try:
-                with open(self._proc + name[5:], encoding="ascii", errors="replace") as handle:
-                    entries += parse_proc_net_tcp(handle.read(), local_port=port)
-            except FileNotFoundError:
-                continue  # no IPv6 in this kernel
-            except OSError as exc:
-                raise self._cannot_tell(where, f"{name} is not readable: {exc.strerror}") from None
+        from ._sockdiag import port_entries
+
+        found = port_entries(address, port, client) if self._backend == "proc" and self._proc == "/proc" else None
+        entries = found if found is not None else self._proc_net_entries(where, port)
         listeners = find_listeners(entries, address, port)
         if not listeners:
             raise self._nothing_listens(where, client)
@@ -209,6 +207,18 @@ class ListenerCheck:
                 return
         holder = self._holder(wanted)
         raise self._not_the_app(where, expected, holder)
+
+    def _proc_net_entries(self, where: str, port: int) -> list[TcpEntry]:
+        entries: list[TcpEntry] = []
+        for name in _PROC_NET:
+            try:
+                with open(self._proc + name[5:], encoding="ascii", errors="replace") as handle:
+                    entries += parse_proc_net_tcp(handle.read(), local_port=port)
+            except FileNotFoundError:
+                continue  # no IPv6 in this kernel
+            except OSError as exc:
+                raise self._cannot_tell(where, f"{name} is not readable: {exc.strerror}") from None
+        return entries
 
     def _socket_inodes(self, pid: int) -> set[int]:
         folder = f"{self._proc}/{pid}/fd"

@@ -25,6 +25,7 @@ import pytest
 
 import bridge
 from bridge import http11
+from bridge._sockdiag import parse_inet_diag
 from bridge.errors import ListenerUnverifiedError
 from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
 
@@ -132,7 +133,7 @@ def start_listener(code_prefix: str = "", **popen: object) -> tuple[subprocess.P
 
 
 @linux
-@pytest.mark.parametrize("backend", ["proc", "psutil"])
+@pytest.mark.parametrize("backend", ["proc", "proc-text", "psutil"])
 def test_this_users_listener_held_by_the_named_pid_passes(listening_socket: socket.socket, backend: str) -> None:
     if backend == "psutil":
         pytest.importorskip("psutil")
@@ -144,7 +145,7 @@ def test_this_users_listener_held_by_the_named_pid_passes(listening_socket: sock
 
 
 @linux
-@pytest.mark.parametrize("backend", ["proc", "psutil"])
+@pytest.mark.parametrize("backend", ["proc", "proc-text", "psutil"])
 def test_a_listener_not_held_by_the_named_pid_is_refused_with_both_pids_in_the_message(
     listening_socket: socket.socket, other_process: subprocess.Popen[bytes], backend: str
 ) -> None:
@@ -175,7 +176,7 @@ def test_a_listener_held_by_a_child_of_the_named_pid_passes() -> None:
 
 @linux
 @as_root
-@pytest.mark.parametrize("backend", ["proc", "psutil"])
+@pytest.mark.parametrize("backend", ["proc", "proc-text", "psutil"])
 def test_another_users_listener_is_refused_and_the_message_says_whose_it_is(backend: str) -> None:
     if backend == "psutil":
         pytest.importorskip("psutil")
@@ -183,16 +184,16 @@ def test_another_users_listener_is_refused_and_the_message_says_whose_it_is(back
     try:
         with connect(port) as client, pytest.raises(ListenerUnverifiedError) as caught:
             check(None, backend=backend).verify_socket(client)
-        expected = f"uid {OTHER_UID}" if backend == "proc" else f"pid {squatter.pid}"
+        expected = f"pid {squatter.pid}" if backend == "psutil" else f"uid {OTHER_UID}"
         assert expected in caught.value.message and "not to the user running the bridge" in caught.value.message
         assert "--no-verify-listener" in caught.value.message
         with pytest.raises(ListenerUnverifiedError, match="not to the user running the bridge"):
             check(None, backend=backend).verify_address("127.0.0.1", port)
+        assert squatter.stdout is not None
+        assert squatter.stdout.readline() == b"0\n"  # it saw the connection close, and not one byte
     finally:
         squatter.kill()
         squatter.wait()
-    assert squatter.stdout is not None
-    assert squatter.stdout.read() == b"0\n"  # it saw the connection, and not one byte
 
 
 @linux
@@ -241,6 +242,19 @@ def test_nothing_listening_is_reported_as_such_before_a_connection() -> None:
         with pytest.raises(ListenerUnverifiedError) as caught:
             check(None).verify_address("127.0.0.1", port)
     assert caught.value.nothing_listens
+
+
+def test_a_sock_diag_answer_parses_into_the_same_entries() -> None:
+    import struct
+
+    sockid = struct.pack(">HH16s16s", 8765, 0, bytes([127, 0, 0, 1]).ljust(16, b"\0"), bytes(16)) + bytes(12)
+    body = bytes([2, LISTEN, 0, 0]) + sockid + struct.pack("=IIIII", 0, 0, 128, 1000, 4242)
+    message = struct.pack("=IHHII", 16 + len(body), 20, 2, 1, 0) + body
+    entries, done = parse_inet_diag(message + struct.pack("=IHHII", 20, 2, 0, 1, 0) + b"\xfe\xff\xff\xff")
+    assert done and entries == [
+        TcpEntry((ipaddress.ip_address("127.0.0.1"), 8765), (ipaddress.ip_address("0.0.0.0"), 0), LISTEN, 1000, 4242)
+    ]
+    assert parse_inet_diag(message) == (entries, False)
 
 
 def test_when_the_os_will_not_say_the_check_refuses(listening_socket: socket.socket, tmp_path: Path) -> None:
