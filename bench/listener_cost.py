@@ -42,6 +42,8 @@ def main() -> None:
     print(f"proc, uid rule:        {per_check(lambda: uid_only.verify_socket(client), count):8.1f} µs per check")
     print(f"proc, uid + pid rule:  {per_check(lambda: with_pid.verify_socket(client), count):8.1f} µs per check")
     print(f"proc, address (auth):  {per_check(lambda: with_pid.verify_address('127.0.0.1', port), count):8.1f} µs per check")
+    text = ListenerCheck(lambda port: os.getpid(), backend="proc-text")
+    print(f"/proc/net/tcp* text:   {per_check(lambda: text.verify_socket(client), count):8.1f} µs per check")
     try:
         import psutil  # noqa: F401
     except ImportError:
