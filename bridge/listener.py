@@ -162,14 +162,27 @@ class ListenerCheck:
         self._verify(_normal(peer[0]), int(peer[1]), (_normal(local[0]), int(local[1])))
 
     def verify_address(self, host: str, port: int) -> None:
-        """Check who listens on ``host:port`` (numeric loopback), before connecting there
-        with another client (the auth route's httpx client).
+        """Check who listens on ``host:port`` (a loopback address, or ``localhost``: then
+        both ``127.0.0.1`` and ``::1``), before connecting there with another client (the
+        auth route's httpx client).
 
         Raises:
             ListenerUnverifiedError: as :meth:`verify_socket`.
         """
-        address = _normal("127.0.0.1" if host == "localhost" else host)
-        self._verify(address, port, None)
+        if host.lower() != "localhost":
+            self._verify(_normal(host), port, None)
+            return
+        # A client may reach either loopback address for "localhost": both must pass.
+        missing = []
+        for address in ("127.0.0.1", "::1"):
+            try:
+                self._verify(_normal(address), port, None)
+            except ListenerUnverifiedError as exc:
+                if not exc.nothing_listens:
+                    raise
+                missing.append(exc)
+        if len(missing) == 2:
+            raise missing[0]
 
     def _verify(self, address: _Address, port: int, client: tuple[_Address, int] | None) -> None:
         where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
@@ -288,7 +301,10 @@ class ListenerCheck:
                 except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
                     continue
         exact = [row for row in rows if _normal(row.laddr[0]) == address]
-        rows = exact or [row for row in rows if _normal(row.laddr[0]).is_unspecified]
+        rows = exact or [
+            row for row in rows
+            if _normal(row.laddr[0]).is_unspecified and (_normal(row.laddr[0]).version == 6 or address.version == 4)
+        ]
         if not rows:
             raise self._nothing_listens(where, None if address_only else ())
         me = psutil.Process()

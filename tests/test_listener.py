@@ -142,6 +142,7 @@ def test_this_users_listener_held_by_the_named_pid_passes(listening_socket: sock
         check(os.getpid(), backend=backend).verify_socket(client)
         check(None, backend=backend).verify_socket(client)
     check(os.getpid(), backend=backend).verify_address("127.0.0.1", port)
+    check(os.getpid(), backend=backend).verify_address("localhost", port)  # nothing on ::1: fine
 
 
 @linux
