@@ -11,8 +11,10 @@ Server mode (what the app does when the user starts it)::
     python examples/app_server.py --port 0 [--host 127.0.0.1] [--json-response] [--stateless]
         [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
-``--port 0`` picks a free port. Once the socket accepts connections the server writes its
-discovery file (if asked), then prints exactly one line to **stdout** and flushes it::
+``--port 0`` picks a free port. The server half is the library's
+(``bridge.appserver.AppServer``, see the README's "For Python apps"). Once uvicorn serves
+the socket the server writes its discovery file (if asked), then prints exactly one line to
+**stdout** and flushes it::
 
     LISTENING http://127.0.0.1:<port>/mcp
 
@@ -20,16 +22,15 @@ Everything else (SDK logs, uvicorn's access log such as ``"DELETE /mcp HTTP/1.1"
 goes to **stderr**. Sessions are on (stateful) unless ``--stateless`` is given. Stop it
 with SIGTERM/SIGINT (the discovery file is then removed).
 
-- ``--discovery-file PATH``: once listening, write ``{"url": …, "pid": …}`` there with
-  ``bridge.write_discovery_file`` (mode 0600, atomic), and remove it on exit with
-  ``bridge.remove_discovery_file`` (only if it is still this process's). With
+- ``--discovery-file PATH``: once listening, write ``{"url": …, "pid": …}`` there (mode
+  0600, atomic), and remove it on exit (only if it is still this process's). With
   ``--token-in-discovery`` the current token is written into it too.
-- ``--secret-file PATH``: ``/mcp`` requires ``Authorization: Bearer <token>`` and answers
-  401 with ``WWW-Authenticate: Bearer error="invalid_token"`` otherwise. The token is
-  random and new in every process (it rotates on restart); ``POST /auth/token`` with the
-  JSON body ``{"secret": "<the secret file's content>"}`` returns ``{"token": …}`` (403
-  for a wrong secret). The file must have mode 0600; when it does not exist it is created
-  with a random secret, as a real app does on its first start.
+- ``--secret-file PATH``: every request needs ``Authorization: Bearer <token>`` and gets
+  401 with ``WWW-Authenticate: Bearer`` otherwise. The token is random and new in every
+  process (it rotates on restart); ``POST /auth/token`` with the JSON body
+  ``{"secret": "<the secret file's content>"}`` returns ``{"token": …}`` (403 for a wrong
+  secret). The file must have mode 0600; when it does not exist it is created with a
+  random secret, as a real app does on its first start.
 - ``--started-file PATH``: append ``<pid>\\n`` at every start (tests count launches).
 
 Bridge mode (what an AI client runs; the app's own entry point, no GUI, no server)::
@@ -67,14 +68,8 @@ starts fast.
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import hmac
-import json
 import logging
 import os
-import secrets
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -84,13 +79,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from bridge import BridgeConfig, default_discovery_path, mcp_stdio_option, remove_discovery_file, write_discovery_file
+from bridge import BridgeConfig, default_discovery_path, mcp_stdio_option
 
 if TYPE_CHECKING:
-    import uvicorn
     from mcp.server.mcpserver import MCPServer
     from starlette.applications import Starlette
-    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from bridge.appserver import AppServer
 
 __all__ = [
     "APP_NAME",
@@ -212,8 +207,8 @@ def build_app(
         max_body_bytes: Largest accepted request body, in bytes (413 above it).
         session_idle_timeout: Seconds before an idle session is dropped; None keeps
             sessions until DELETE or shutdown.
-        token: When given, ``/mcp`` requires ``Authorization: Bearer <token>`` (401
-            otherwise).
+        token: When given, every request needs ``Authorization: Bearer <token>`` (401
+            otherwise; ``bridge.appserver.TokenAuthMiddleware``).
         secret: When given (with ``token``), ``POST /auth/token`` exchanges
             ``{"secret": secret}`` for ``{"token": token}``.
         legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
@@ -231,11 +226,9 @@ def build_app(
         host=host,
     )
     if token is not None:
-        from starlette.routing import Route
+        from bridge.appserver import TokenAuthMiddleware
 
-        if secret is not None:
-            app.router.routes.insert(0, Route(AUTH_PATH, _token_route(secret, token), methods=["POST"]))
-        app.add_middleware(_BearerTokenMiddleware, token=token)
+        app.add_middleware(TokenAuthMiddleware, token=token, secret=secret, auth_path=AUTH_PATH)
     if legacy_only:
         app.add_middleware(_LegacyOnlyMiddleware)
     return app
@@ -259,56 +252,6 @@ class _LegacyOnlyMiddleware:
 
                 refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
                 await JSONResponse(refusal, status_code=400)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def _token_route(secret: str, token: str) -> Callable[[Any], Awaitable[Any]]:
-    """The handler of ``POST /auth/token``: the right secret gets the token, else 403."""
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-
-    expected = secret.encode("utf-8")
-
-    async def exchange(request: Request) -> JSONResponse:
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_AUTH_BODY_BYTES:
-                return JSONResponse({"error": "invalid_request"}, status_code=413)
-        try:
-            document = json.loads(body)
-        except ValueError:
-            return JSONResponse({"error": "invalid_request", "error_description": "expected JSON"}, status_code=400)
-        given = document.get("secret") if isinstance(document, dict) else None
-        if not isinstance(given, str) or not hmac.compare_digest(given.strip().encode("utf-8"), expected):
-            logger.warning("auth route: wrong or missing secret")
-            return JSONResponse({"error": "access_denied"}, status_code=403)
-        return JSONResponse({"token": token, "token_type": "Bearer"}, headers={"Cache-Control": "no-store"})
-
-    return exchange
-
-
-class _BearerTokenMiddleware:
-    """Require ``Authorization: Bearer <token>`` on ``/mcp`` (pure ASGI, so SSE streams
-    pass untouched); everything else (the auth route, lifespan) passes through."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode("latin-1")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")):
-            given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-            if not hmac.compare_digest(given, self._expected):
-                from starlette.responses import JSONResponse
-
-                response = JSONResponse(
-                    {"error": "invalid_token", "error_description": "missing or wrong bearer token"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-                )
-                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -420,17 +363,6 @@ def _read_secret(path: Path) -> str:
     return secret
 
 
-def _load_or_create_secret(path: Path) -> str:
-    """Read the secret file, creating it (mode 0600, random content) on the first start."""
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_secret(path)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(secrets.token_urlsafe(32) + "\n")
-    return _read_secret(path)
-
-
 def _append_started(path: Path) -> None:
     """Append ``<pid>\\n`` (one write with O_APPEND: concurrent starts never mix lines)."""
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -440,35 +372,13 @@ def _append_started(path: Path) -> None:
         os.close(descriptor)
 
 
-def _log_config(level: str) -> dict[str, Any]:
-    """uvicorn's default logging config with every handler (access log included) on stderr."""
-    import uvicorn.config
-
-    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    for handler in config["handlers"].values():
-        handler["stream"] = "ext://sys.stderr"
-    for formatter in config["formatters"].values():
-        formatter["use_colors"] = False
-    config["loggers"]["uvicorn"]["level"] = level
-    return config
-
-
-async def _serve(server: uvicorn.Server, sock: socket.socket, url: str, on_listening: Callable[[], None]) -> None:
-    """Run uvicorn on `sock`; once it accepts connections call `on_listening`, then print
-    the LISTENING line."""
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():  # startup failed (uvicorn logged why) or a signal arrived
-            await task
-            return
-        await asyncio.sleep(0.01)
-    on_listening()
-    sys.stdout.write(f"LISTENING {url}\n")
+def _print_listening(server: AppServer) -> None:
+    """Once the discovery file is written: the LISTENING line, the only line on stdout."""
+    sys.stdout.write(f"LISTENING {server.url}\n")
     sys.stdout.flush()
-    # stdout carries only the LISTENING line: anything printed later goes to stderr, so a
-    # parent that stops reading the stdout pipe can never block this process.
+    # Anything printed later goes to stderr, so a parent that stops reading the stdout pipe
+    # can never block this process.
     sys.stdout = sys.stderr
-    await task
 
 
 def serve(
@@ -485,92 +395,53 @@ def serve(
     started_file: Path | None = None,
     legacy_only: bool = False,
 ) -> int:
-    """Server mode: serve until SIGTERM/SIGINT; returns the exit status."""
+    """Server mode: serve until SIGTERM/SIGINT; returns the exit status.
+
+    The server half is the library's (``bridge.appserver.AppServer``): loopback, port 0,
+    the bearer-token middleware and auth route, and the discovery file written once
+    uvicorn serves and removed on the way out. Without ``--secret-file`` or
+    ``--token-in-discovery`` the example serves without a token, as the tests' plain
+    ``--url`` bridges expect.
+    """
+    from bridge.appserver import AppServer, UnsafeFileError
+
     # Our own root handler first: the SDK's configure_logging() (basicConfig) then leaves it alone.
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if started_file is not None:
         _append_started(started_file)
-
-    secret = token = None
-    if secret_file is not None:
-        try:
-            secret = _load_or_create_secret(secret_file)
-        except (OSError, ValueError) as exc:
-            print(f"app_server: cannot use the secret file: {exc}", file=sys.stderr)
-            return 2
-    if secret is not None or token_in_discovery:
-        token = secrets.token_urlsafe(32)  # new in every process: restarting rotates it
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio turns TCP_NODELAY on only for sockets that name TCP, and
-    # without it every reply waits for the client's delayed ACK (about 40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    if sys.platform != "win32":
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    app = build_app(
+        json_response=json_response, stateless=stateless, host=host, max_body_bytes=max_body_bytes, legacy_only=legacy_only
+    )
     try:
-        sock.bind((host, port))
+        server = AppServer(
+            app,
+            discovery_file=discovery_file,
+            host=host,
+            port=port,
+            secret_file=secret_file,
+            token_in_discovery=token_in_discovery,
+            # A token is new in every process (restarting rotates it).
+            require_token=secret_file is not None or token_in_discovery,
+            on_listening=_print_listening,
+            log_level=log_level,
+            access_log=True,
+        )
+    except (UnsafeFileError, OSError, ValueError) as exc:
+        print(f"app_server: cannot use the secret file: {exc}", file=sys.stderr)
+        return 2
+    try:
+        url = server.bind()
     except OSError as exc:
         print(f"app_server: cannot bind {host}:{port}: {exc}", file=sys.stderr)
-        sock.close()
         return 2
-    sock.listen(128)
-    sock.set_inheritable(False)
-    bound_port = sock.getsockname()[1]
-    url = f"http://{'[' + host + ']' if family == socket.AF_INET6 else host}:{bound_port}/mcp"
-
-    import uvicorn
-
-    app = build_app(
-        json_response=json_response,
-        stateless=stateless,
-        host=host,
-        max_body_bytes=max_body_bytes,
-        token=token,
-        secret=secret,
-        legacy_only=legacy_only,
-    )
-    config = uvicorn.Config(
-        app,
-        log_config=_log_config(log_level),
-        log_level=log_level.lower(),
-        access_log=True,
-        # Open SSE streams must not keep a terminated app alive for long.
-        timeout_graceful_shutdown=2,
-    )
-
-    def publish() -> None:
-        if discovery_file is not None:
-            write_discovery_file(discovery_file, url=url, token=token if token_in_discovery else None)
-            logger.info("discovery file written: %s", discovery_file)
-
-    def unpublish() -> None:
-        if discovery_file is not None:
-            remove_discovery_file(discovery_file)  # only if it is still this process's
-
-    class Server(uvicorn.Server):
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # Stop advertising first. This must happen here: after a SIGTERM, uvicorn
-            # re-raises the signal once serve() returns, which ends the process at once.
-            unpublish()
-            await super().shutdown(sockets)
-
-    server = Server(config)
-
     logger.info(
         "serving %s (%s%s%s)",
         url,
         "stateless" if stateless else "stateful",
         ", json responses" if json_response else "",
-        ", bearer token required" if token is not None else "",
+        ", bearer token required" if server.token is not None else "",
     )
-    try:
-        asyncio.run(_serve(server, sock, url, publish))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-        unpublish()
-    return 0 if server.started or server.should_exit else 1
+    return server.run()
 
 
 # -- the command line -------------------------------------------------------------------------

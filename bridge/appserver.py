@@ -1,0 +1,515 @@
+"""The server half for Python apps: serve an ASGI MCP app on loopback and publish it.
+
+The bridge (``mcp-app-bridge --app-name NAME`` or the app's own ``--mcp-stdio``) finds a
+running app through its discovery file and authenticates with a bearer token. This module
+is the other side of that handshake, for an app whose MCP server is any ASGI application
+(the official SDK's ``MCPServer.streamable_http_app()``, or any other)::
+
+    from mcp.server.mcpserver import MCPServer
+    from bridge.appserver import serve_app
+
+    mcp = MCPServer("MyApp")
+    ...                                   # @mcp.tool() functions
+    serve_app(mcp.streamable_http_app(), app_name="MyApp")
+
+What :class:`AppServer` does, in order:
+
+1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port.
+2. Wraps the app in :class:`TokenAuthMiddleware`: every HTTP and WebSocket request needs
+   ``Authorization: Bearer <token>`` (401 otherwise). The token is random and new at every
+   start, or kept in ``token_file`` (created 0600 on the first start, reused after). With
+   ``secret_file`` it also serves the bridge's auth route (``--auth-url /auth/token
+   --secret-file S``): ``POST /auth/token {"secret": …}`` → ``{"token": …}``.
+3. Runs uvicorn (the ``app`` extra: ``pip install 'mcp-app-bridge[app]'``). Once uvicorn
+   has started (the app's lifespan has run and the socket is served), it writes the
+   discovery file ``{"url", "pid", "token"}`` atomically with mode 0600, at
+   ``default_discovery_path(app_name)`` unless told otherwise; ``pid`` is this process,
+   the one that holds the listening socket.
+4. On SIGTERM, SIGINT (Ctrl-C) or :meth:`AppServer.stop`, removes the discovery file
+   first, then lets open requests finish for ``graceful_shutdown_seconds`` and stops.
+
+Nothing here is imported by the bridge itself: its start-up never loads this module or
+uvicorn.
+"""
+
+from __future__ import annotations
+
+import copy
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import socket
+import stat
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ["AppServer", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret", "serve_app"]
+
+log = logging.getLogger("bridge.appserver")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The auth route's default path (the bridge resolves ``--auth-url /auth/token`` against
+#: the MCP endpoint, so it follows the app's port).
+AUTH_PATH = "/auth/token"
+#: Largest auth-route body read, in bytes.
+MAX_AUTH_BODY_BYTES = 64 * 1024
+#: Largest credential file read, in bytes.
+MAX_CREDENTIAL_FILE_BYTES = 64 * 1024
+
+
+class UnsafeFileError(PermissionError):
+    """A credential file, or its folder, could be read or swapped by someone else: a
+    symbolic link, not a regular file, another owner, a mode looser than 0600, or a folder
+    that others may write. The message names the file and the fix. Nothing was changed."""
+
+
+# -- credential files ------------------------------------------------------------------------
+
+
+def load_or_create_secret(path: Path, what: str = "token file") -> str:
+    """Read a private credential file, or create it with a random value on the first use.
+
+    The file holds one line (the value; surrounding whitespace is ignored, as the bridge's
+    ``--token-file`` and ``--secret-file`` ignore it). A new file gets 43 random URL-safe
+    characters (256 bits) and mode 0600, and appears with its content in one step (written
+    to a temporary file, then hard-linked into place), so a concurrent reader never sees it
+    empty and an existing file is never replaced. Symbolic links are never followed.
+
+    Args:
+        path: the file; its folder is created with mode 0700 if missing.
+        what: how the file is named in messages.
+
+    Raises:
+        UnsafeFileError: see the class; also for a folder others may write.
+        ValueError: the existing file is empty or not UTF-8.
+        OSError: it could not be read or created.
+    """
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_private_folder(path.parent, what)
+    value = secrets.token_urlsafe(32)
+    if not _create_with_content(path, (value + "\n").encode("ascii")):
+        return _read_private(path, what)
+    return value
+
+
+def check_private_folder(folder: Path, what: str) -> None:
+    """Refuse a folder that group or others may write (unless sticky, as ``/tmp`` is) or
+    that belongs to another user: they could swap the file inside it (POSIX only).
+
+    Raises:
+        UnsafeFileError: the folder is unsafe.
+    """
+    if os.name != "posix":
+        return
+    status = os.stat(folder)
+    if status.st_uid not in (os.getuid(), 0):
+        raise UnsafeFileError(f"refusing the {what}'s folder {folder}: it belongs to another user")
+    if status.st_mode & 0o022 and not status.st_mode & stat.S_ISVTX:
+        raise UnsafeFileError(
+            f"refusing the {what}'s folder {folder}: others may write it (mode {status.st_mode & 0o777:04o}); "
+            f"run: chmod go-w {folder}"
+        )
+
+
+def _create_with_content(path: Path, content: bytes) -> bool:
+    """Create ``path`` holding ``content`` (mode 0600); False if it exists already."""
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # O_EXCL, 0600
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+        try:
+            os.link(temporary, path)  # fails if path exists, even as a (dangling) symlink
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some Windows and FAT volumes): create in place
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+            try:
+                new = os.open(path, flags, 0o600)
+            except FileExistsError:
+                return False
+            with os.fdopen(new, "wb") as handle:
+                handle.write(content)
+        return True
+    finally:
+        os.unlink(temporary)
+
+
+def _read_private(path: Path, what: str) -> str:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeFileError(f"refusing the {what} {path}: it is a symbolic link") from None
+        raise OSError(exc.errno, f"cannot read the {what} {path}: {exc.strerror}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise UnsafeFileError(f"refusing the {what} {path}: it is not a regular file")
+        if os.name == "posix" and status.st_uid != os.getuid():
+            raise UnsafeFileError(f"refusing the {what} {path}: it belongs to another user")
+        if os.name == "posix" and status.st_mode & 0o077:
+            raise UnsafeFileError(
+                f"refusing the {what} {path}: its mode {status.st_mode & 0o777:04o} lets others read it; "
+                f"run: chmod 600 {path}"
+            )
+        raw = handle.read(MAX_CREDENTIAL_FILE_BYTES)
+    try:
+        value = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"the {what} {path} is not UTF-8 text") from None
+    if not value:
+        raise ValueError(f"the {what} {path} is empty")
+    return value
+
+
+# -- the middleware --------------------------------------------------------------------------
+
+
+class TokenAuthMiddleware:
+    """ASGI middleware: only a caller that knows the token reaches the app.
+
+    - Every ``http`` and ``websocket`` request must carry exactly one
+      ``Authorization: Bearer <token>`` header (scheme case-insensitive, RFC 9110 §11.1).
+      Otherwise: HTTP 401 with ``WWW-Authenticate: Bearer`` (plus ``error="invalid_token"``
+      when a wrong token was sent, RFC 6750 §3) and a JSON body; a WebSocket is closed with
+      code 1008 before it is accepted. The app is not called.
+    - With ``secret``, ``POST <auth_path>`` is the bridge's auth route (its ``--auth-url``
+      and ``--secret-file``): the JSON body ``{"secret": "<the secret file's content>"}``
+      (whitespace around it ignored) gets 200 ``{"token": …, "token_type": "Bearer"}``
+      with ``Cache-Control: no-store``. A wrong or missing secret gets 403 (a 401 would
+      need a challenge scheme, and there is none for a secret in a body), a body that is
+      not JSON 400, one over 64 KiB 413, another method 405.
+    - ``lifespan`` and other scopes pass through untouched. Both checks use
+      ``hmac.compare_digest``; neither value is ever logged.
+
+    Args:
+        app: the ASGI app to protect.
+        token: the bearer token.
+        secret: the auth route's secret, or ``None`` for no auth route.
+        auth_path: the auth route's path.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str, secret: str | None = None, auth_path: str = AUTH_PATH) -> None:
+        if not token or not token.isascii() or any(c.isspace() for c in token):
+            raise ValueError("the token must be non-empty ASCII without whitespace")
+        self.app = app
+        self._token = token.encode("ascii")
+        self._secret = secret.strip().encode("utf-8") if secret is not None else None
+        self._auth_path = auth_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if kind == "http" and self._secret is not None and scope["path"] == self._auth_path:
+            await self._exchange(scope, receive, send)
+            return
+        given = [value for name, value in scope["headers"] if name.lower() == b"authorization"]
+        verdict = self._check(given)
+        if verdict is None:
+            await self.app(scope, receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            challenge = b'Bearer error="invalid_token"' if verdict else b"Bearer"
+            problem = {"error": "invalid_token", "error_description": "missing or wrong bearer token"}
+            await _send_json(send, 401, problem, [(b"www-authenticate", challenge)])
+
+    def _check(self, given: list[bytes]) -> bool | None:
+        """None: authorized; True: a wrong token was sent; False: no usable header."""
+        if len(given) != 1:
+            return len(given) > 1
+        scheme, _, credentials = given[0].strip().partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        return None if hmac.compare_digest(credentials.strip(b" "), self._token) else True
+
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _send_json(send, 405, {"error": "method_not_allowed"}, [(b"allow", b"POST")])
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > MAX_AUTH_BODY_BYTES:
+                await _send_json(send, 413, {"error": "invalid_request", "error_description": "body too large"})
+                return
+            if not message.get("more_body", False):
+                break
+        try:
+            document = json.loads(bytes(body))
+        except ValueError:
+            await _send_json(send, 400, {"error": "invalid_request", "error_description": "expected a JSON object"})
+            return
+        given = document.get("secret") if isinstance(document, dict) else None
+        assert self._secret is not None
+        if not isinstance(given, str) or not hmac.compare_digest(given.strip().encode("utf-8"), self._secret):
+            log.warning("auth route: a wrong or missing secret was refused")
+            await _send_json(send, 403, {"error": "access_denied", "error_description": "wrong or missing secret"})
+            return
+        token = self._token.decode("ascii")
+        await _send_json(send, 200, {"token": token, "token_type": "Bearer"}, [(b"cache-control", b"no-store")])
+
+
+async def _send_json(send: Send, status: int, document: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps(document).encode("utf-8")
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii")), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+class AppServer:
+    """Serve an ASGI app on loopback behind :class:`TokenAuthMiddleware`, and publish it.
+
+    Args:
+        app: the ASGI app (e.g. ``MCPServer.streamable_http_app()``).
+        app_name: the name the bridge knows the app by (``--app-name``); the discovery file
+            goes to ``default_discovery_path(app_name)``.
+        discovery_file: another place for it; with neither, no discovery file is written.
+        host: ``127.0.0.1`` or ``::1`` (another loopback address is accepted; nothing else).
+        port: 0 lets the system pick a free port (the discovery file tells the bridge).
+        path: the MCP endpoint's path inside the app, for the published URL.
+        token_file: keep the token in this file (created 0600 on the first start, reused
+            after): for a bridge started with ``--token-file``. Default: a new random
+            token at every start.
+        token_in_discovery: put the token in the discovery file (the bridge then needs no
+            token option).
+        secret_file: serve the auth route for this secret (created 0600 with a random
+            secret if missing): for a bridge started with ``--auth-url --secret-file``.
+        auth_path: the auth route's path.
+        require_token: ``False`` serves without any check. Then every local user, and any
+            web page a browser shows through DNS rebinding, may call the app's tools.
+        on_listening: called with this server once the discovery file is written.
+        log_level: uvicorn's log level; all its logs go to stderr.
+        access_log: log one line per request (off by default).
+        graceful_shutdown_seconds: how long open requests and streams may still run after
+            a stop was asked for.
+        uvicorn_options: further ``uvicorn.Config`` arguments.
+
+    Raises:
+        ValueError: ``host`` is not a loopback address, or ``path`` does not start with "/".
+        UnsafeFileError, OSError: a token or secret file cannot be used.
+
+    Attributes:
+        url: the published MCP endpoint, once :meth:`bind` (or :meth:`run`) has run.
+        token: the bearer token (``None`` without ``require_token``). Never log it.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        app_name: str | None = None,
+        discovery_file: Path | str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        path: str = "/mcp",
+        token_file: Path | str | None = None,
+        token_in_discovery: bool = True,
+        secret_file: Path | str | None = None,
+        auth_path: str = AUTH_PATH,
+        require_token: bool = True,
+        on_listening: Callable[[AppServer], None] | None = None,
+        log_level: str = "warning",
+        access_log: bool = False,
+        graceful_shutdown_seconds: float = 2.0,
+        uvicorn_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"{host!r} is not a loopback address; the app's MCP server stays on this machine")
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/'")
+        if discovery_file is not None:
+            self.discovery_file: Path | None = Path(discovery_file)
+        else:
+            self.discovery_file = default_discovery_path(app_name) if app_name else None
+        self.host, self.port, self.path = host, port, path
+        self.url: str | None = None
+        self.token: str | None = None
+        secret = None
+        if require_token:
+            self.token = load_or_create_secret(Path(token_file)) if token_file else secrets.token_urlsafe(32)
+            secret = load_or_create_secret(Path(secret_file), "secret file") if secret_file else None
+        self._token_in_discovery = token_in_discovery
+        self.app = app if self.token is None else TokenAuthMiddleware(app, token=self.token, secret=secret, auth_path=auth_path)
+        self._on_listening = on_listening
+        self._log_level = log_level
+        self._access_log = access_log
+        self._graceful_shutdown_seconds = graceful_shutdown_seconds
+        self._uvicorn_options = dict(uvicorn_options or {})
+        self._socket: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._published = False
+
+    def __repr__(self) -> str:
+        return f"AppServer(url={self.url!r}, discovery_file={self.discovery_file!r})"
+
+    def bind(self) -> str:
+        """Create the listening socket (once) and return the endpoint URL.
+
+        Raises:
+            OSError: the address or port cannot be bound.
+        """
+        if self._socket is None:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP
+            # (CPython < 3.12); without it every reply waits for the client's delayed ACK.
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            try:
+                if os.name == "posix":  # a restart may take the same port at once
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((self.host, self.port))
+                sock.listen(128)
+            except BaseException:
+                sock.close()
+                raise
+            sock.set_inheritable(False)  # a process the app starts must not hold the port
+            self._socket = sock
+            self.port = sock.getsockname()[1]
+            host = f"[{self.host}]" if family == socket.AF_INET6 else self.host
+            self.url = f"http://{host}:{self.port}{self.path}"
+        assert self.url is not None
+        return self.url
+
+    def run(self) -> int:
+        """Serve until SIGTERM, SIGINT or :meth:`stop`; return 0, or 1 if start-up failed.
+
+        In the main thread uvicorn handles SIGTERM and SIGINT, and re-raises the signal
+        once it has stopped, so the process then ends the way that signal ends it.
+        """
+        import asyncio
+
+        try:
+            asyncio.run(self.serve())
+        except KeyboardInterrupt:
+            pass
+        except SystemExit:
+            if self._server is None or self._server.started:
+                raise
+            return 1  # uvicorn exits this way when the app's lifespan start-up fails
+        finally:
+            self._unpublish()
+            if self._socket is not None:
+                self._socket.close()
+        server = self._server
+        return 0 if server is not None and (server.started or server.should_exit) else 1
+
+    async def serve(self) -> None:
+        """Serve on the running event loop until asked to stop (see :meth:`run`).
+
+        Raises:
+            OSError: binding failed, or the discovery file could not be written.
+        """
+        url = self.bind()
+        self._server = _make_server(self, self._uvicorn_config())
+        log.info("serving %s", url)
+        try:
+            await self._server.serve(sockets=[self._socket] if self._socket else None)
+        finally:
+            self._unpublish()
+
+    def stop(self) -> None:
+        """Ask the server to stop (from any thread); :meth:`run` then returns."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def _uvicorn_config(self) -> uvicorn.Config:
+        import uvicorn
+
+        options: dict[str, Any] = {
+            "log_config": _log_config(self._log_level),
+            "log_level": self._log_level.lower(),
+            "access_log": self._access_log,
+            "timeout_graceful_shutdown": self._graceful_shutdown_seconds,
+        }
+        options.update(self._uvicorn_options)
+        return uvicorn.Config(self.app, **options)
+
+    def _publish(self) -> None:
+        if self.discovery_file is not None:
+            self.discovery_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            check_private_folder(self.discovery_file.parent, "discovery file")
+            token = self.token if self._token_in_discovery else None
+            assert self.url is not None
+            write_discovery_file(self.discovery_file, url=self.url, pid=os.getpid(), token=token)
+            self._published = True
+            log.info("discovery file written: %s", self.discovery_file)
+        if self._on_listening is not None:
+            self._on_listening(self)
+
+    def _unpublish(self) -> None:
+        if self._published and self.discovery_file is not None:
+            self._published = False
+            remove_discovery_file(self.discovery_file)  # only while it is still this process's
+
+
+def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit:
+                owner._publish()  # the socket is served now: the bridge may come
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Stop advertising first, and here: after a SIGTERM uvicorn re-raises the
+            # signal once serve() returns, which ends the process before any finally.
+            owner._unpublish()
+            await super().shutdown(sockets)
+
+    return Server(config)
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging config with every handler (the access log's too) on stderr, no colour."""
+    import uvicorn.config
+
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"
+    for formatter in config["formatters"].values():
+        formatter["use_colors"] = False
+    for logger in config["loggers"].values():
+        if "level" in logger:
+            logger["level"] = level.upper()
+    return config
+
+
+def serve_app(app: ASGIApp, **options: Any) -> int:
+    """``AppServer(app, **options).run()``: serve until stopped; return the exit status.
+
+    A missing uvicorn is reported on stderr with the command that installs it (status 1).
+    """
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print("serving the app needs uvicorn: pip install 'mcp-app-bridge[app]'", file=sys.stderr)
+        return 1
+    return AppServer(app, **options).run()
