@@ -290,7 +290,7 @@ class Launcher:
             if now >= deadline:
                 raise AppLaunchFailedError(
                     f"{self._app} was started but did not accept connections within "
-                    f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable()}.",
+                    f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable(launched=True)}.",
                     recoverable=False,
                 )
             if now >= next_progress:
@@ -305,11 +305,18 @@ class Launcher:
             return False
         return await self._probe(url)
 
-    def _why_unreachable(self) -> str:
+    def _why_unreachable(self, *, launched: bool = False) -> str:
+        source = self._endpoint.discovery_file
         try:
-            return f" (nothing accepts connections at {self._endpoint.url()})"
+            url = self._endpoint.url()
         except DiscoveryError as exc:
+            if launched and exc.missing and source is not None:
+                return f": it never wrote the discovery file {source}, where the bridge looks for it"
             return f" ({exc})"
+        discovery = self._endpoint.discovery
+        if discovery is not None and discovery.url == url:
+            return f" (nothing accepts connections at {url}, read from the discovery file {source})"
+        return f" (nothing accepts connections at {url})"
 
 
 async def tcp_probe(url: str) -> bool:

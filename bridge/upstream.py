@@ -525,6 +525,13 @@ class Upstream:
         if error is not None:
             # The app's own JSON-RPC error passes through unchanged, with the request's id.
             return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+        if status == 404:  # nothing at that path: most often a --url without the endpoint's path
+            url = self.token_context().base_url or "the configured URL"
+            raise HTTPStatusError(
+                f"{self._app} answered HTTP 404 (Not Found) at {url}, so that is not its MCP endpoint. "
+                "Check --url or the discovery file: the endpoint's path is often /mcp.",
+                status,
+            )
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
     async def _read_body(
