@@ -72,8 +72,8 @@ def load_or_create_secret(path: Path, what: str = "token file") -> str:
 
 
 def check_private_folder(folder: Path, what: str) -> None:
-    """Refuse a folder that group or others may write (unless sticky, as ``/tmp`` is) or
-    that belongs to another user: they could swap the file inside it (POSIX only).
+    """Refuse a folder that group or others may write, or that belongs to another user
+    (root aside): they could swap or squat the file inside it (POSIX only).
 
     Raises:
         UnsafeFileError: the folder is unsafe.
@@ -83,10 +83,10 @@ def check_private_folder(folder: Path, what: str) -> None:
     status = os.stat(folder)
     if status.st_uid not in (os.getuid(), 0):
         raise UnsafeFileError(f"refusing the {what}'s folder {folder}: it belongs to another user")
-    if status.st_mode & 0o022 and not status.st_mode & stat.S_ISVTX:
+    if status.st_mode & 0o022:
         raise UnsafeFileError(
             f"refusing the {what}'s folder {folder}: others may write it (mode {status.st_mode & 0o777:04o}); "
-            f"run: chmod go-w {folder}"
+            f"use a folder of your own, or run: chmod go-w {folder}"
         )
 
 

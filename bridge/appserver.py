@@ -146,6 +146,7 @@ class AppServer:
         self._uvicorn_options = dict(uvicorn_options or {})
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
+        self._stop_asked = False
         self._published = False
 
     def __repr__(self) -> str:
@@ -209,6 +210,7 @@ class AppServer:
         """
         url = self.bind()
         self._server = _make_server(self, self._uvicorn_config())
+        self._server.should_exit = self._stop_asked  # stop() may come before the server exists
         log.info("serving %s", url)
         try:
             await self._server.serve(sockets=[self._socket] if self._socket else None)
@@ -217,6 +219,7 @@ class AppServer:
 
     def stop(self) -> None:
         """Ask the server to stop (from any thread); :meth:`run` then returns."""
+        self._stop_asked = True
         if self._server is not None:
             self._server.should_exit = True
 

@@ -111,9 +111,6 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 AUTH_PATH = "/auth/token"
 """The auth route: POST ``{"secret": …}``, get ``{"token": …}``."""
 
-MAX_AUTH_BODY_BYTES = 64 * 1024
-"""Largest body accepted by the auth route."""
-
 SCRIPT = Path(__file__).resolve()
 
 _LARGE_PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"

@@ -216,6 +216,30 @@ def test_the_server_refuses_to_listen_off_loopback(host: str, tmp_path: Path) ->
         AppServer(Inner(), host=host, discovery_file=tmp_path / "d.json")
 
 
+def test_a_gui_app_runs_the_server_in_a_thread_and_stops_it(tmp_path: Path) -> None:
+    """The GUI's own thread keeps the signals; ``stop()`` ends ``run()`` and unpublishes,
+    and a ``stop()`` that comes before the server exists is not lost."""
+    import threading
+
+    discovery = tmp_path / "state" / "mcp-endpoint.json"
+    server = AppServer(Inner(), discovery_file=discovery)
+    statuses: list[int] = []
+    thread = threading.Thread(target=lambda: statuses.append(server.run()), daemon=True)
+    thread.start()
+    assert wait_until(discovery.exists, START_TIMEOUT)
+    published = json.loads(discovery.read_text())
+    assert published == {"url": server.url, "pid": os.getpid(), "token": server.token}
+    reply = httpx.get(published["url"], headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
+    assert reply.text == "inner"
+    server.stop()
+    thread.join(START_TIMEOUT)
+    assert statuses == [0] and not discovery.exists()
+
+    early = AppServer(Inner(), discovery_file=discovery)
+    early.stop()
+    assert early.run() == 0 and not discovery.exists()
+
+
 def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "bridge", "--url", "http://127.0.0.1:9/mcp"],
