@@ -210,6 +210,16 @@ def test_unsafe_credential_files_are_refused_and_left_alone(tmp_path: Path) -> N
     assert target.read_text() == "attacker's token\n"
 
 
+def test_a_token_file_keeps_the_token_across_starts_and_without_one_every_start_is_new(tmp_path: Path) -> None:
+    """For a bridge with ``--token-file``: the file's token is the one the server checks."""
+    token_file = tmp_path / "token"
+    first = AppServer(Inner(), discovery_file=tmp_path / "d.json", token_file=token_file)
+    second = AppServer(Inner(), discovery_file=tmp_path / "d.json", token_file=token_file)
+    assert first.token == second.token == token_file.read_text().strip()
+    assert AppServer(Inner()).token != AppServer(Inner()).token
+    assert AppServer(Inner(), require_token=False).token is None
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::"])
 def test_the_server_refuses_to_listen_off_loopback(host: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a loopback address"):
