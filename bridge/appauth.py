@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import secrets
-import stat
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AUTH_PATH", "TokenAuthMiddleware", "UnsafeFileError", "check_private_folder", "load_or_create_secret"]
+from .privatefile import UnsafeFileError, check_folders, read_private_file
+
+__all__ = ["AUTH_PATH", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret"]
 
 log = logging.getLogger("bridge.appauth")
 
@@ -33,12 +34,6 @@ AUTH_PATH = "/auth/token"
 MAX_AUTH_BODY_BYTES = 64 * 1024
 #: Largest credential file read, in bytes.
 MAX_CREDENTIAL_FILE_BYTES = 64 * 1024
-
-
-class UnsafeFileError(PermissionError):
-    """A credential file, or its folder, could be read or swapped by someone else: a
-    symbolic link, not a regular file, another owner, a mode looser than 0600, or a folder
-    that others may write. The message names the file and the fix. Nothing was changed."""
 
 
 # -- credential files ------------------------------------------------------------------------
@@ -58,36 +53,18 @@ def load_or_create_secret(path: Path, what: str = "token file") -> str:
         what: how the file is named in messages.
 
     Raises:
-        UnsafeFileError: see the class; also for a folder others may write.
+        UnsafeFileError: a symbolic link, not a regular file, another user's, readable by
+            others, or in a folder others may write (``bridge/privatefile.py``'s rules).
         ValueError: the existing file is empty or not UTF-8.
         OSError: it could not be read or created.
     """
     path = Path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    check_private_folder(path.parent, what)
+    check_folders(path)
     value = secrets.token_urlsafe(32)
     if not _create_with_content(path, (value + "\n").encode("ascii")):
         return _read_private(path, what)
     return value
-
-
-def check_private_folder(folder: Path, what: str) -> None:
-    """Refuse a folder that group or others may write, or that belongs to another user
-    (root aside): they could swap or squat the file inside it (POSIX only).
-
-    Raises:
-        UnsafeFileError: the folder is unsafe.
-    """
-    if os.name != "posix":
-        return
-    status = os.stat(folder)
-    if status.st_uid not in (os.getuid(), 0):
-        raise UnsafeFileError(f"refusing the {what}'s folder {folder}: it belongs to another user")
-    if status.st_mode & 0o022:
-        raise UnsafeFileError(
-            f"refusing the {what}'s folder {folder}: others may write it (mode {status.st_mode & 0o777:04o}); "
-            f"use a folder of your own, or run: chmod go-w {folder}"
-        )
 
 
 def _create_with_content(path: Path, content: bytes) -> bool:
@@ -116,25 +93,7 @@ def _create_with_content(path: Path, content: bytes) -> bool:
 
 
 def _read_private(path: Path, what: str) -> str:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        descriptor = os.open(path, flags)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise UnsafeFileError(f"refusing the {what} {path}: it is a symbolic link") from None
-        raise OSError(exc.errno, f"cannot read the {what} {path}: {exc.strerror}") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise UnsafeFileError(f"refusing the {what} {path}: it is not a regular file")
-        if os.name == "posix" and status.st_uid != os.getuid():
-            raise UnsafeFileError(f"refusing the {what} {path}: it belongs to another user")
-        if os.name == "posix" and status.st_mode & 0o077:
-            raise UnsafeFileError(
-                f"refusing the {what} {path}: its mode {status.st_mode & 0o777:04o} lets others read it; "
-                f"run: chmod 600 {path}"
-            )
-        raw = handle.read(MAX_CREDENTIAL_FILE_BYTES)
+    raw = read_private_file(path, what, max_bytes=MAX_CREDENTIAL_FILE_BYTES)
     try:
         value = raw.decode("utf-8").strip()
     except UnicodeDecodeError:

@@ -50,7 +50,6 @@ from .appauth import (
     ASGIApp,
     TokenAuthMiddleware,
     UnsafeFileError,
-    check_private_folder,
     load_or_create_secret,
 )
 from .discovery import default_discovery_path, remove_discovery_file, write_discovery_file
@@ -237,8 +236,6 @@ class AppServer:
 
     def _publish(self) -> None:
         if self.discovery_file is not None:
-            self.discovery_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            check_private_folder(self.discovery_file.parent, "discovery file")
             token = self.token if self._token_in_discovery else None
             assert self.url is not None
             write_discovery_file(self.discovery_file, url=self.url, pid=os.getpid(), token=token)
