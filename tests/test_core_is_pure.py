@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-CORE = ["errors.py", "framing.py", "jsonrpc.py", "config.py", "policy.py", "ledger.py", "admission.py"]
+CORE = ["errors.py", "framing.py", "jsonrpc.py", "config.py", "policy.py", "ledger.py", "admission.py", "sse.py"]
 PACKAGE = Path(__file__).resolve().parent.parent / "bridge"
 
 
