@@ -30,13 +30,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from . import http11
+from . import http11, sse
 from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
@@ -460,7 +460,10 @@ class Upstream:
                     for extra, item in extras:
                         await emit(extra, item)
                 elif media_type == _SSE:
-                    line, message = await self._answer_from_sse(request, response, emit, resumable=modern_headers is None)
+                    line, message = await self._answer_from_sse(
+                        request, response, emit, resumable=modern_headers is None,
+                        idle_seconds=None if endless else self._config.request_timeout_seconds,
+                    )
                 else:
                     raise BadUpstreamResponseError(
                         f"{self._app} answered with content type {media_type!r}, "
@@ -605,7 +608,13 @@ class Upstream:
         return to_wire_line(raw, value), value
 
     async def _answer_from_sse(
-        self, request: Request, response: _Response, emit: Emit, *, resumable: bool = True
+        self,
+        request: Request,
+        response: _Response,
+        emit: Emit,
+        *,
+        resumable: bool = True,
+        idle_seconds: float | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         state = _StreamState()
         async with contextlib.AsyncExitStack() as streams:
@@ -627,15 +636,16 @@ class Upstream:
                         break
                 try:
                     with map_transport_errors(self._app):
-                        async for line, message in self._events(stream, state):
-                            if _is_response(message) and (
-                                _id_matches(message, request.id) or message.get("id") is None
-                            ):
-                                if not _id_matches(message, request.id):  # an error with id null
-                                    message = {**message, "id": request.id}
-                                    line = encode_message(message)
-                                return line, message
-                            await emit(line, message)
+                        async with contextlib.aclosing(self._events(stream, state, idle_seconds)) as events:
+                            async for line, message in events:
+                                if _is_response(message) and (
+                                    _id_matches(message, request.id) or message.get("id") is None
+                                ):
+                                    if not _id_matches(message, request.id):  # an error with id null
+                                        message = {**message, "id": request.id}
+                                        line = encode_message(message)
+                                    return line, message
+                                await emit(line, message)
                 except StreamClosedError:
                     if state.last_event_id is None or not resumable:
                         raise
@@ -649,29 +659,74 @@ class Upstream:
             headers["Last-Event-ID"] = state.last_event_id
         return url, headers, sent
 
-    async def _events(self, response: _Response, state: _StreamState) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
-        """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message."""
-        async for event in _server_sent_events(response):
-            if event.id:
-                state.last_event_id = event.id
-            if event.retry is not None:
-                # Honoured, but bounded: a server cannot park a request for an hour, nor for
-                # longer than the silence a request may wait (--request-timeout).
-                state.retry_seconds = min(
-                    event.retry / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds
-                )
-            if event.event != "message" or not event.data.strip():
-                continue  # priming events, keep-alives, event types MCP does not define
-            raw = event.data.encode("utf-8")
-            if len(raw) > self._config.max_message_bytes:
-                raise MessageTooLargeError(
-                    f"{self._app} sent a message larger than the "
-                    f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
-                )
-            message = self._parse(raw)
-            if not isinstance(message, dict):
-                raise BadUpstreamResponseError(f"{self._app} sent an SSE event that is not one JSON-RPC message.")
-            yield to_wire_line(raw, message), message
+    async def _events(
+        self, response: _Response, state: _StreamState, idle_seconds: float | None = None
+    ) -> AsyncGenerator[tuple[bytes, dict[str, Any]], None]:
+        """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message.
+
+        The body's chunks (``aiter_bytes``) go through :class:`bridge.sse.SSEDecoder`, which
+        refuses an event larger than ``max_message_bytes`` while it arrives. With
+        ``idle_seconds``, a complete event or a comment (a keep-alive) must arrive within
+        that many seconds of the stream opening or of the last one the bridge handed on:
+        bytes that complete neither do not count, so a drip cannot hold a request for ever,
+        while a long call that sends progress or keep-alives is never cut off.
+
+        Raises:
+            MessageTooLargeError: an event's data passes ``max_message_bytes``.
+            UpstreamTimeoutError: ``idle_seconds`` passed without an event or a comment.
+            BadUpstreamResponseError: an event that is not one JSON-RPC message.
+        """
+        decoder = sse.SSEDecoder(self._config.max_message_bytes, state.last_event_id or "")
+        chunks = response.aiter_bytes()
+        deadline: float | None = None
+        while True:
+            if idle_seconds is None:
+                chunk = await anext(chunks, b"")
+            else:
+                if deadline is None:  # the timer starts when the bridge waits for bytes again
+                    deadline = anyio.current_time() + idle_seconds
+                received: bytes | None = None
+                with anyio.CancelScope(deadline=deadline):
+                    received = await anext(chunks, b"")
+                if received is None:
+                    raise UpstreamTimeoutError(
+                        f"{self._app} sent no complete SSE event or keep-alive within the request timeout; "
+                        "the request was abandoned."
+                    )
+                chunk = received
+            decoder.receive_data(chunk)
+            while True:
+                try:
+                    event = decoder.next_event()
+                except sse.EventTooLarge:
+                    raise MessageTooLargeError(
+                        f"{self._app} sent a message larger than the "
+                        f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
+                    ) from None
+                if event is sse.NEED_DATA:
+                    break
+                if event is sse.EOF:
+                    self._note_retry(state, decoder.retry_ms)  # a retry in a last, unfinished event
+                    return
+                deadline = None  # an event or a keep-alive: the idle timer starts again
+                if event is sse.COMMENT:
+                    continue
+                assert isinstance(event, sse.Event)
+                state.last_event_id = event.id or None
+                self._note_retry(state, event.retry_ms)
+                raw = event.data_with_newline
+                if event.event_type != "message" or not raw or raw.isspace():
+                    continue  # priming events, event types MCP does not define
+                message = self._parse(raw)
+                if not isinstance(message, dict):
+                    raise BadUpstreamResponseError(f"{self._app} sent an SSE event that is not one JSON-RPC message.")
+                yield to_wire_line(raw, message), message
+
+    def _note_retry(self, state: _StreamState, retry_ms: int | None) -> None:
+        if retry_ms is not None:
+            # Honoured, but bounded: a server cannot park a request for an hour, nor for
+            # longer than the silence a request may wait (--request-timeout).
+            state.retry_seconds = min(retry_ms / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds)
 
     def _parse(self, raw: bytes) -> Any:
         """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
@@ -717,9 +772,10 @@ class Upstream:
                                 f"GET stream refused (HTTP {response.status_code})", response.status_code
                             )
                         log.debug("GET stream open")
-                        async for line, _message in self._events(response, state):
-                            delivered = True
-                            await emit(line, _message)
+                        async with contextlib.aclosing(self._events(response, state)) as events:
+                            async for line, message in events:
+                                delivered = True
+                                await emit(line, message)
             except UpstreamError as exc:
                 log.info("GET stream: %s", exc.message)
             except Exception:  # never let the optional stream take the connection down
@@ -788,27 +844,6 @@ def _says_session_unknown(body: bytes) -> bool:
     servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
     text = body.lower()
     return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
-
-
-async def _server_sent_events(response: _Response) -> AsyncIterator[Any]:
-    """httpx-sse's events of ``response``, importing httpx only once a byte has arrived."""
-    if isinstance(response, http11.Http11Response):
-        chunks = response.aiter_bytes()
-        first = b""
-        async for first in chunks:
-            if first:
-                break
-        if not first:
-            return  # ended without a byte
-        from ._sse import server_sent_events
-
-        events = server_sent_events(response, first, chunks)
-    else:
-        from ._sse import server_sent_events
-
-        events = server_sent_events(response)
-    async for event in events:
-        yield event
 
 
 def _media_type(response: _Response) -> str | None:
