@@ -77,6 +77,13 @@ MAX_LISTEN_DELAY_SECONDS = 30.0
 MAX_LISTEN_FAILURES = 5
 #: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
 MAX_ERROR_BODY_BYTES = 1024 * 1024
+#: After the response on an SSE stream, how long the bridge waits for the stream's end, so
+#: that the connection can serve the next request: the official SDK's server ends it about
+#: 0.1 ms after the response, and a new connection per call costs more (README,
+#: Benchmarks). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
+#: replies are not waited for, so a server that keeps its streams open costs little.
+SSE_END_WAIT_SECONDS = 0.002
+SSE_END_SKIPS = 64
 
 _USER_AGENT = f"mcp-app-bridge/{__version__}"
 _JSON = "application/json"
@@ -243,6 +250,8 @@ class Upstream:
         #: Set while no session rebuild runs (``session_rebuild``).
         self.session_ready = anyio.Event()
         self.session_ready.set()
+        self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
+        self._sse_end_misses = 0  # waits in vain in a row
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -644,6 +653,7 @@ class Upstream:
                                     if not _id_matches(message, request.id):  # an error with id null
                                         message = {**message, "id": request.id}
                                         line = encode_message(message)
+                                    await self._await_end(events)
                                     return line, message
                                 await emit(line, message)
                 except StreamClosedError:
@@ -652,6 +662,24 @@ class Upstream:
                 if state.last_event_id is None or not resumable:
                     break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
+
+    async def _await_end(self, events: AsyncGenerator[tuple[bytes, dict[str, Any]], None]) -> None:
+        """Read a stream whose response has arrived to its end, for at most
+        :data:`SSE_END_WAIT_SECONDS`: a stream read to its end leaves its connection
+        reusable. Messages after the response are not relayed (as when the stream is closed
+        at once); the first one ends the wait."""
+        if self._sse_end_skips:
+            self._sse_end_skips -= 1
+            return
+        with anyio.move_on_after(SSE_END_WAIT_SECONDS) as wait:
+            async for _late in events:
+                log.debug("a message after the response on its SSE stream was not relayed")
+                break
+        if wait.cancelled_caught:
+            self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
+            self._sse_end_misses += 1
+        else:
+            self._sse_end_misses = 0
 
     async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:
         url, headers, sent = await self._prepare(accept=_SSE)

@@ -80,6 +80,7 @@ class App:
     on_call: Call | None = None
     port: int = 0
     posts: list[dict[str, Any]] = field(default_factory=list)
+    connections: int = 0
     sent_bytes: int = 0
     """Bytes of the body ``on_call`` managed to write (set by the scripts below)."""
     call_ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -91,6 +92,7 @@ class App:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = Peer(reader, writer)
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -241,6 +243,46 @@ async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(k
         assert replies[-1] == {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "beats": 20}}
         if kind == "progress":
             assert [r["params"]["progress"] for r in replies[1:-1]] == list(range(20))
+
+
+# -- the stream's end after the response ------------------------------------------------------------
+
+
+async def test_a_stream_that_ends_right_after_the_response_leaves_its_connection_for_the_next_call() -> None:
+    app = App()
+    async with serve(app), bridge_to(app.url) as (stdin, stdout):
+        for i in range(1, 21):
+            stdin.feed(request_line(i, "tools/list"))
+            await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+    # initialize, its notification and the GET stream may have opened up to three; a new
+    # connection per SSE reply would make that 20 more.
+    assert app.connections <= 3
+
+
+def respond_and_hold(message: dict[str, Any], peer: Peer) -> Awaitable[None]:
+    result = compact({"jsonrpc": "2.0", "id": message["id"], "result": {"held": True}})
+    late = compact({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "late"}})
+
+    async def script() -> None:
+        await peer.send(SSE_HEAD + chunk(b"data: " + result + b"\n\n"))
+        with contextlib.suppress(ConnectionError):
+            await asyncio.sleep(0.05)
+            await peer.send(chunk(b"data: " + late + b"\n\n"))
+            await asyncio.sleep(WAIT * 3)
+
+    return script()
+
+
+async def test_streams_kept_open_after_the_response_still_answer_every_call_once() -> None:
+    app = App(on_call=respond_and_hold)
+    async with serve(app), bridge_to(app.url, request_timeout_seconds=WAIT * 2) as (stdin, stdout):
+        for i in range(1, 6):
+            stdin.feed(call(i))
+            replies = await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+            assert replies[-1] == {"jsonrpc": "2.0", "id": i, "result": {"held": True}}
+        stdin.feed(request_line(9, "tools/list"))
+        replies = await stdout.wait_for(7, timeout_seconds=WAIT)
+        assert replies[-1]["id"] == 9 and len(replies) == 7  # nothing after a response is relayed
 
 
 # -- the cap while an event arrives ---------------------------------------------------------------
