@@ -207,6 +207,10 @@ async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bou
         assert reply["id"] == 1 and reason_of(reply) == "timeout"
         with anyio.fail_after(WAIT):
             await app.call_ended.wait()  # the bridge closed the stream (the drip failed)
+            while not any(p.get("method") == "notifications/cancelled" for p in app.posts):
+                await anyio.sleep(0.01)
+        (cancelled,) = [p for p in app.posts if p.get("method") == "notifications/cancelled"]
+        assert cancelled["params"]["requestId"] == 1
 
 
 async def test_a_drip_of_lines_and_blank_lines_without_a_field_is_no_sign_of_life() -> None:
