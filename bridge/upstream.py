@@ -672,9 +672,12 @@ class Upstream:
             self._sse_end_skips -= 1
             return
         with anyio.move_on_after(SSE_END_WAIT_SECONDS) as wait:
-            async for _late in events:
-                log.debug("a message after the response on its SSE stream was not relayed")
-                break
+            try:
+                async for _late in events:
+                    log.debug("a message after the response on its SSE stream was not relayed")
+                    break
+            except Exception as exc:  # a broken end, a bad late event: the response stands
+                log.debug("the SSE stream failed after its response: %s", _describe(exc))
         if wait.cancelled_caught:
             self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
             self._sse_end_misses += 1

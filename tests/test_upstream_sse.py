@@ -289,6 +289,30 @@ async def test_streams_kept_open_after_the_response_still_answer_every_call_once
         assert replies[-1]["id"] == 9 and len(replies) == 7  # nothing after a response is relayed
 
 
+def respond_then(after: bytes, abort: bool) -> Call:
+    async def script(message: dict[str, Any], peer: Peer) -> None:
+        result = compact({"jsonrpc": "2.0", "id": message["id"], "result": {"ok": True}})
+        await peer.send(SSE_HEAD + chunk(b"data: " + result + b"\n\n") + after)
+        if abort:
+            peer.writer.transport.abort()  # a reset, not a clean end
+
+    return script
+
+
+@pytest.mark.parametrize(
+    ("after", "abort"),
+    [(chunk(b"data: not json\n\n") + b"0\r\n\r\n", False), (chunk(b"data: " + b"x" * 5000 + b"\n\n"), False),
+     (b"zz\r\n", False), (b"", True)],
+    ids=["bad-json", "too-large", "bad-chunking", "reset"],
+)
+async def test_whatever_follows_the_response_on_its_stream_the_response_is_the_answer(after: bytes, abort: bool) -> None:
+    app = App(on_call=respond_then(after, abort))
+    async with serve(app), bridge_to(app.url, max_message_bytes=4096) as (stdin, stdout):
+        stdin.feed(call(1))
+        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+        assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}
+
+
 # -- the cap while an event arrives ---------------------------------------------------------------
 
 
