@@ -1,5 +1,6 @@
-"""Server-sent events: response body bytes in, events out (WHATWG HTML §9.2.6, "Parsing an
-event stream" and "Interpreting an event stream"), as MCP's Streamable HTTP uses them.
+"""Server-sent events: response body bytes in, events out (WHATWG HTML §9.2 "Server-sent
+events": "Parsing an event stream", "Interpreting an event stream"), as MCP's Streamable
+HTTP uses them.
 
 Pure: imports only the standard library. Shaped like ``framing.py`` and h11: the decoder
 never reads anything itself; the caller feeds it what one read returned
@@ -31,8 +32,9 @@ Choices where the bridge needs something WHATWG leaves open:
   still arriving (less a ``data: `` field name) would, is refused with
   :class:`EventTooLarge` as soon as that is known, never after buffering it whole. The
   decoder then discards the rest of that event, up to its blank line, holding no more than
-  one chunk meanwhile, and decodes the events after it normally. Memory is bounded by
-  ``max_event_bytes`` plus one chunk plus a few bytes.
+  one chunk meanwhile, and decodes the events after it normally. Fed one read at a time
+  (and drained to ``NEED_DATA`` after each), it holds at most ``max_event_bytes`` plus two
+  chunks (the one being read and its lines) plus a few bytes.
 
 Theory of operation: received chunks wait in ``_chunks``; the one being read is split into
 its lines once, by ``bytes.splitlines`` (which breaks at exactly CRLF, LF and CR), and the
