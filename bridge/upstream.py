@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -626,6 +627,18 @@ class Upstream:
         idle_seconds: float | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         state = _StreamState()
+        answer: list[tuple[bytes, dict[str, Any]]] = []
+
+        async def take(line: bytes, message: dict[str, Any]) -> bool:
+            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
+                if not _id_matches(message, request.id):  # an error with id null
+                    message = {**message, "id": request.id}
+                    line = encode_message(message)
+                answer.append((line, message))
+                return True
+            await emit(line, message)
+            return False
+
         async with contextlib.AsyncExitStack() as streams:
             stream = response
             for attempt in range(MAX_RESUME_ATTEMPTS + 1):
@@ -645,17 +658,8 @@ class Upstream:
                         break
                 try:
                     with map_transport_errors(self._app):
-                        async with contextlib.aclosing(self._events(stream, state, idle_seconds)) as events:
-                            async for line, message in events:
-                                if _is_response(message) and (
-                                    _id_matches(message, request.id) or message.get("id") is None
-                                ):
-                                    if not _id_matches(message, request.id):  # an error with id null
-                                        message = {**message, "id": request.id}
-                                        line = encode_message(message)
-                                    await self._await_end(events)
-                                    return line, message
-                                await emit(line, message)
+                        if await self._relay_events(stream, state, take, idle_seconds):
+                            return answer[0]
                 except StreamClosedError:
                     if state.last_event_id is None or not resumable:
                         raise
@@ -663,95 +667,108 @@ class Upstream:
                     break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
-    async def _await_end(self, events: AsyncGenerator[tuple[bytes, dict[str, Any]], None]) -> None:
-        """Read a stream whose response has arrived to its end, for at most
-        :data:`SSE_END_WAIT_SECONDS`: a stream read to its end leaves its connection
-        reusable. Messages after the response are not relayed (as when the stream is closed
-        at once); the first one ends the wait."""
-        if self._sse_end_skips:
-            self._sse_end_skips -= 1
-            return
-        with anyio.move_on_after(SSE_END_WAIT_SECONDS) as wait:
-            try:
-                async for _late in events:
-                    log.debug("a message after the response on its SSE stream was not relayed")
-                    break
-            except Exception as exc:  # a broken end, a bad late event: the response stands
-                log.debug("the SSE stream failed after its response: %s", _describe(exc))
-        if wait.cancelled_caught:
-            self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
-            self._sse_end_misses += 1
-        else:
-            self._sse_end_misses = 0
-
     async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:
         url, headers, sent = await self._prepare(accept=_SSE)
         if state.last_event_id is not None:
             headers["Last-Event-ID"] = state.last_event_id
         return url, headers, sent
 
-    async def _events(
-        self, response: _Response, state: _StreamState, idle_seconds: float | None = None
-    ) -> AsyncGenerator[tuple[bytes, dict[str, Any]], None]:
-        """Yield ``(stdout line, message)`` per SSE event carrying a JSON-RPC message.
+    async def _relay_events(
+        self,
+        response: _Response,
+        state: _StreamState,
+        handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
+        idle_seconds: float | None = None,
+    ) -> bool:
+        """Hand each SSE event that carries a JSON-RPC message to ``handle(line, message)``
+        (the stdout line and its value), in order, until ``handle`` returns ``True`` (it
+        took the awaited response) or the stream ends.
 
         The body's chunks (``aiter_bytes``) go through :class:`bridge.sse.SSEDecoder`, which
         refuses an event larger than ``max_message_bytes`` while it arrives. With
         ``idle_seconds``, a complete event or a comment (a keep-alive) must arrive within
-        that many seconds of the stream opening or of the last one the bridge handed on:
-        bytes that complete neither do not count, so a drip cannot hold a request for ever,
-        while a long call that sends progress or keep-alives is never cut off.
+        that many seconds of the stream opening or of the last one handled: bytes that
+        complete neither do not count, so a drip cannot hold a request for ever, while a
+        long call that sends progress or keep-alives is never cut off. The time ``handle``
+        takes (stdout) does not count either.
+
+        After the response the stream is read on to its end for at most
+        :data:`SSE_END_WAIT_SECONDS`, so that its connection can be reused; what arrives
+        then is not relayed (as when the stream is closed at once) and no failure of it
+        counts. One cancel scope serves the whole stream (one per read cost ~10 µs).
+
+        Returns:
+            ``True`` once ``handle`` took the response, ``False`` when the stream ended first.
 
         Raises:
             MessageTooLargeError: an event's data passes ``max_message_bytes``.
             UpstreamTimeoutError: ``idle_seconds`` passed without an event or a comment.
             BadUpstreamResponseError: an event that is not one JSON-RPC message.
+            The transport's exceptions, for the caller to map.
         """
         decoder = sse.SSEDecoder(self._config.max_message_bytes, state.last_event_id or "")
         chunks = response.aiter_bytes()
-        deadline: float | None = None
-        while True:
-            if idle_seconds is None:
-                chunk = await anext(chunks, b"")
-            else:
-                if deadline is None:  # the timer starts when the bridge waits for bytes again
-                    deadline = anyio.current_time() + idle_seconds
-                received: bytes | None = None
-                with anyio.CancelScope(deadline=deadline):
-                    received = await anext(chunks, b"")
-                if received is None:
-                    raise UpstreamTimeoutError(
-                        f"{self._app} sent no complete SSE event or keep-alive within the request timeout; "
-                        "the request was abandoned."
-                    )
-                chunk = received
-            decoder.receive_data(chunk)
-            while True:
-                try:
-                    event = decoder.next_event()
-                except sse.EventTooLarge:
-                    raise MessageTooLargeError(
-                        f"{self._app} sent a message larger than the "
-                        f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
-                    ) from None
-                if event is sse.NEED_DATA:
-                    break
-                if event is sse.EOF:
-                    self._note_retry(state, decoder.retry_ms)  # a retry in a last, unfinished event
-                    return
-                deadline = None  # an event or a keep-alive: the idle timer starts again
-                if event is sse.COMMENT:
-                    continue
-                assert isinstance(event, sse.Event)
-                state.last_event_id = event.id or None
-                self._note_retry(state, event.retry_ms)
-                raw = event.data_with_newline
-                if event.event_type != "message" or not raw or raw.isspace():
-                    continue  # priming events, event types MCP does not define
-                message = self._parse(raw)
-                if not isinstance(message, dict):
-                    raise BadUpstreamResponseError(f"{self._app} sent an SSE event that is not one JSON-RPC message.")
-                yield to_wire_line(raw, message), message
+        answered = False
+        restart = idle_seconds is not None  # start the idle timer before the next read
+        with anyio.CancelScope() as scope:
+            try:
+                while True:
+                    if restart and idle_seconds is not None:
+                        scope.deadline = anyio.current_time() + idle_seconds
+                        restart = False
+                    decoder.receive_data(await anext(chunks, b""))
+                    while (event := decoder.next_event()) is not sse.NEED_DATA:
+                        if event is sse.EOF:
+                            self._note_retry(state, decoder.retry_ms)  # a retry in a last, unfinished event
+                            if answered:
+                                self._sse_end_misses = 0
+                            return answered
+                        if answered:
+                            if isinstance(event, sse.Event) and not event.data_with_newline.isspace():
+                                log.debug("a message after the response on its SSE stream was not relayed")
+                                return True
+                            continue
+                        restart = idle_seconds is not None  # an event or a keep-alive
+                        if event is sse.COMMENT:
+                            continue
+                        assert isinstance(event, sse.Event)
+                        state.last_event_id = event.id or None
+                        self._note_retry(state, event.retry_ms)
+                        raw = event.data_with_newline
+                        if event.event_type != "message" or not raw or raw.isspace():
+                            continue  # priming events, event types MCP does not define
+                        message = self._parse(raw)
+                        if not isinstance(message, dict):
+                            raise BadUpstreamResponseError(
+                                f"{self._app} sent an SSE event that is not one JSON-RPC message."
+                            )
+                        scope.deadline = math.inf  # stdout's pace is not the app's silence
+                        if await handle(to_wire_line(raw, message), message):
+                            if self._sse_end_skips:
+                                self._sse_end_skips -= 1
+                                return True
+                            answered, restart = True, False
+                            scope.deadline = anyio.current_time() + SSE_END_WAIT_SECONDS
+            except sse.EventTooLarge:
+                if answered:
+                    return True
+                raise MessageTooLargeError(
+                    f"{self._app} sent a message larger than the "
+                    f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
+                ) from None
+            except Exception as exc:
+                if not answered:
+                    raise
+                log.debug("the SSE stream failed after its response: %s", _describe(exc))
+                return True
+        if answered:  # the stream did not end in time: wait less often for a while
+            self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
+            self._sse_end_misses += 1
+            return True
+        raise UpstreamTimeoutError(
+            f"{self._app} sent no complete SSE event or keep-alive within the request timeout; "
+            "the request was abandoned."
+        )
 
     def _note_retry(self, state: _StreamState, retry_ms: int | None) -> None:
         if retry_ms is not None:
@@ -787,6 +804,14 @@ class Upstream:
         failures = 0
         delay = DEFAULT_RETRY_SECONDS
         session = self.session_id
+        delivered = False
+
+        async def relay(line: bytes, message: dict[str, Any]) -> bool:
+            nonlocal delivered
+            delivered = True
+            await emit(line, message)
+            return False  # the GET stream carries no response to wait for
+
         while True:
             delivered = False
             if self.session_id != session:  # event ids belong to a session: a new one starts afresh
@@ -803,10 +828,7 @@ class Upstream:
                                 f"GET stream refused (HTTP {response.status_code})", response.status_code
                             )
                         log.debug("GET stream open")
-                        async with contextlib.aclosing(self._events(response, state)) as events:
-                            async for line, message in events:
-                                delivered = True
-                                await emit(line, message)
+                        await self._relay_events(response, state, relay)
             except UpstreamError as exc:
                 log.info("GET stream: %s", exc.message)
             except Exception:  # never let the optional stream take the connection down
