@@ -203,7 +203,14 @@ class SSEDecoder:
                 rest of that event is discarded.
         """
         while True:
-            line, end = self._next_line()
+            lines, index = self._lines, self._index
+            if index < len(lines) - 1 and not self._partial and not self._dropped_line:
+                # The common case, inline: a line that is not its chunk's last is complete.
+                line = lines[index]
+                self._index = index + 1
+                end = len(line) - (2 if line[-1] == _LF and line[-2:-1] == b"\r" else 1)
+            else:
+                line, end = self._next_line()
             if line is None:
                 if not self._eof:
                     return NEED_DATA
