@@ -270,6 +270,5 @@ def error_response(request_id: Any, exc: BridgeError) -> dict[str, Any]:
 
 #: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3 (``bridge_error``
 #: last: the README's error table adds it).
-REASONS: tuple[str, ...] = tuple(
-    str(cls.reason) for cls in [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
-)
+_REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
+REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in _REASON_CLASSES)

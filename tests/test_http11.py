@@ -1,4 +1,4 @@
-"""The bridge's own HTTP/1.1 client (``bridge/http11.py``) against a scripted server.
+"""The bridge's own HTTP/1.1 pool (``bridge/transport/pool.py``) against a scripted server.
 
 Every test runs a real TCP server on 127.0.0.1 (``asyncio.start_server``, port 0) that
 reads each request and answers with byte strings the test chose, so the wire is under the
@@ -22,19 +22,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.http11 import (
-    HIGH_WATER_BYTES,
-    MAX_HEAD_BYTES,
+from bridge.transport.base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
-    Http11Pool,
-    Http11Response,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
 )
+from bridge.transport.pool import HIGH_WATER_BYTES, MAX_HEAD_BYTES, Http11Pool, Http11Response
 
 pytestmark = pytest.mark.anyio
 
@@ -610,9 +607,9 @@ async def test_idle_connection_whose_close_the_loop_has_not_seen_yet_is_not_reus
     import threading
     import time
 
-    import bridge.http11
+    import bridge.transport.pool
 
-    monkeypatch.setattr(bridge.http11, "QUIET_CHECK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(bridge.transport.pool, "QUIET_CHECK_AFTER_SECONDS", 0.0)
     listener = socket.create_server(("127.0.0.1", 0))
     first_read = threading.Event()
     connections: list[int] = []

@@ -27,7 +27,7 @@ from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 
 from bridge.config import BridgeConfig
 from bridge.discovery import Endpoint
-from bridge.errors import BadUpstreamResponseError
+from bridge.errors import BridgeInternalError
 from bridge.jsonrpc import Request
 from bridge.session import Bridge
 from bridge.tokens import TokenContext
@@ -1054,7 +1054,8 @@ class _FixedStore:
 
 async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store() -> None:
     """Defence in depth: ``Upstream`` over the bridge's own client, handed a CR LF token,
-    raises ``bad_upstream_response`` before anything is sent, without quoting the value."""
+    raises ``bridge_error`` (the bridge's own request, not the app's fault) before anything
+    is sent, without quoting the value."""
     async with serve(App()) as server:
         config = BridgeConfig(url=server.url)
         upstream = Upstream(config, endpoint=Endpoint(url=server.url), tokens=_FixedStore(INJECTED))  # type: ignore[arg-type]
@@ -1065,13 +1066,13 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
             emitted.append(line)
 
         try:
-            with pytest.raises(BadUpstreamResponseError) as caught:
+            with pytest.raises(BridgeInternalError) as caught:
                 with anyio.fail_after(WAIT):
                     await upstream.send_request(request, emit)
         finally:
             await upstream.aclose()
         await anyio.sleep(0.05)
-    assert caught.value.reason == "bad_upstream_response"
+    assert caught.value.reason == "bridge_error"
     assert "tok-inj-3e4f5a6b" not in caught.value.message and "X-Injected" not in caught.value.message
     assert "Authorization" in caught.value.message
     assert server.connections == 0 and server.requests == [] and emitted == []
