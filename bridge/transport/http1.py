@@ -24,11 +24,17 @@ What it implements (RFC 9112):
 
 Leniency, compared with h11 (the differential test ``tests/test_http1.py`` pins each one):
 
-- a bare LF ends a line, as RFC 9112 §2.2 allows a recipient (h11 accepts it too);
+- a bare LF ends a line, as RFC 9112 §2.2 allows a recipient: h11 accepts it in the
+  head too, but not in the chunked framing;
 - an unknown ``Transfer-Encoding`` (not ending in ``chunked``) is read until close, where
   h11 refuses it; an app on loopback that sends ``gzip`` alone then still gets read;
-- a ``Content-Length`` repeated with the same value, or listed twice in one field, is
-  accepted (h11 accepts repeats too, RFC 9110 §8.6 allows it);
+- an HTTP/1.0 response saying ``Connection: keep-alive`` may persist (RFC 9112 §9.3);
+  h11 closes every HTTP/1.0 connection;
+- white space before a chunk extension's ``;`` is accepted (RFC 9112 §7.1.1, BWS);
+  h11 refuses it;
+- a status line other than ``HTTP/1.0`` or ``HTTP/1.1`` is refused (h11 takes any 1.x);
+- obs-fold (a field line starting with white space) is refused, where h11 joins it to
+  the line before (RFC 9112 §5.2 lets a client do either);
 - bytes after a complete response are kept unread (the pool then never reuses the
   connection); h11 would treat them as the next response.
 
@@ -70,7 +76,7 @@ _TOKEN = HTTP_TOKEN
 _STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
-_CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")
+_CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")  # extensions skipped unread, as h11
 _FIELD_NAME = re.compile(_TOKEN.pattern.encode("ascii"))
 _BAD_RECEIVED_VALUE = re.compile(_BAD_VALUE.pattern.encode("ascii"))
 
@@ -341,11 +347,9 @@ class ResponseParser:
         if code < 200:
             return None  # RFC 9110 §15.2: interim
         headers = Headers(raw)
-        connection_tokens = (headers.get("connection") or "").lower()
-        if minor == b"1":
-            persistent = "close" not in connection_tokens
-        else:
-            persistent = "keep-alive" in connection_tokens
+        connection = headers.get("connection")
+        tokens = {token.strip() for token in connection.lower().split(",")} if connection else set()
+        persistent = "close" not in tokens if minor == b"1" else "keep-alive" in tokens  # RFC 9112 §9.3
         self._state, self._remaining = self._framing(headers, code)
         if self._state == _LENGTH and not self._remaining:
             self._state = _DONE  # no body: complete with the head
@@ -355,14 +359,8 @@ class ResponseParser:
         return Head(code, "HTTP/1.1" if minor == b"1" else "HTTP/1.0", headers)
 
     def _framing(self, headers: Headers, code: int) -> tuple[int, int]:
-        """RFC 9112 §6.3: how the body's end is known."""
-        if self._method == "HEAD" or code in (204, 304):
-            return _LENGTH, 0
-        encoding = headers.get("transfer-encoding")
-        if encoding is not None:
-            if encoding.lower().rsplit(",", 1)[-1].strip() == "chunked":
-                return _CHUNK_SIZE_LINE, 0
-            return _CLOSE, 0
+        """RFC 9112 §6.3: how the body's end is known. A ``Content-Length`` is checked
+        even where it does not count (as h11 does)."""
         length = headers.get("content-length")
         if length is not None:
             values = {value.strip() for value in length.split(",")}
@@ -371,6 +369,14 @@ class ResponseParser:
             value = values.pop()
             if not value.isdigit() or not value.isascii():
                 raise ProtocolViolation("the app sent an invalid Content-Length")
+        if self._method == "HEAD" or code in (204, 304):
+            return _LENGTH, 0
+        encoding = headers.get("transfer-encoding")
+        if encoding is not None:
+            if encoding.lower().rsplit(",", 1)[-1].strip() == "chunked":
+                return _CHUNK_SIZE_LINE, 0
+            return _CLOSE, 0
+        if length is not None:
             return _LENGTH, int(value)
         return _CLOSE, 0
 
@@ -416,10 +422,13 @@ class ResponseParser:
                 if line:
                     raise ProtocolViolation("the app sent chunk data longer than its size")
                 self._state = _CHUNK_SIZE_LINE
-            else:  # _TRAILER: fields are not used; a blank line ends the message
+            else:  # _TRAILER: fields are checked, not used; a blank line ends the message
                 line = self._line("the trailer")
                 if line is None:
                     return NEED_DATA
                 if not line:
                     self._state = _DONE
                     return END
+                name, colon, value = line.partition(b":")
+                if not colon or not _FIELD_NAME.match(name) or _BAD_RECEIVED_VALUE.search(value):
+                    raise ProtocolViolation("the app sent a malformed trailer field")
