@@ -756,6 +756,86 @@ async def test_silence_longer_than_the_request_timeout_is_timeout_and_the_next_r
     assert len(server.posts("tools/call")) == 1
 
 
+# -- 7b. a reply dripped a byte at a time (issue 13: a total bound on every response) --------
+
+DRIP_SECONDS = 0.1
+"""Pause between dripped bytes: the whole reply takes seconds, many times the 1 s bound."""
+CALL_RESULT = b'{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"late"}]}}'
+
+
+def drip(data: bytes, *, first: bytes = b"") -> Reply:
+    """A reply: write ``first`` at once, then ``data`` one byte per ``DRIP_SECONDS``."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(first) if first else None
+        await peer.send_bytewise(data, DRIP_SECONDS)
+
+    return script
+
+
+def drip_chunks(data: bytes, *, head: bytes) -> Reply:
+    """A reply: ``head`` at once, then ``data`` as one-byte chunks, one per ``DRIP_SECONDS``."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(head)
+        for i in range(len(data)):
+            await peer.send(chunk(data[i : i + 1]))
+            await asyncio.sleep(DRIP_SECONDS)
+        await peer.send(LAST_CHUNK)
+
+    return script
+
+
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(CALL_RESULT)
+CHUNKED_JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(drip(JSON_HEAD + CALL_RESULT), id="head-dripped"),
+        pytest.param(drip(CALL_RESULT, first=JSON_HEAD), id="length-body-dripped"),
+        pytest.param(drip_chunks(CALL_RESULT, head=CHUNKED_JSON_HEAD), id="chunked-json-body-dripped"),
+    ],
+)
+async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(reply: Reply) -> None:
+    """Every byte arrives well within ``--request-timeout`` of the last, but the head (or
+    the JSON body) is not complete within it: ``timeout``, as for silence, and the bridge
+    serves on. (Before: every byte reset the timer, so the reply came after seconds.)"""
+    app = App()
+    app.replies["tools/call"] = reply
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}))
+        (_, failed) = await run.replies(2)
+        run.stdin.feed(request_line(6, "tools/list"))
+        (*_, served) = await run.replies(3)
+    assert_bridge_error(failed, 5, "timeout")
+    assert served == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
+
+
+async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_never_cut_off() -> None:
+    """A long tool call: progress and keep-alive comments for four times ``--request-timeout``,
+    then the result. Each complete event resets the bound, so the call is answered."""
+    app = App()
+
+    async def long_call(seen: Seen, peer: Peer) -> None:
+        await peer.send(SSE_HEAD)
+        for step in range(8):
+            await asyncio.sleep(0.25)
+            await peer.send(chunk(b": keep-alive\n\n" if step % 2 else sse_event(progress("p-9", step))))
+        await peer.send(chunk(sse_event(CALL_RESULT.replace(b'"id":5', b'"id":9'))) + LAST_CHUNK)
+
+    app.replies["tools/call"] = long_call
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-9"}}))
+        messages = await run.replies(6)
+    assert [m.get("method") for m in messages[1:5]] == ["notifications/progress"] * 4
+    assert messages[5] == json.loads(CALL_RESULT.replace(b'"id":5', b'"id":9'))
+    assert server.posts("notifications/cancelled") == []
+
+
 # -- 8. unusable replies, and the app's own JSON-RPC errors -----------------------------------
 
 
