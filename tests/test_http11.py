@@ -1045,3 +1045,98 @@ def test_max_connections_below_one_is_refused() -> None:
     """A pool without room for one connection is a configuration error."""
     with pytest.raises(ValueError):
         Http11Pool(max_connections=0, connect_timeout_seconds=1, pool_timeout_seconds=1)
+
+
+# -- accounting, the connection hook, a head that never completes ----------------------------------
+
+
+async def test_every_slot_comes_back_after_failures_of_every_kind() -> None:
+    """The pool counts open connections in one place; after refusals, resets, protocol
+    violations, timeouts and good exchanges, nothing is left counted, and aclose agrees."""
+
+    async def reset(peer: Peer) -> None:
+        peer.reset()
+
+    async with serve(ok(), reset, b"garbage\r\n\r\n", ok(), never_answer) as server, open_pool() as pool:
+        await fetch(pool, server.url())
+        for expected in (ConnectionBroken, ProtocolViolation):
+            with pytest.raises(expected):
+                await fetch(pool, server.url())
+        await fetch(pool, server.url())
+        with pytest.raises(ReadTimeout):
+            await fetch(pool, server.url(), read_timeout=0.2)
+        with pytest.raises(ConnectFailed):
+            await fetch(pool, f"http://127.0.0.1:{closed_port()}/")
+        assert pool.open_connections <= 1  # at most the one kept alive
+    assert pool.open_connections == 0
+
+
+async def test_verify_connection_runs_once_per_new_connection_before_any_byte_is_sent() -> None:
+    seen: list[int] = []
+
+    def verify(sock: socket.socket) -> None:
+        seen.append(sock.fileno())
+
+    async with serve(ok(), ok()) as server:
+        pool = Http11Pool(max_connections=2, connect_timeout_seconds=WAIT, pool_timeout_seconds=WAIT, verify_connection=verify)
+        try:
+            await fetch(pool, server.url())
+            await fetch(pool, server.url())  # the kept-alive connection: not verified again
+        finally:
+            await pool.aclose()
+    assert len(seen) == 1 and server.connections == 1
+
+
+async def test_a_connection_that_fails_verification_is_closed_never_pooled_and_nothing_is_sent() -> None:
+    class NotTheApp(Exception):
+        pass
+
+    def verify(sock: socket.socket) -> None:
+        raise NotTheApp("the listener is not the app")
+
+    async with serve(ok()) as server:
+        pool = Http11Pool(max_connections=1, connect_timeout_seconds=WAIT, pool_timeout_seconds=WAIT, verify_connection=verify)
+        try:
+            for _ in range(2):  # a second request is not stuck behind a leaked slot
+                with pytest.raises(NotTheApp):
+                    await pool.request("GET", server.url(), [("Authorization", f"Bearer {SECRET}")], read_timeout_seconds=WAIT)
+            assert pool.open_connections == 0
+        finally:
+            await pool.aclose()
+        await until(lambda: all(event.is_set() for event in server.client_closed))
+    assert server.connections == 2 and all(not received for received in server.received)
+
+
+async def test_a_head_dripped_a_byte_at_a_time_ends_with_read_timeout() -> None:
+    """Each byte comes well within the read timeout, the head as a whole does not."""
+
+    async def drip(peer: Peer) -> None:
+        await peer.send_bytewise(ok(), pause_seconds=0.05)
+
+    async with serve(drip) as server, open_pool() as pool:
+        with pytest.raises(ReadTimeout):
+            await fetch(pool, server.url(), read_timeout=0.5)
+
+
+async def test_a_large_body_the_app_never_reads_ends_with_the_heads_bound() -> None:
+    """No separate write timeout: a request the app never reads ends when its head is due."""
+    writers: list[asyncio.StreamWriter] = []
+    done = asyncio.Event()
+
+    async def accept_and_never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await done.wait()
+
+    server = await asyncio.start_server(accept_and_never_read, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with open_pool() as pool:
+            with pytest.raises(ReadTimeout):
+                await fetch(pool, f"http://127.0.0.1:{port}/", "POST", body=b"x" * (32 * 1024 * 1024), read_timeout=0.5)
+            assert pool.open_connections == 0
+    finally:
+        done.set()
+        for writer in writers:
+            writer.transport.abort()
+        server.close()
+        await server.wait_closed()

@@ -36,6 +36,7 @@ __all__ = [
     "Transport",
     "Response",
     "Fields",
+    "Headers",
     "TransportError",
     "ConnectFailed",
     "ConnectTimeout",
@@ -91,6 +92,30 @@ class Fields(Protocol):
     """Response fields: ``get`` by any case; repeated fields joined with ``", "``."""
 
     def get(self, name: str, default: Any = None) -> Any: ...
+
+
+class Headers:
+    """Response fields as HTTP/1.1 delivers them (``http1.py``): ``get`` by any case; repeated fields joined with ``", "``.
+
+    ``raw`` keeps the fields as received, in order, as ``(name, value)`` byte pairs.
+    """
+
+    __slots__ = ("raw", "_by_name")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+        by_name: dict[str, str] = {}
+        for name, value in raw:
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            by_name[key] = f"{by_name[key]}, {text}" if key in by_name else text
+        self._by_name = by_name
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._by_name.get(name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_name
 
 
 class Response(Protocol):
