@@ -401,7 +401,9 @@ class Upstream:
                         f"{self._app} accepted the request (HTTP {status}) but sent no response for it."
                     )
                 if media_type == _JSON:
-                    raw = await self._read_body(response, self._config.max_message_bytes, line_end=True)
+                    raw = await self._read_body(
+                        response, self._config.max_message_bytes, line_end=True, timeout_seconds=(timeout or self._timeout)["read"]
+                    )
                     extras: list[tuple[bytes, Any]] = []
                     line, message = self._answer_from_json(request, raw, extras)
                     for extra, item in extras:
@@ -454,7 +456,9 @@ class Upstream:
             error = AuthRejectedError(text)
             error.token_generation = sent.token_generation
             raise error
-        raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)
+        raw = await self._read_body(
+            response, MAX_ERROR_BODY_BYTES, truncate=True, timeout_seconds=self._config.request_timeout_seconds
+        )
         if sent.session_generation is not None and (
             status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
         ):
@@ -482,10 +486,16 @@ class Upstream:
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
     async def _read_body(
-        self, response: Response, limit: int, *, truncate: bool = False, line_end: bool = False
+        self,
+        response: Response,
+        limit: int,
+        *,
+        truncate: bool = False,
+        line_end: bool = False,
+        timeout_seconds: float | None,
     ) -> bytes:
         """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
-        ``truncate``). With ``line_end`` a newline follows it in the same buffer: a one-line
+        ``truncate``), complete within ``timeout_seconds`` (``None``: no bound). With ``line_end`` a newline follows it in the same buffer: a one-line
         reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
         whole = await response.read_whole(limit, b"\n" if line_end else b"")
         if whole is not None:
@@ -494,7 +504,7 @@ class Upstream:
         size = 0
         # Streamed (chunked, or no fast path): the body as a whole gets the request timeout
         # too, as read_whole has, so a body dripped a byte at a time cannot hold the request.
-        with anyio.move_on_after(self._config.request_timeout_seconds) as scope:
+        with anyio.move_on_after(timeout_seconds) as scope:
             async for chunk in response.aiter_bytes():
                 chunks.append(chunk)
                 size += len(chunk)

@@ -167,3 +167,44 @@ async def test_memory_transport_answers_with_its_handler_and_keeps_the_requests(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+_SERVE_ONE_HTTP_EXCHANGE = r"""
+import asyncio, sys
+from bridge.config import BridgeConfig
+from bridge.discovery import Endpoint
+from bridge.jsonrpc import Request
+from bridge.tokens import TokenStore
+from bridge.upstream import Upstream
+
+BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+async def main():
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(len(REQUEST))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 36\r\n\r\n" + BODY)
+        await writer.drain()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = "http://127.0.0.1:%d/mcp" % server.sockets[0].getsockname()[1]
+    upstream = Upstream(BridgeConfig(url=url), endpoint=Endpoint(url=url), tokens=TokenStore(None, timeout_seconds=1, app_name="x"))
+    async def emit(line):
+        pass
+    line = await upstream.send_request(Request(1, "ping", None, REQUEST), emit)
+    await upstream.aclose()
+    server.close()
+    print(line == BODY + b"\n", "httpx" in sys.modules)
+
+asyncio.run(main())
+"""
+
+
+def test_an_http_exchange_over_the_own_pool_never_imports_httpx() -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE_ONE_HTTP_EXCHANGE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.split() == ["True", "False"], result.stderr
