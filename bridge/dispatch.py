@@ -32,7 +32,14 @@ import anyio
 from .admission import Admission
 from .config import BridgeConfig
 from .driver import Driver
-from .errors import BridgeError, BridgeInternalError, InboundError, ShuttingDownError, UpstreamError, UpstreamTimeoutError
+from .errors import (
+    BridgeError,
+    BridgeInternalError,
+    InboundError,
+    ShuttingDownError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 from .jsonrpc import (
     Batch,
     Message,
