@@ -32,7 +32,14 @@ import anyio
 from .admission import Admission
 from .config import BridgeConfig
 from .driver import Driver
-from .errors import BadUpstreamResponseError, InboundError, ShuttingDownError, UpstreamError, UpstreamTimeoutError
+from .errors import (
+    BridgeError,
+    BridgeInternalError,
+    InboundError,
+    ShuttingDownError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 from .jsonrpc import (
     Batch,
     Message,
@@ -335,5 +342,7 @@ def _cancellation(request_id: Any) -> Notification:
     return Notification("notifications/cancelled", params, body[:-1])
 
 
-def _internal_error(exc: Exception) -> UpstreamError:
-    return BadUpstreamResponseError(f"The bridge failed while handling this request ({type(exc).__name__}).")
+def _internal_error(exc: Exception) -> BridgeError:
+    if isinstance(exc, BridgeError):  # already says what failed (a BridgeInternalError, say)
+        return exc
+    return BridgeInternalError(f"The bridge failed while handling this request ({type(exc).__name__}).")

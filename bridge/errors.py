@@ -9,6 +9,8 @@ Hierarchy (every class says what happens after it is raised)::
     │   ├── ParseError            -32700, id null
     │   ├── InvalidRequestError   -32600, the id if readable, else null
     │   └── LineTooLongError      -32600, the id if readable, else null
+    ├── BridgeInternalError       -32603, reason "bridge_error": a failure inside the bridge
+    ├── ShuttingDownError         -32603, reason "shutting_down": the bridge is exiting
     └── UpstreamError             talking to the app failed: -32603, the request's id
         ├── AppUnreachableError       reason "app_unreachable"
         ├── AppLaunchFailedError      reason "app_launch_failed"
@@ -19,7 +21,6 @@ Hierarchy (every class says what happens after it is raised)::
         ├── StreamClosedError         reason "stream_closed"
         ├── SessionLostError          reason "session_lost"
         ├── MessageTooLargeError      reason "message_too_large"
-        ├── ShuttingDownError         reason "shutting_down"
         └── ListenerUnverifiedError   reason "listener_unverified"
 
 Codes and the ``data`` shape are decided in DESIGN.md §3. -32603 is used for every failure
@@ -58,6 +59,7 @@ __all__ = [
     "MessageTooLargeError",
     "ShuttingDownError",
     "ListenerUnverifiedError",
+    "BridgeInternalError",
     "error_object",
     "error_response",
 ]
@@ -219,9 +221,10 @@ class MessageTooLargeError(UpstreamError):
     reason = "message_too_large"
 
 
-class ShuttingDownError(UpstreamError):
+class ShuttingDownError(BridgeError):
     """The bridge is exiting (stdin closed or a signal) and the request had not completed
-    within the grace period."""
+    within the grace period. Not an ``UpstreamError``: the app did nothing wrong, and no
+    recovery applies. -32603 with the request's id."""
 
     reason = "shutting_down"
 
@@ -242,6 +245,14 @@ class ListenerUnverifiedError(UpstreamError):
         super().__init__(message, recoverable=recoverable)
 
 
+class BridgeInternalError(BridgeError):
+    """A failure inside the bridge itself, not the app's: a bug, or a request the bridge
+    cannot encode (one of its own header values). -32603 with the request's id; nothing is
+    retried, the failure is logged, and the bridge goes on with the next message."""
+
+    reason = "bridge_error"
+
+
 def error_object(exc: BridgeError) -> dict[str, Any]:
     """Return the JSON-RPC ``error`` member for ``exc``: ``{"code", "message"[, "data"]}``."""
     obj: dict[str, Any] = {"code": exc.code, "message": exc.message}
@@ -257,5 +268,7 @@ def error_response(request_id: Any, exc: BridgeError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error_object(exc)}
 
 
-#: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3.
-REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in UpstreamError.__subclasses__())
+#: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3 (``bridge_error``
+#: last: the README's error table adds it).
+_REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
+REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in _REASON_CLASSES)

@@ -227,7 +227,7 @@ class AuthRouteTokenSource:
     async def fetch(self, context: TokenContext) -> str | None:
         secret = read_private_file(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
-        import httpx
+        from .transport.base import ConnectFailed, TransportError
 
         parts = urlsplit(auth_url)
         if parts.scheme == "http" and context.verify_listener is not None and parts.hostname:
@@ -242,11 +242,11 @@ class AuthRouteTokenSource:
                     raise TokenSourceUnreachableError(f"nothing listens at the {self.description}") from None
                 raise
 
-        try:
+        try:  # the client's transport (transport/httpx_adapter.py) raises the bridge's classes
             response = await context.http_client.post(auth_url, json={"secret": secret})
-        except httpx.ConnectError:
+        except ConnectFailed:
             raise TokenSourceUnreachableError(f"nothing accepts connections at the {self.description}") from None
-        except httpx.HTTPError as exc:
+        except TransportError as exc:
             raise TokenSourceError(f"the {self.description} is not reachable ({type(exc).__name__})") from None
         if response.status_code != 200:
             raise TokenSourceError(f"the {self.description} answered HTTP {response.status_code}")

@@ -1,11 +1,11 @@
 """The app side: MCP Streamable HTTP over long-lived keep-alive connections.
 
-Two transports: the bridge's own HTTP/1.1 pool (``bridge/http11.py``) for ``http://``
-endpoints, which is how desktop apps listen on loopback, and httpx's for ``https://``
-ones and for transports injected by tests. This module is the only place that catches
-transport exceptions (:func:`map_transport_errors`), turning each into one
-:class:`~bridge.errors.UpstreamError`. Everything it returns to the session loop is
-already a stdout line (UTF-8 bytes ending in ``\\n``).
+One :class:`~bridge.transport.base.Transport`, chosen once by URL scheme
+(:func:`bridge.transport.make_transport`): the bridge's own HTTP/1.1 pool for ``http://``
+endpoints, which is how desktop apps listen on loopback, httpx for ``https://`` ones, or
+the transport a test injects. This module is the only place that turns transport
+exceptions into the bridge's errors (:func:`map_transport_errors`, one table). Everything
+it returns to the session loop is already a stdout line (UTF-8 bytes ending in ``\\n``).
 
 Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
 SPEC-CHECKLIST items 28–55):
@@ -30,14 +30,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import sys
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import http11, sse
+from . import sse
 from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
@@ -45,6 +45,8 @@ from .errors import (
     AppUnreachableError,
     AuthRejectedError,
     BadUpstreamResponseError,
+    BridgeError,
+    BridgeInternalError,
     HTTPStatusError,
     MessageTooLargeError,
     SessionLostError,
@@ -54,6 +56,20 @@ from .errors import (
 )
 from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
 from .tokens import TokenContext, TokenStore
+from .transport import make_transport
+from .transport.base import (
+    ConnectFailed,
+    ConnectionBroken,
+    ConnectTimeout,
+    LocalProtocolError,
+    PoolTimeout,
+    ProtocolViolation,
+    ReadTimeout,
+    Response,
+    Transport,
+    TransportError,
+    WriteTimeout,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -91,88 +107,40 @@ _JSON = "application/json"
 _SSE = "text/event-stream"
 
 
+#: Each transport failure, and the bridge's error and sentence for it (``{app}``: the app's
+#: name, ``{detail}``: the transport's message, which never holds a header value). The most
+#: specific class wins; ``tests/test_transport.py`` proves every ``TransportError`` class
+#: is listed on purpose.
+TRANSPORT_ERRORS: dict[type[TransportError], tuple[type[BridgeError], str]] = {
+    ConnectFailed: (AppUnreachableError, "{app} is not running or not reachable: {detail}."),
+    ConnectTimeout: (UpstreamTimeoutError, "{app} did not accept the connection in time."),
+    PoolTimeout: (UpstreamTimeoutError, "No connection to {app} became free within the request timeout."),
+    ReadTimeout: (UpstreamTimeoutError, "{app} did not answer within the request timeout ({detail}); the request was abandoned."),
+    WriteTimeout: (UpstreamTimeoutError, "{app} did not take the request within the request timeout; it was abandoned."),
+    ConnectionBroken: (StreamClosedError, "The connection to {app} broke before the response arrived: {detail}."),
+    ProtocolViolation: (BadUpstreamResponseError, "{app} sent a reply that is not valid HTTP: {detail}."),
+    LocalProtocolError: (BridgeInternalError, "The bridge could not encode its request to {app}: {detail}."),
+    TransportError: (BadUpstreamResponseError, "The exchange with {app} failed: {detail}."),
+}
+
+
 @contextlib.contextmanager
 def map_transport_errors(app: str) -> Iterator[None]:
-    """Translate a transport exception raised inside the block into an ``UpstreamError``.
-
-    Both transports are covered: the bridge's own (``bridge.http11``, ``http://``
-    endpoints) and httpx (``https://``, injected test transports). The most specific class
-    wins: connect failures become ``app_unreachable``, timeouts ``timeout``, a connection
-    broken mid-exchange ``stream_closed``, anything else ``bad_upstream_response``. The
-    message names the app, never a header value. Other exceptions pass through unchanged.
+    """Translate a ``TransportError`` raised inside the block into the bridge's error for
+    it (:data:`TRANSPORT_ERRORS`, ``raise … from``). The message names the app, never a
+    header value. A ``BridgeError`` and anything else pass through unchanged.
     """
     try:
         yield
-    except Exception as exc:
-        kind = _failure_kind(exc)
-        if kind is None:
+    except TransportError as exc:
+        for cls in type(exc).__mro__:
+            entry = TRANSPORT_ERRORS.get(cls)
+            if entry is not None:
+                break
+        else:  # pragma: no cover - TransportError itself is in the table
             raise
-        detail = _describe(exc)
-        if kind == "connect_timeout":
-            raise UpstreamTimeoutError(f"{app} did not accept the connection in time.") from exc
-        if kind == "timeout":
-            raise UpstreamTimeoutError(
-                f"{app} sent nothing within the request timeout; the request was abandoned."
-            ) from exc
-        if kind == "unreachable":
-            raise AppUnreachableError(f"{app} is not running or not reachable: {detail}.") from exc
-        if kind == "broken":
-            raise StreamClosedError(f"The connection to {app} broke before the response arrived: {detail}.") from exc
-        raise BadUpstreamResponseError(f"The exchange with {app} failed: {detail}.") from exc
-
-
-#: The transport failures, most specific first (a connect timeout is a timeout too).
-_FAILURE_KINDS = ("connect_timeout", "timeout", "unreachable", "broken")
-_OWN_FAILURES: tuple[Any, ...] = (
-    http11.ConnectTimeout, (http11.ReadTimeout, http11.PoolTimeout), http11.ConnectFailed, http11.ConnectionBroken
-)
-
-
-def _failure_kind(exc: Exception) -> str | None:
-    """Which transport failure ``exc`` is, for either client; ``None``: not a transport's."""
-    classes: tuple[Any, ...] = _OWN_FAILURES
-    if not isinstance(exc, http11.TransportError):
-        httpx = sys.modules.get("httpx")  # only loaded when an https:// or injected transport ran
-        if httpx is None or not isinstance(exc, httpx.HTTPError):
-            return None
-        classes = (
-            httpx.ConnectTimeout,
-            httpx.TimeoutException,
-            httpx.ConnectError,
-            (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError),
-        )
-    for kind, failure in zip(_FAILURE_KINDS, classes, strict=True):
-        if isinstance(exc, failure):
-            return kind
-    return "other"  # a local protocol error, a malformed response
-
-
-def _describe(exc: BaseException) -> str:
-    # httpx's local protocol error quotes the offending header line, which may hold a
-    # secret (http11's errors never quote a value).
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(exc, httpx.LocalProtocolError):
-        return "the request could not be encoded (an invalid header value?)"
-    # Other httpx messages name the URL at most; the type name helps when one is empty.
-    return str(exc) or type(exc).__name__
-
-
-class _Fields(Protocol):
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-
-class _Response(Protocol):
-    """What the bridge uses of a response: ``http11.Http11Response`` or ``httpx.Response``."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> _Fields: ...
-
-    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
-
-    async def aclose(self) -> None: ...
+        error, text = entry
+        raise error(text.format(app=app, detail=str(exc) or type(exc).__name__)) from exc
 
 
 @dataclass
@@ -199,11 +167,14 @@ class Upstream:
         config: the run's configuration (headers, timeouts, caps, app name).
         endpoint: where the app listens (a fixed URL or its discovery file).
         tokens: the bearer token store (may hold no source: no authentication).
-        transport: an ``httpx.AsyncBaseTransport`` to use for every exchange instead of the
-            bridge's own (tests inject ``httpx.MockTransport`` backed by respx). The
-            caller keeps ownership of an injected transport. Without one, ``http://``
-            endpoints go through :class:`bridge.http11.Http11Pool` and ``https://`` ones
-            through httpx's ``AsyncHTTPTransport``.
+        transport: a test's transport for every exchange instead of the bridge's own: an
+            ``httpx.AsyncBaseTransport`` (``httpx.MockTransport`` backed by respx) or a bridge
+            ``Transport`` (``bridge.transport.memory.MemoryTransport``). The caller keeps
+            ownership of it. Without one, the transport is chosen by the URL's scheme
+            (:func:`bridge.transport.make_transport`).
+        verify_connection: passed to the own pool: called with every new connection's
+            socket before a byte is written (see ``Http11Pool``); by default the listener
+            check (``bridge/listener.py``) when ``config.verify_listener`` is on.
 
     Attributes:
         session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
@@ -220,22 +191,19 @@ class Upstream:
         *,
         endpoint: Endpoint,
         tokens: TokenStore,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Any = None,
+        verify_connection: Callable[[socket.socket], None] | None = None,
     ) -> None:
         self._config = config
         self._endpoint = endpoint
         self._tokens = tokens
         self._app = config.app_name
-        self._owns_transport = transport is None
-        self._transport = transport
-        self._verifies_tls = False
-        self._pool: http11.Http11Pool | None = None
+        self._injected = transport
+        self._verify_connection = verify_connection
         timeout = config.request_timeout_seconds
-        # httpx's timeout names (its transports take this dict); the own pool uses the same.
         self._timeout: dict[str, float | None] = {
             "connect": config.connect_timeout_seconds, "read": timeout, "write": timeout, "pool": timeout
         }
-        self._client: httpx.AsyncClient | None = None
         #: The listener check (``bridge/listener.py``), once per new ``http://`` connection
         #: (an injected transport is a test's stand-in: no socket to check).
         self.listener_check: ListenerCheck | None = None
@@ -243,7 +211,14 @@ class Upstream:
             from .listener import ListenerCheck
 
             self.listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
-        self._stale: list[httpx.AsyncBaseTransport] = []
+        if verify_connection is None and self.listener_check is not None:
+            self._verify_connection = self.listener_check.verify_socket
+        # Chosen once by scheme; a discovery file read later names the scheme only then (the
+        # transport is swapped if it is not the one guessed, which an app never changes).
+        self._scheme = "https:" if (config.url or "").startswith("https:") else "http:"
+        self._transport: Transport = self._make_transport(self._scheme)
+        self._stale: list[Transport] = []
+        self._client: httpx.AsyncClient | None = None
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.server_capabilities: dict[str, Any] = {}
@@ -254,45 +229,35 @@ class Upstream:
         self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
         self._sse_end_misses = 0  # waits in vain in a row
 
+    def _make_transport(self, scheme: str) -> Transport:
+        return make_transport(
+            scheme + "//",
+            max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
+            connect_timeout_seconds=self._config.connect_timeout_seconds,
+            pool_timeout_seconds=self._config.request_timeout_seconds,
+            write_timeout_seconds=self._config.request_timeout_seconds,
+            injected=self._injected,
+            verify_connection=self._verify_connection,
+        )
+
     @property
     def client(self) -> httpx.AsyncClient:
         """An ``httpx.AsyncClient`` for token sources that talk to the app (its auth route):
-        no proxies from the environment, no redirects. Built (and httpx imported) on first use."""
+        no proxies from the environment, no redirects; its failures arrive as the bridge's
+        ``TransportError`` subclasses. Built (and httpx imported) on first use."""
         if self._client is None:
-            import httpx
+            from .transport.httpx_adapter import auth_client
 
-            self._client = httpx.AsyncClient(
-                transport=_borrowed(self._httpx_transport_for),
-                trust_env=False,
-                follow_redirects=False,
-                timeout=httpx.Timeout(self._config.token_timeout_seconds),
-            )
+            inner = self._injected if hasattr(self._injected, "handle_async_request") else None
+            self._client = auth_client(inner, timeout_seconds=self._config.token_timeout_seconds)
         return self._client
 
     async def aclose(self) -> None:
-        """Close the connections if this object opened them."""
-        if self._owns_transport:
-            if self._pool is not None:
-                await self._pool.aclose()
-            for transport in [*self._stale, self._transport]:
-                if transport is not None:
-                    await transport.aclose()
-
-    def _httpx_transport_for(self, url: str) -> httpx.AsyncBaseTransport:
-        """httpx's connection pool (``https://`` endpoints, the auth client), built on first use.
-
-        Used as a transport, without ``AsyncClient``: the bridge needs none of what the
-        client adds per request (cookies, auth flows, redirects, default headers). For an
-        ``http://`` URL no CA bundle is loaded (tens of ms at start); one is the moment an
-        ``https://`` URL appears.
-        """
-        https = url.startswith("https:")
-        if self._transport is None or (self._owns_transport and https and not self._verifies_tls):
-            if self._transport is not None:
-                self._stale.append(self._transport)
-            self._transport = _build_transport(self._config, verify=https)
-            self._verifies_tls = https
-        return self._transport
+        """Close the connections this object opened (an injected transport stays open)."""
+        for transport in [*self._stale, self._transport]:
+            await transport.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     @contextlib.asynccontextmanager
     async def _exchange(
@@ -304,32 +269,15 @@ class Upstream:
         timeout: dict[str, float | None] | None = None,
         *,
         bounded: bool = True,
-    ) -> AsyncIterator[_Response]:
-        """One HTTP exchange; the response is closed (its connection freed) on exit.
-
-        ``http://`` without an injected transport: the bridge's own HTTP/1.1 pool
-        (``bridge/http11.py``, measured in bench/README.md); anything else: httpx.
-        """
-        timeout = timeout or self._timeout
-        response: _Response
-        if self._owns_transport and url.startswith("http:"):
-            if self._pool is None:
-                self._pool = http11.Http11Pool(
-                    max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
-                    connect_timeout_seconds=self._config.connect_timeout_seconds,
-                    pool_timeout_seconds=self._config.request_timeout_seconds,
-                    verify_connection=self.listener_check.verify_socket if self.listener_check else None,
-                )
-            response = await self._pool.request(
-                method, url, headers.items(), content, read_timeout_seconds=timeout["read"], bounded=bounded
-            )
-        else:
-            import httpx
-
-            request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout})
-            httpx_response = await self._httpx_transport_for(url).handle_async_request(request)
-            httpx_response.request = request
-            response = httpx_response
+    ) -> AsyncIterator[Response]:
+        """One HTTP exchange; the response is closed (its connection freed) on exit."""
+        if not url.startswith(self._scheme):
+            self._stale.append(self._transport)
+            self._scheme = "https:" if url.startswith("https:") else "http:"
+            self._transport = self._make_transport(self._scheme)
+        response = await self._transport.request(
+            method, url, headers.items(), content, read_timeout_seconds=(timeout or self._timeout)["read"], bounded=bounded
+        )
         try:
             yield response
         finally:
@@ -464,7 +412,9 @@ class Upstream:
                         f"{self._app} accepted the request (HTTP {status}) but sent no response for it."
                     )
                 if media_type == _JSON:
-                    raw = await self._read_body(response, self._config.max_message_bytes, line_end=True)
+                    raw = await self._read_body(
+                        response, self._config.max_message_bytes, line_end=True, timeout_seconds=(timeout or self._timeout)["read"]
+                    )
                     extras: list[tuple[bytes, Any]] = []
                     line, message = self._answer_from_json(request, raw, extras)
                     for extra, item in extras:
@@ -503,7 +453,7 @@ class Upstream:
                 await self._check_status(response, sent)
         raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
 
-    async def _check_status(self, response: _Response, sent: _Sent) -> bytes:
+    async def _check_status(self, response: Response, sent: _Sent) -> bytes:
         """Raise for the statuses the recovery policy acts on; else return the (capped) body.
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
@@ -520,7 +470,9 @@ class Upstream:
             error = AuthRejectedError(text)
             error.token_generation = sent.token_generation
             raise error
-        raw = await self._read_body(response, MAX_ERROR_BODY_BYTES, truncate=True)
+        raw = await self._read_body(
+            response, MAX_ERROR_BODY_BYTES, truncate=True, timeout_seconds=self._config.request_timeout_seconds
+        )
         if sent.session_generation is not None and (
             status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
         ):
@@ -531,7 +483,7 @@ class Upstream:
             raise lost
         return raw
 
-    async def _error_status(self, request: Request, response: _Response, sent: _Sent) -> bytes:
+    async def _error_status(self, request: Request, response: Response, sent: _Sent) -> bytes:
         status = response.status_code
         raw = await self._check_status(response, sent)
         error = _jsonrpc_error_in(raw)
@@ -548,31 +500,43 @@ class Upstream:
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
     async def _read_body(
-        self, response: _Response, limit: int, *, truncate: bool = False, line_end: bool = False
+        self,
+        response: Response,
+        limit: int,
+        *,
+        truncate: bool = False,
+        line_end: bool = False,
+        timeout_seconds: float | None,
     ) -> bytes:
         """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
-        ``truncate``). With ``line_end`` a newline follows it in the same buffer: a one-line
+        ``truncate``), complete within ``timeout_seconds`` (``None``: no bound). With ``line_end`` a newline follows it in the same buffer: a one-line
         reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
-        if isinstance(response, http11.Http11Response):
-            whole = await response.read_whole(limit, b"\n" if line_end else b"")
-            if whole is not None:
-                return whole
+        whole = await response.read_whole(limit, b"\n" if line_end else b"")
+        if whole is not None:
+            return whole
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                if truncate:
-                    break
-                raise MessageTooLargeError(
-                    f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
-                )
+        # Streamed (chunked, or no fast path): the body as a whole gets the request timeout
+        # too, as read_whole has, so a body dripped a byte at a time cannot hold the request.
+        with anyio.move_on_after(timeout_seconds) as scope:
+            async for chunk in response.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    if truncate:
+                        break
+                    raise MessageTooLargeError(
+                        f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
+                    )
+        if scope.cancelled_caught:
+            raise UpstreamTimeoutError(
+                f"{self._app} did not send the whole reply within the request timeout; the request was abandoned."
+            )
         if line_end:
             chunks.append(b"\n")
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # one copy at most
 
-    def _remember_session(self, response: _Response, message: dict[str, Any]) -> None:
+    def _remember_session(self, response: Response, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
             return  # an error: the handshake failed, the old state (if any) stays
@@ -620,7 +584,7 @@ class Upstream:
     async def _answer_from_sse(
         self,
         request: Request,
-        response: _Response,
+        response: Response,
         emit: Emit,
         *,
         resumable: bool = True,
@@ -675,7 +639,7 @@ class Upstream:
 
     async def _relay_events(
         self,
-        response: _Response,
+        response: Response,
         state: _StreamState,
         handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
         idle_seconds: float | None = None,
@@ -759,7 +723,7 @@ class Upstream:
             except Exception as exc:
                 if not answered:
                     raise
-                log.debug("the SSE stream failed after its response: %s", _describe(exc))
+                log.debug("the SSE stream failed after its response: %s", str(exc) or type(exc).__name__)
                 return True
         if answered:  # the stream did not end in time: wait less often for a while
             self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
@@ -855,38 +819,8 @@ class Upstream:
                 async with self._exchange("DELETE", url, headers) as response:
                     log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
             except Exception as exc:  # best effort: nothing may stop the exit
-                log.debug("DELETE of the MCP session failed: %s", _describe(exc))
+                log.debug("DELETE of the MCP session failed: %s", str(exc) or type(exc).__name__)
         self.session_id = None
-
-
-def _build_transport(config: BridgeConfig, *, verify: bool) -> httpx.AsyncHTTPTransport:
-    """httpx's connection pool. A transport never reads proxy variables (loopback must not
-    go to a proxy, and a broken NO_PROXY cannot hurt) and never follows redirects (the
-    Authorization header must not travel)."""
-    import httpx
-
-    return httpx.AsyncHTTPTransport(
-        verify=verify,
-        limits=httpx.Limits(
-            max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
-            max_keepalive_connections=config.max_concurrent_requests + 2,
-        ),
-        retries=0,
-    )
-
-
-def _borrowed(pick: Callable[[str], httpx.AsyncBaseTransport]) -> httpx.AsyncBaseTransport:
-    """The upstream's httpx connections lent to another client: the owner closes them."""
-    import httpx
-
-    class Borrowed(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            return await pick(str(request.url)).handle_async_request(request)
-
-        async def aclose(self) -> None:
-            return None
-
-    return Borrowed()
 
 
 _SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
@@ -899,7 +833,7 @@ def _says_session_unknown(body: bytes) -> bool:
     return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
 
 
-def _media_type(response: _Response) -> str | None:
+def _media_type(response: Response) -> str | None:
     value = response.headers.get("content-type")
     if value is None:
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -143,6 +143,12 @@ async def app_down(url: str) -> bool:
     return False
 
 
+#: Which transport ``running_bridge`` runs over: ``"httpx"`` (respx through the httpx
+#: adapter) or ``"pool"`` (the own pool against a scripted server serving the same
+#: handler); set by the ``wire`` fixture of ``scripted_server.py``.
+WIRE = "httpx"
+
+
 @asynccontextmanager
 async def running_bridge(
     handler: Callable[[httpx.Request], Any],
@@ -153,13 +159,22 @@ async def running_bridge(
     """Run a bridge whose app is ``handler`` (a respx side effect for every request to URL).
 
     ``config`` goes to ``BridgeConfig`` (``url`` defaults to URL). On exit stdin is closed
-    and the bridge must finish within 5 s.
+    and the bridge must finish within 5 s. With ``WIRE == "pool"`` the handler is served
+    on 127.0.0.1 and the bridge uses its own pool (no transport injected).
     """
     router = respx.MockRouter(assert_all_called=False)
     router.route(host="127.0.0.1").mock(side_effect=handler)
-    async with httpx.MockTransport(router.async_handler) as transport:
+    async with AsyncExitStack() as stack:
+        transport: httpx.AsyncBaseTransport | None = None
+        if WIRE == "pool":
+            from scripted_server import pool_app
+
+            url = await stack.enter_async_context(pool_app(handler, router, URL.removesuffix("/mcp")))
+        else:
+            transport = await stack.enter_async_context(httpx.MockTransport(router.async_handler))
+            url = URL
         stdin, stdout = FakeStdin(), FakeStdout()
-        config.setdefault("url", URL)
+        config.setdefault("url", url)
         bridge = Bridge(BridgeConfig(**config), stdin=stdin, stdout=stdout, http_transport=transport, app_probe=app_probe)
         harness = Harness(router, stdin, stdout, bridge)
         async with anyio.create_task_group() as tg:

@@ -121,7 +121,7 @@ async def test_a_flood_against_a_stalled_app_pauses_reading_and_every_request_ge
     app.replies["tools/call"] = stall
     stdin, stdout = CountingStdin(), FakeStdout()
     async with serve(app) as server:
-        bridge = Bridge(BridgeConfig(url=server.url, max_concurrent_requests=4), stdin=stdin, stdout=stdout)
+        bridge = Bridge(BridgeConfig(url=server.url(), max_concurrent_requests=4), stdin=stdin, stdout=stdout)
         async with anyio.create_task_group() as tg:
             tg.start_soon(bridge.run)
             for i in range(count):
@@ -156,7 +156,7 @@ async def test_a_cancellation_reaches_the_app_while_requests_queue_behind_a_stal
 
     stdin, stdout = CountingStdin(), FakeStdout()
     async with serve(handle) as server:
-        bridge = Bridge(BridgeConfig(url=server.url, max_concurrent_requests=1), stdin=stdin, stdout=stdout)
+        bridge = Bridge(BridgeConfig(url=server.url(), max_concurrent_requests=1), stdin=stdin, stdout=stdout)
         async with anyio.create_task_group() as tg:
             tg.start_soon(bridge.run)
             stdin.feed(b"".join(request_line(i, "tools/call", {"name": "x"}) for i in range(2000)))

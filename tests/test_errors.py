@@ -7,8 +7,10 @@ from bridge import errors
 from bridge.errors import (
     INTERNAL_ERROR,
     REASONS,
+    BridgeInternalError,
     HTTPStatusError,
     ParseError,
+    ShuttingDownError,
     UpstreamError,
     error_response,
 )
@@ -25,17 +27,21 @@ DESIGN_REASONS = {
     "message_too_large",
     "shutting_down",
     "listener_unverified",
+    "bridge_error",
 }
+
+#: Every class that answers a request with -32603 and a ``data.reason``.
+REASON_CLASSES = [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
 
 
 def test_every_design_reason_has_exactly_one_error_class() -> None:
-    classes = UpstreamError.__subclasses__()
+    classes = REASON_CLASSES
     assert sorted(cls.reason for cls in classes) == sorted(DESIGN_REASONS)
     assert set(REASONS) == DESIGN_REASONS
 
 
 def test_every_upstream_error_is_minus_32603_with_bridge_source_and_its_reason() -> None:
-    for cls in UpstreamError.__subclasses__():
+    for cls in REASON_CLASSES:
         exc = HTTPStatusError("m", 502) if cls is HTTPStatusError else cls("m")
         reply = error_response(7, exc)
         assert reply["id"] == 7
@@ -65,3 +71,13 @@ def test_public_names_are_exported() -> None:
         assert getattr(bridge, name) is not None
     for name in errors.__all__:
         assert hasattr(errors, name)
+
+
+def test_a_failure_inside_the_bridge_and_shutting_down_are_not_blamed_on_the_app() -> None:
+    assert not issubclass(BridgeInternalError, UpstreamError)
+    assert not issubclass(ShuttingDownError, UpstreamError)
+    assert error_response(1, BridgeInternalError("m"))["error"] == {
+        "code": INTERNAL_ERROR,
+        "message": "m",
+        "data": {"source": "bridge", "reason": "bridge_error"},
+    }

@@ -25,8 +25,9 @@ from helpers import (
     running_bridge,
     sse,
 )
+from scripted_server import wire  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 
 
 @pytest.fixture
@@ -225,9 +226,9 @@ async def test_b20_jsonrpc_error_body_with_an_http_error_passes_through_with_the
 @pytest.mark.parametrize(
     ("exc", "reason"),
     [
-        (httpx.ConnectError("All connection attempts failed"), "app_unreachable"),
-        (httpx.ConnectTimeout("timed out"), "timeout"),
-        (httpx.ReadTimeout("timed out"), "timeout"),
+        pytest.param(httpx.ConnectError("All connection attempts failed"), "app_unreachable", marks=pytest.mark.httpx_only),
+        pytest.param(httpx.ConnectTimeout("timed out"), "timeout", marks=pytest.mark.httpx_only),
+        pytest.param(httpx.ReadTimeout("timed out"), "timeout", marks=pytest.mark.httpx_only),
         (httpx.RemoteProtocolError("Server disconnected"), "stream_closed"),
     ],
 )
@@ -562,6 +563,7 @@ async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line
         assert messages[1] == {"jsonrpc": "2.0", "id": 22, "result": {}}
 
 
+@pytest.mark.httpx_only
 async def test_bridge_timeout_answers_the_client_and_cancels_the_request_at_the_app() -> None:
     def time_out(message: dict[str, Any], request: httpx.Request) -> Any:
         raise httpx.ReadTimeout("timed out")

@@ -1,4 +1,4 @@
-"""The bridge's own HTTP/1.1 client (``bridge/http11.py``) against a scripted server.
+"""The bridge's own HTTP/1.1 pool (``bridge/transport/pool.py``) against a scripted server.
 
 Every test runs a real TCP server on 127.0.0.1 (``asyncio.start_server``, port 0) that
 reads each request and answers with byte strings the test chose, so the wire is under the
@@ -13,28 +13,25 @@ import asyncio
 import contextlib
 import hashlib
 import socket
-import struct
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import pytest
+import scripted_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scripted_server import Peer, Reply, ScriptedServer, closed_port
 
-from bridge.http11 import (
-    HIGH_WATER_BYTES,
-    MAX_HEAD_BYTES,
+from bridge.transport.base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
-    Http11Pool,
-    Http11Response,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
 )
+from bridge.transport.pool import HIGH_WATER_BYTES, MAX_HEAD_BYTES, Http11Pool, Http11Response
 
 pytestmark = pytest.mark.anyio
 
@@ -50,171 +47,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# -- the scripted server ---------------------------------------------------------------------
+# -- the scripted server (tests/scripted_server.py) -------------------------------------------
 
 
-@dataclass
-class Peer:
-    """The server's side of one accepted connection."""
-
-    server: ScriptedServer
-    index: int
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    closed: bool = False
-
-    async def read_request(self) -> bytes | None:
-        """One request (head and ``Content-Length`` body), or ``None`` once the client closed."""
-        try:
-            head = await self.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            self.server.received[self.index] += exc.partial
-            return None
-        except (asyncio.LimitOverrunError, OSError):
-            return None
-        self.server.received[self.index] += head
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        try:
-            body = await self.reader.readexactly(length)
-        except (asyncio.IncompleteReadError, OSError):
-            return None
-        self.server.received[self.index] += body
-        return head + body
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def send_bytewise(self, data: bytes) -> None:
-        """Write ``data`` one byte per TCP segment (``TCP_NODELAY``, a short pause after each)."""
-        for i in range(len(data)):
-            self.writer.write(data[i : i + 1])
-            await self.writer.drain()
-            await asyncio.sleep(0.001)
-
-    async def send_pieces(self, pieces: list[bytes]) -> None:
-        for piece in pieces:
-            self.writer.write(piece)
-            await self.writer.drain()
-            await asyncio.sleep(0.002)
-
-    def close(self) -> None:
-        """Close cleanly (FIN) once the written bytes are sent."""
-        self.closed = True
-        self.writer.close()
-
-    def reset(self) -> None:
-        """Abort with a TCP RST (``SO_LINGER`` 0), as a crashed server would."""
-        self.closed = True
-        sock = self.writer.get_extra_info("socket")
-        sock.setsockopt(
-            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("HH" if sys.platform == "win32" else "ii", 1, 0)
-        )
-        self.writer.transport.abort()
-
-    async def wait_for_client_close(self) -> None:
-        """Read (and keep) whatever comes until the client closes the connection."""
-        with contextlib.suppress(OSError):
-            while data := await self.reader.read(65536):
-                self.server.received[self.index] += data
-        self.server.client_closed[self.index].set()
-        self.closed = True
-
-
-Reply = bytes | Callable[[Peer], Awaitable[None]]
-"""What the server does for one request: write these bytes, or run this script."""
-
-
-@dataclass
-class ScriptedServer:
-    """Answers the requests it reads, on any connection, with ``replies`` in order.
-
-    Once the replies run out, a connection is held open (and read) until the client closes it.
-    """
-
-    replies: list[Reply]
-    port: int = 0
-    connections: int = 0
-    requests: list[bytes] = field(default_factory=list)
-    """Every request read, in arrival order, all connections."""
-    received: list[bytearray] = field(default_factory=list)
-    """All bytes received, per connection."""
-    client_closed: list[asyncio.Event] = field(default_factory=list)
-    """Per connection: set when the client closed it."""
-    handled: list[asyncio.Event] = field(default_factory=list)
-    """Per connection: set when the server is done with it (and has closed it)."""
-    _server: asyncio.Server | None = None
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    def url(self, target: str = "/mcp") -> str:
-        return f"http://127.0.0.1:{self.port}{target}"
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.transport.abort()  # each handler then sees EOF and ends
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=WAIT)
-            for task in pending:
-                task.cancel()
-        await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.append(writer)
-        index = self.connections
-        self.connections += 1
-        self.received.append(bytearray())
-        self.client_closed.append(asyncio.Event())
-        self.handled.append(asyncio.Event())
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = Peer(self, index, reader, writer)
-        try:
-            while not peer.closed:
-                if not self.replies:
-                    await peer.wait_for_client_close()
-                    break
-                request = await peer.read_request()
-                if request is None:
-                    self.client_closed[index].set()
-                    break
-                self.requests.append(request)
-                reply = self.replies.pop(0)
-                if isinstance(reply, bytes):
-                    await peer.send(reply)
-                else:
-                    await reply(peer)
-        except OSError:
-            pass
-        finally:
-            writer.close()
-            self.handled[index].set()
-            self._tasks.discard(task)
-
-    async def wait_for_requests(self, count: int) -> None:
-        await until(lambda: len(self.requests) >= count)
-
-
-@contextlib.asynccontextmanager
-async def serve(*replies: Reply) -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer(list(replies))
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
+def serve(*replies: Reply) -> contextlib.AbstractAsyncContextManager[ScriptedServer]:
+    """A scripted server answering requests with ``replies`` in order, then holding each
+    connection open (and read) until the client closes it."""
+    return scripted_server.serve(replies=list(replies))
 
 
 @contextlib.asynccontextmanager
@@ -288,13 +127,6 @@ async def fetch(
         return response, await response.aread()
     finally:
         await response.aclose()
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- response bodies -------------------------------------------------------------------------
@@ -383,7 +215,7 @@ async def test_head_response_has_no_body() -> None:
     assert (response.status_code, response.headers.get("content-length"), body) == (200, "1000", b"")
     assert second == b"after head"
     assert server.connections == 1
-    assert server.requests[0].startswith(b"HEAD /mcp HTTP/1.1\r\n")
+    assert server.raw_requests[0].startswith(b"HEAD /mcp HTTP/1.1\r\n")
 
 
 async def test_interim_100_and_103_responses_are_skipped() -> None:
@@ -510,7 +342,7 @@ async def test_keep_alive_connection_serves_several_requests() -> None:
         bodies = [(await fetch(pool, server.url(f"/{i}")))[1] for i in range(3)]
     assert bodies == [b"one", b"two", b"three"]
     assert server.connections == 1
-    assert [r.split(b"\r\n", 1)[0] for r in server.requests] == [b"GET /%d HTTP/1.1" % i for i in range(3)]
+    assert [r.split(b"\r\n", 1)[0] for r in server.raw_requests] == [b"GET /%d HTTP/1.1" % i for i in range(3)]
 
 
 @pytest.mark.parametrize(
@@ -610,9 +442,9 @@ async def test_idle_connection_whose_close_the_loop_has_not_seen_yet_is_not_reus
     import threading
     import time
 
-    import bridge.http11
+    import bridge.transport.pool
 
-    monkeypatch.setattr(bridge.http11, "QUIET_CHECK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(bridge.transport.pool, "QUIET_CHECK_AFTER_SECONDS", 0.0)
     listener = socket.create_server(("127.0.0.1", 0))
     first_read = threading.Event()
     connections: list[int] = []
@@ -894,7 +726,7 @@ async def test_busy_pool_gives_pool_timeout() -> None:
         _, body = await fetch(pool, server.url())  # the failed wait left the pool usable
     assert body == b"after"
     assert server.connections == 1
-    assert len(server.requests) == 2
+    assert len(server.raw_requests) == 2
 
 
 async def test_unbounded_requests_may_exceed_the_limit_by_the_overflow_only() -> None:
@@ -923,7 +755,7 @@ async def test_waiting_request_proceeds_once_the_busy_response_is_closed() -> No
         waiting = asyncio.create_task(fetch(pool, server.url()))
         await asyncio.sleep(0.05)
         assert not waiting.done()
-        assert len(server.requests) == 1
+        assert len(server.raw_requests) == 1
         assert await held.aread() == b"first"
         await held.aclose()
         _, body = await asyncio.wait_for(waiting, WAIT)
@@ -984,14 +816,14 @@ async def test_request_bytes_on_the_wire() -> None:
         await fetch(pool, server.url(), method="POST", body=b"")
         await fetch(pool, f"http://127.0.0.1:{server.port}", method="DELETE", headers=[("X-Latin", "café")])
     host = b"Host: 127.0.0.1:%d\r\n" % server.port
-    assert server.requests == [
+    assert server.raw_requests == [
         b"POST /mcp?x=1&y=%20 HTTP/1.1\r\n" + host + b"Accept: application/json, text/event-stream\r\n"
         b'mcp-session-id: s-1\r\nX-Tab: a\tb\r\nContent-Length: 8\r\n\r\n{"id":1}',
         b"GET /mcp HTTP/1.1\r\n" + host + b"Accept: text/event-stream\r\n\r\n",
         b"POST /mcp HTTP/1.1\r\n" + host + b"Content-Length: 0\r\n\r\n",
         b"DELETE / HTTP/1.1\r\n" + host + b"X-Latin: caf\xe9\r\n\r\n",
     ]
-    assert bytes(server.received[0]) == b"".join(server.requests)
+    assert bytes(server.received[0]) == b"".join(server.raw_requests)
 
 
 async def test_large_request_body_is_sent_exactly() -> None:
@@ -1003,8 +835,8 @@ async def test_large_request_body_is_sent_exactly() -> None:
         await fetch(pool, server.url(), method="POST", body=b"s" * 10)
     assert reply == b"got it"
     head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: x\r\nContent-Length: %d\r\n\r\n"
-    assert server.requests[0] == head % (server.port, len(body)) + body
-    assert server.requests[1].endswith(b"Content-Length: 10\r\n\r\n" + b"s" * 10)
+    assert server.raw_requests[0] == head % (server.port, len(body)) + body
+    assert server.raw_requests[1].endswith(b"Content-Length: 10\r\n\r\n" + b"s" * 10)
     assert server.connections == 1
 
 
@@ -1035,7 +867,7 @@ async def test_unsendable_header_value_is_refused_without_quoting_it(value: str)
         _, body = await fetch(pool, server.url())
     assert body == b"two"
     assert server.connections == 1
-    assert len(server.requests) == 2
+    assert len(server.raw_requests) == 2
     assert SECRET.encode() not in bytes(server.received[0])
 
 
@@ -1213,3 +1045,98 @@ def test_max_connections_below_one_is_refused() -> None:
     """A pool without room for one connection is a configuration error."""
     with pytest.raises(ValueError):
         Http11Pool(max_connections=0, connect_timeout_seconds=1, pool_timeout_seconds=1)
+
+
+# -- accounting, the connection hook, a head that never completes ----------------------------------
+
+
+async def test_every_slot_comes_back_after_failures_of_every_kind() -> None:
+    """The pool counts open connections in one place; after refusals, resets, protocol
+    violations, timeouts and good exchanges, nothing is left counted, and aclose agrees."""
+
+    async def reset(peer: Peer) -> None:
+        peer.reset()
+
+    async with serve(ok(), reset, b"garbage\r\n\r\n", ok(), never_answer) as server, open_pool() as pool:
+        await fetch(pool, server.url())
+        for expected in (ConnectionBroken, ProtocolViolation):
+            with pytest.raises(expected):
+                await fetch(pool, server.url())
+        await fetch(pool, server.url())
+        with pytest.raises(ReadTimeout):
+            await fetch(pool, server.url(), read_timeout=0.2)
+        with pytest.raises(ConnectFailed):
+            await fetch(pool, f"http://127.0.0.1:{closed_port()}/")
+        assert pool.open_connections <= 1  # at most the one kept alive
+    assert pool.open_connections == 0
+
+
+async def test_verify_connection_runs_once_per_new_connection_before_any_byte_is_sent() -> None:
+    seen: list[int] = []
+
+    def verify(sock: socket.socket) -> None:
+        seen.append(sock.fileno())
+
+    async with serve(ok(), ok()) as server:
+        pool = Http11Pool(max_connections=2, connect_timeout_seconds=WAIT, pool_timeout_seconds=WAIT, verify_connection=verify)
+        try:
+            await fetch(pool, server.url())
+            await fetch(pool, server.url())  # the kept-alive connection: not verified again
+        finally:
+            await pool.aclose()
+    assert len(seen) == 1 and server.connections == 1
+
+
+async def test_a_connection_that_fails_verification_is_closed_never_pooled_and_nothing_is_sent() -> None:
+    class NotTheApp(Exception):
+        pass
+
+    def verify(sock: socket.socket) -> None:
+        raise NotTheApp("the listener is not the app")
+
+    async with serve(ok()) as server:
+        pool = Http11Pool(max_connections=1, connect_timeout_seconds=WAIT, pool_timeout_seconds=WAIT, verify_connection=verify)
+        try:
+            for _ in range(2):  # a second request is not stuck behind a leaked slot
+                with pytest.raises(NotTheApp):
+                    await pool.request("GET", server.url(), [("Authorization", f"Bearer {SECRET}")], read_timeout_seconds=WAIT)
+            assert pool.open_connections == 0
+        finally:
+            await pool.aclose()
+        await until(lambda: all(event.is_set() for event in server.client_closed))
+    assert server.connections == 2 and all(not received for received in server.received)
+
+
+async def test_a_head_dripped_a_byte_at_a_time_ends_with_read_timeout() -> None:
+    """Each byte comes well within the read timeout, the head as a whole does not."""
+
+    async def drip(peer: Peer) -> None:
+        await peer.send_bytewise(ok(), pause_seconds=0.05)
+
+    async with serve(drip) as server, open_pool() as pool:
+        with pytest.raises(ReadTimeout):
+            await fetch(pool, server.url(), read_timeout=0.5)
+
+
+async def test_a_large_body_the_app_never_reads_ends_with_the_heads_bound() -> None:
+    """No separate write timeout: a request the app never reads ends when its head is due."""
+    writers: list[asyncio.StreamWriter] = []
+    done = asyncio.Event()
+
+    async def accept_and_never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await done.wait()
+
+    server = await asyncio.start_server(accept_and_never_read, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with open_pool() as pool:
+            with pytest.raises(ReadTimeout):
+                await fetch(pool, f"http://127.0.0.1:{port}/", "POST", body=b"x" * (32 * 1024 * 1024), read_timeout=0.5)
+            assert pool.open_connections == 0
+    finally:
+        done.set()
+        for writer in writers:
+            writer.transport.abort()
+        server.close()
+        await server.wait_closed()

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 import bridge
-from bridge import http11
 from bridge._sockdiag import parse_inet_diag
 from bridge.errors import ListenerUnverifiedError
 from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
+from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 as_root = pytest.mark.skipif(

@@ -11,10 +11,11 @@ import anyio
 import httpx
 import pytest
 from helpers import event, json_response, request_line, running_bridge, sse
+from scripted_server import wire  # noqa: F401  (the fixture)
 
 from bridge.modern import encode_header_value, filter_tools, invalid_header_annotation, request_headers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 VERSION = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
 
@@ -218,6 +219,7 @@ async def test_cancellation_closes_the_exchange_and_is_never_posted() -> None:
     assert posted == ["tools/call"]
 
 
+@pytest.mark.httpx_only
 async def test_listen_stream_has_no_read_timeout_relays_events_and_a_drop_ends_it_with_an_error() -> None:
     ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {}}
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "s1"}}}

@@ -58,7 +58,7 @@ async def test_a_json_batch_with_two_responses_for_the_request_gives_one_line() 
         await peer.send(json_reply(b"[" + result(5, n=1) + b"," + result(5, n=2) + b"]"))
 
     app.replies["tools/call"] = twice
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}) + request_line(6, "ping"))
         await run.replies(3)
@@ -80,7 +80,7 @@ async def test_a_json_batch_answering_another_open_request_answers_it_once() -> 
         await peer.send(json_reply(b"[" + result("A") + b"," + result("B", via="A") + b"]"))
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url, request_timeout_seconds=3600) as run:
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=3600) as run:
         await run.handshake()
         run.stdin.feed(request_line("B", "tools/call", {"name": "b"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -117,7 +117,7 @@ async def test_the_sse_stream_of_one_request_carrying_another_ones_response_answ
         await peer.send(chunk(sse_event(result("A"))) + LAST_CHUNK)
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line("B", "tools/call", {"name": "b"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -148,7 +148,7 @@ async def test_invalid_objects_on_an_sse_stream_never_reach_stdout(invalid: byte
         await peer.send(SSE_HEAD + chunk(sse_event(invalid)) + chunk(sse_event(result(5))) + LAST_CHUNK)
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         await run.replies(2)
@@ -165,7 +165,7 @@ async def test_invalid_objects_and_stray_responses_on_the_get_stream_never_reach
         + chunk(sse_event(result(99)))  # a response for an id nobody asked for
         + chunk(sse_event(notice))
     )
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         await run.replies(2)
         await asyncio.sleep(0.1)
@@ -179,7 +179,7 @@ async def test_a_json_reply_with_a_malformed_error_is_refused_not_relayed() -> N
         await peer.send(json_reply(b'{"jsonrpc":"2.0","id":5,"error":"not an object"}'))
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         (_, answer) = await run.replies(2)
@@ -204,7 +204,7 @@ async def test_cancelled_calls_free_their_slots_and_connections_at_once() -> Non
 
     app.replies["tools/call"] = never
     async with serve(app) as server, bridge_to(
-        server.url, max_concurrent_requests=2, request_timeout_seconds=3600
+        server.url(), max_concurrent_requests=2, request_timeout_seconds=3600
     ) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "long"}) + request_line(2, "tools/call", {"name": "long"}))
@@ -244,7 +244,7 @@ async def test_a_late_response_to_a_cancelled_request_is_dropped() -> None:
         if seen.rpc_method == "notifications/cancelled":
             heard.set()
 
-    async with serve(handle) as server, bridge_to(server.url) as run:
+    async with serve(handle) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "x"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -265,7 +265,7 @@ async def test_a_cancelled_request_still_waiting_for_a_slot_is_never_sent() -> N
         await peer.hold()
 
     app.replies["tools/call"] = never
-    async with serve(app) as server, bridge_to(server.url, max_concurrent_requests=1) as run:
+    async with serve(app) as server, bridge_to(server.url(), max_concurrent_requests=1) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "long"}) + request_line(2, "tools/call", {"name": "queued"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)

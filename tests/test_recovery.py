@@ -11,10 +11,11 @@ import anyio
 import httpx
 import pytest
 from helpers import NOTIF_INIT, URL, init, json_response, request_line, running_bridge
+from scripted_server import wire  # noqa: F401  (the fixture)
 
 from bridge.tokens import CommandTokenSource, TokenContext
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 
 
 @pytest.fixture
@@ -199,7 +200,7 @@ async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on
             return json_response({"token": app.token})
         return await app(request)
 
-    source = AuthRouteTokenSource("http://127.0.0.1:8765/auth/token", secret)
+    source = AuthRouteTokenSource("/auth/token", secret)  # resolved against the endpoint
     async with running_bridge(handle, token_source=source) as h:
         h.stdin.feed(request_line(1))
         await h.stdout.wait_for(1)
@@ -230,6 +231,7 @@ class Starter:
         return self.app.up
 
 
+@pytest.mark.httpx_only
 async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds() -> None:
     app = FakeApp(stateless=True)
     app.up = False
@@ -242,6 +244,7 @@ async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds() -
     assert len([c for c in h.router.calls if c.request.method == "POST"]) == 2
 
 
+@pytest.mark.httpx_only
 async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_after_two_posts() -> None:
     app = FakeApp()
     app.up = False
@@ -260,6 +263,7 @@ async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_aft
     assert len(h.stdout.lines) == 2  # nothing for the notification
 
 
+@pytest.mark.httpx_only
 async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch_timeout() -> None:
     app = FakeApp()
     app.up = False
@@ -273,6 +277,7 @@ async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch
     assert starter.calls == 1
 
 
+@pytest.mark.httpx_only
 async def test_no_launcher_configured_says_the_app_is_not_running() -> None:
     app = FakeApp()
     app.up = False
@@ -282,6 +287,7 @@ async def test_no_launcher_configured_says_the_app_is_not_running() -> None:
     assert reason(reply) == "app_unreachable" and "not running" in reply["error"]["message"]
 
 
+@pytest.mark.httpx_only
 async def test_concurrent_refusals_share_one_ensure_running() -> None:
     app = FakeApp(stateless=True)
     app.up = False
@@ -292,6 +298,7 @@ async def test_concurrent_refusals_share_one_ensure_running() -> None:
     assert all("result" in m for m in messages) and starter.calls == 1
 
 
+@pytest.mark.httpx_only
 async def test_ensure_running_that_raises_gives_app_launch_failed() -> None:
     app = FakeApp()
     app.up = False
@@ -305,6 +312,7 @@ async def test_ensure_running_that_raises_gives_app_launch_failed() -> None:
     assert reason(reply) == "app_launch_failed"
 
 
+@pytest.mark.httpx_only
 async def test_no_retry_after_a_read_timeout_on_tools_call() -> None:
     app = FakeApp()
     attempts = 0
@@ -333,6 +341,9 @@ async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches
     async with running_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
+        with anyio.fail_after(5):  # the notification reached the app before it restarts
+            while "notifications/initialized" not in [b.get("method") for b in app.bodies]:
+                await anyio.sleep(0.005)
         app.restart()
         h.stdin.feed(request_line(12, "tools/list"))
         messages = await h.stdout.wait_for(2)
@@ -415,6 +426,7 @@ async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebu
     assert [b.get("method") for b in app.bodies].count("initialize") == 2
 
 
+@pytest.mark.httpx_only
 async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_request() -> None:
     """The app goes down, comes back on a new instance with a new token: relaunch, then
     rebuild (whose initialize is refreshed after a 401), then the request — one reply."""
@@ -473,6 +485,7 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
     assert starter.calls == 3
 
 
+@pytest.mark.httpx_only
 async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path: Path) -> None:
     from bridge.discovery import write_discovery_file
 
@@ -484,6 +497,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
     assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
 
 
+@pytest.mark.httpx_only
 async def test_requests_queued_behind_a_failed_launch_share_its_failure() -> None:
     """One app launch for many waiting requests, also when it fails (DESIGN.md §2.9)."""
     app = FakeApp(stateless=True)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +23,17 @@ from typing import Any
 import anyio
 import pytest
 from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
+from scripted_server import WAIT, Peer, Seen, closed_port, serve
 
 from bridge.config import BridgeConfig
 from bridge.discovery import Endpoint
-from bridge.errors import BadUpstreamResponseError
+from bridge.errors import BridgeInternalError
 from bridge.jsonrpc import Request
 from bridge.session import Bridge
 from bridge.tokens import TokenContext
 from bridge.upstream import Upstream
 
 pytestmark = pytest.mark.anyio
-
-WAIT = 10.0
-"""Upper bound, in seconds, on every wait (never a speed assertion)."""
 
 VERSION = "2025-06-18"
 
@@ -49,186 +46,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# -- the scripted server -----------------------------------------------------------------------
-
-
-@dataclass
-class Seen:
-    """One request as the server read it off the wire."""
-
-    method: str
-    target: str
-    headers: dict[str, str]
-    """Field names lower-cased; a repeated field fails the test (the bridge never repeats one)."""
-    body: bytes
-    connection: int
-
-    def message(self) -> Any:
-        return json.loads(self.body)
-
-    @property
-    def rpc_method(self) -> str | None:
-        if self.method != "POST":
-            return None
-        message = self.message()
-        return message.get("method") if isinstance(message, dict) else None
-
-
-class Peer:
-    """The server's side of one accepted connection, for a handler to answer on."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.closed = False
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    def close(self) -> None:
-        """Close the connection (FIN) once the written bytes are out."""
-        self.closed = True
-        self.writer.close()
-
-    async def hold(self) -> bool:
-        """Answer nothing more; wait (at most ``WAIT``) until the client closes the connection.
-        Returns whether it did."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT
-        self.closed = True
-        try:
-            while await asyncio.wait_for(self.reader.read(65536), max(0.0, deadline - loop.time())):
-                pass
-        except asyncio.TimeoutError:
-            return False
-        except OSError:
-            pass
-        return True
-
-
-Handler = Callable[[Seen, Peer], Awaitable[None]]
-
-
-class ScriptedServer:
-    """Reads requests on every connection and lets ``handler`` answer each one."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.port = 0
-        self.connections = 0
-        self.requests: list[Seen] = []
-        self.open = 0
-        """Connections accepted and not yet closed."""
-        self.errors: list[BaseException] = []
-        """Failures inside the server (a malformed request, a handler bug): checked at the end."""
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: list[asyncio.StreamWriter] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def posts(self, rpc_method: str | None = None) -> list[Seen]:
-        return [r for r in self.requests if r.method == "POST" and (rpc_method is None or r.rpc_method == rpc_method)]
-
-    def of(self, method: str) -> list[Seen]:
-        return [r for r in self.requests if r.method == method]
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    def die(self) -> None:
-        """As an app that crashed: refuse new connections and reset every open one."""
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.transport.abort()
-
-    async def listen_again(self) -> None:
-        """Accept connections again, on the same port (as an app started again)."""
-        await self.start()
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:
-            writer.transport.abort()
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=WAIT)
-            for task in pending:
-                task.cancel()
-        await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.append(writer)
-        index = self.connections
-        self.connections += 1
-        self.open += 1
-        peer = Peer(reader, writer)
-        try:
-            while not peer.closed:
-                seen = await self._read_request(reader, index)
-                if seen is None:
-                    break
-                self.requests.append(seen)
-                await self.handler(seen, peer)
-        except OSError:
-            pass
-        except Exception as exc:
-            self.errors.append(exc)
-        finally:
-            writer.close()
-            self.open -= 1
-            self._tasks.discard(task)
-
-    @staticmethod
-    async def _read_request(reader: asyncio.StreamReader, index: int) -> Seen | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-            return None
-        request_line_, *lines = head[:-4].decode("latin-1").split("\r\n")
-        method, target, version = request_line_.split(" ")
-        assert version == "HTTP/1.1"
-        headers: dict[str, str] = {}
-        for line in lines:
-            name, colon, value = line.partition(":")
-            assert colon and name.lower() not in headers, f"malformed or repeated field {name!r}"
-            headers[name.lower()] = value.strip()
-        try:
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-        except (asyncio.IncompleteReadError, OSError):
-            return None
-        return Seen(method, target, headers, body, index)
-
-    async def wait_for(self, condition: Callable[[], bool]) -> None:
-        with anyio.fail_after(WAIT):
-            while not condition():
-                await anyio.sleep(0.005)
-
-
-@contextlib.asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer(handler)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.errors == []
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# The scripted server: tests/scripted_server.py (ScriptedServer, Peer, Seen, serve).
 
 
 # -- response bytes ----------------------------------------------------------------------------
@@ -427,7 +245,7 @@ async def test_initialize_json_reply_and_session_headers_on_every_later_message(
     listing = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "note": "caf\xc3\xa9"}}'
     app.replies["tools/list"] = send(json_reply(listing))
     async with serve(app) as server:
-        async with bridge_to(server.url) as run:
+        async with bridge_to(server.url()) as run:
             run.stdin.feed(init(0) + NOTIF_INIT)
             await run.replies(1)
             assert run.stdout.lines[0] == app.init_replies[0] + b"\n"
@@ -475,7 +293,7 @@ async def test_initialize_answered_over_sse_sets_the_session_like_a_json_reply()
         else:
             await plain(seen, peer)
 
-    async with serve(handle) as server, bridge_to(server.url) as run:
+    async with serve(handle) as server, bridge_to(server.url()) as run:
         await run.handshake()
         assert run.stdout.lines[0] == init_reply + b"\n"
         run.stdin.feed(request_line(1, "tools/list"))
@@ -489,7 +307,7 @@ async def test_sequential_requests_reuse_kept_alive_connections_and_none_is_left
     connection per message), and the bridge closes every connection when it exits."""
     app = App()
     async with serve(app) as server:
-        async with bridge_to(server.url) as run:
+        async with bridge_to(server.url()) as run:
             await run.handshake()
             for n in range(1, 9):
                 run.stdin.feed(request_line(n, "tools/list"))
@@ -525,7 +343,7 @@ async def test_reply_in_any_http_framing_reaches_stdout_as_sent(reply: bytes, th
     and the next request is served (on a new connection when the old one was closed)."""
     app = App()
     app.replies["tools/list"] = send_then_close(reply) if then_close else send(reply)
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(3, "tools/list"))
         await run.replies(2)
@@ -545,7 +363,7 @@ async def test_idle_connection_closed_by_the_app_is_not_reused() -> None:
         await plain(seen, peer)
         peer.close()
 
-    async with serve(one_reply_per_connection) as server, bridge_to(server.url) as run:
+    async with serve(one_reply_per_connection) as server, bridge_to(server.url()) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.of("GET")) == 1)  # the handshake's traffic is over
         for n in range(1, 4):
@@ -578,7 +396,7 @@ async def test_sse_reply_relays_progress_then_the_response_in_order() -> None:
         await peer.send(LAST_CHUNK)
 
     app.replies["tools/call"] = reply
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-1"}}))
         await run.replies(3)
@@ -595,7 +413,7 @@ async def test_get_stream_relays_server_messages_to_stdout() -> None:
     notice = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     app.on_get = send_then_hold(SSE_HEAD + chunk(b": ready\n\n") + chunk(sse_event(notice, event_id="g-1")))
     async with serve(app) as server:
-        async with bridge_to(server.url) as run:
+        async with bridge_to(server.url()) as run:
             await run.handshake()
             await run.replies(2)
             assert run.stdout.lines[1] == notice + b"\n"
@@ -625,7 +443,7 @@ async def test_sse_reply_cut_after_an_event_id_is_resumed_with_last_event_id() -
             await peer.send(response(405))
 
     app.on_get = on_get
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-2"}}))
         await run.replies(3)
@@ -664,7 +482,7 @@ async def test_resume_refused_because_the_app_died_never_posts_the_request_again
         await server.listen_again()
 
     app.replies["tools/call"] = dies_mid_stream
-    async with serve(app) as server, bridge_to(server.url, ensure_running=start_app) as run:
+    async with serve(app) as server, bridge_to(server.url(), ensure_running=start_app) as run:
         await run.handshake()
         run.stdin.feed(request_line(9, "tools/call", {"name": "once-only", "_meta": {"progressToken": "p-5"}}))
         messages = await run.replies(3)
@@ -695,7 +513,7 @@ async def test_cancellation_is_not_stuck_behind_slow_calls_when_every_connection
             order.append(f"cancel {seen.message()['params']['requestId']}")
         await plain(seen, peer)
 
-    async with serve(handle) as server, bridge_to(server.url, max_concurrent_requests=1, request_timeout_seconds=1) as run:
+    async with serve(handle) as server, bridge_to(server.url(), max_concurrent_requests=1, request_timeout_seconds=1) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.of("GET")) == 1)
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}) + request_line(6, "ping"))
@@ -719,7 +537,7 @@ async def test_modern_cancellation_closes_the_connection_and_posts_nothing() -> 
         closed.append(await peer.hold())
 
     app.replies["tools/call"] = working
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         run.stdin.feed(request_line(7, "tools/call", {"name": "slow", "arguments": {}, "_meta": MODERN_META}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
         run.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
@@ -746,7 +564,7 @@ async def test_modern_subscription_stream_has_no_read_timeout() -> None:
         peer.close()
 
     app.replies["subscriptions/listen"] = listening
-    async with serve(app) as server, bridge_to(server.url, request_timeout_seconds=0.5) as run:
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
         run.stdin.feed(request_line("l-1", "subscriptions/listen", {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META}))
         messages = await run.replies(3)
     assert run.stdout.lines[:2] == [ack + b"\n", changed + b"\n"]
@@ -777,7 +595,7 @@ async def test_401_refreshes_the_token_once_and_the_retry_carries_the_new_one(ca
     caplog.set_level(logging.DEBUG)
     app = App(token=NEW_TOKEN)
     source = CountingSource(OLD_TOKEN, NEW_TOKEN)
-    async with serve(app) as server, bridge_to(server.url, token_source=source) as run:
+    async with serve(app) as server, bridge_to(server.url(), token_source=source) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/list"))
         assert (await run.replies(2))[1] == {"jsonrpc": "2.0", "id": 1, "result": {"instance": 1}}
@@ -797,7 +615,7 @@ async def test_second_401_is_auth_rejected_without_the_token_in_message_or_logs(
     """A token the app never accepts: exactly one refresh, two POSTs, then ``auth_rejected``."""
     caplog.set_level(logging.DEBUG)
     source = CountingSource(OLD_TOKEN, NEW_TOKEN)
-    async with serve(App(token="tok-never-issued")) as server, bridge_to(server.url, token_source=source) as run:
+    async with serve(App(token="tok-never-issued")) as server, bridge_to(server.url(), token_source=source) as run:
         run.stdin.feed(request_line(3, "tools/list"))
         (reply,) = await run.replies(1)
         run.stdin.feed(request_line(4, "ping"))
@@ -819,7 +637,7 @@ async def test_404_with_a_session_id_rebuilds_the_session_and_retries_once() -> 
     """The app was restarted and forgot ``sess-1``: the bridge replays ``initialize`` (never
     shown on stdout), sends ``notifications/initialized``, then the same request once more."""
     app = App()
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.posts("notifications/initialized")) == 1)
         app.restart()
@@ -874,7 +692,7 @@ async def test_connection_closed_mid_reply_is_stream_closed_and_the_next_request
     that request (never sent twice), and the next request gets its result."""
     app = App()
     app.replies["tools/call"] = send_then_close(cut)
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -891,7 +709,7 @@ async def test_sse_reply_closed_without_event_ids_is_stream_closed_after_relayin
     app = App()
     note = progress("p-3", 10)
     app.replies["tools/call"] = send_then_close(SSE_HEAD + chunk(sse_event(note)))
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(7, "tools/call", {"name": "x", "_meta": {"progressToken": "p-3"}}))
         messages = await run.replies(3)
@@ -919,7 +737,7 @@ async def test_silence_longer_than_the_request_timeout_is_timeout_and_the_next_r
     it goes to the app, and the next request is served."""
     app = App()
     app.replies["tools/call"] = send_then_hold(before_silence)
-    async with serve(app) as server, bridge_to(server.url, request_timeout_seconds=0.5) as run:
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-4"}}))
         with anyio.fail_after(WAIT):
@@ -936,6 +754,86 @@ async def test_silence_longer_than_the_request_timeout_is_timeout_and_the_next_r
     assert cancelled.message()["params"]["requestId"] == 5
     assert cancelled.headers["mcp-session-id"] == "sess-1"
     assert len(server.posts("tools/call")) == 1
+
+
+# -- 7b. a reply dripped a byte at a time (issue 13: a total bound on every response) --------
+
+DRIP_SECONDS = 0.1
+"""Pause between dripped bytes: the whole reply takes seconds, many times the 1 s bound."""
+CALL_RESULT = b'{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"late"}]}}'
+
+
+def drip(data: bytes, *, first: bytes = b"") -> Reply:
+    """A reply: write ``first`` at once, then ``data`` one byte per ``DRIP_SECONDS``."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(first) if first else None
+        await peer.send_bytewise(data, DRIP_SECONDS)
+
+    return script
+
+
+def drip_chunks(data: bytes, *, head: bytes) -> Reply:
+    """A reply: ``head`` at once, then ``data`` as one-byte chunks, one per ``DRIP_SECONDS``."""
+
+    async def script(seen: Seen, peer: Peer) -> None:
+        await peer.send(head)
+        for i in range(len(data)):
+            await peer.send(chunk(data[i : i + 1]))
+            await asyncio.sleep(DRIP_SECONDS)
+        await peer.send(LAST_CHUNK)
+
+    return script
+
+
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(CALL_RESULT)
+CHUNKED_JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(drip(JSON_HEAD + CALL_RESULT), id="head-dripped"),
+        pytest.param(drip(CALL_RESULT, first=JSON_HEAD), id="length-body-dripped"),
+        pytest.param(drip_chunks(CALL_RESULT, head=CHUNKED_JSON_HEAD), id="chunked-json-body-dripped"),
+    ],
+)
+async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(reply: Reply) -> None:
+    """Every byte arrives well within ``--request-timeout`` of the last, but the head (or
+    the JSON body) is not complete within it: ``timeout``, as for silence, and the bridge
+    serves on. (Before: every byte reset the timer, so the reply came after seconds.)"""
+    app = App()
+    app.replies["tools/call"] = reply
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}))
+        (_, failed) = await run.replies(2)
+        run.stdin.feed(request_line(6, "tools/list"))
+        (*_, served) = await run.replies(3)
+    assert_bridge_error(failed, 5, "timeout")
+    assert served == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
+
+
+async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_never_cut_off() -> None:
+    """A long tool call: progress and keep-alive comments for four times ``--request-timeout``,
+    then the result. Each complete event resets the bound, so the call is answered."""
+    app = App()
+
+    async def long_call(seen: Seen, peer: Peer) -> None:
+        await peer.send(SSE_HEAD)
+        for step in range(8):
+            await asyncio.sleep(0.25)
+            await peer.send(chunk(b": keep-alive\n\n" if step % 2 else sse_event(progress("p-9", step))))
+        await peer.send(chunk(sse_event(CALL_RESULT.replace(b'"id":5', b'"id":9'))) + LAST_CHUNK)
+
+    app.replies["tools/call"] = long_call
+    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
+        await run.handshake()
+        run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-9"}}))
+        messages = await run.replies(6)
+    assert [m.get("method") for m in messages[1:5]] == ["notifications/progress"] * 4
+    assert messages[5] == json.loads(CALL_RESULT.replace(b'"id":5', b'"id":9'))
+    assert server.posts("notifications/cancelled") == []
 
 
 # -- 8. unusable replies, and the app's own JSON-RPC errors -----------------------------------
@@ -957,7 +855,7 @@ async def test_unusable_reply_is_bad_upstream_response_and_the_next_request_is_s
     ``bad_upstream_response`` (nothing of the reply on stdout) and the bridge serves on."""
     app = App()
     app.replies["tools/call"] = send(reply)
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -977,7 +875,7 @@ async def test_reply_over_max_message_bytes_is_message_too_large_and_the_next_re
         app.replies["tools/call"] = send(reply + chunk(big[:1000]) + chunk(big[1000:]) + LAST_CHUNK)
     else:
         app.replies["tools/call"] = send(json_reply(big))
-    async with serve(app) as server, bridge_to(server.url, max_message_bytes=2048) as run:
+    async with serve(app) as server, bridge_to(server.url(), max_message_bytes=2048) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -994,7 +892,7 @@ async def test_http_500_with_a_json_rpc_error_body_passes_the_error_through_with
     error = {"code": -32001, "message": "database is locked", "data": {"retryAfter": 2, "note": "naïve"}}
     app = App()
     app.replies["tools/call"] = send(json_reply(compact({"jsonrpc": "2.0", "id": None, "error": error}), status=500))
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line("call-7", "tools/call", {"name": "x"}))
         passed = (await run.replies(2))[1]
@@ -1008,7 +906,7 @@ async def test_http_500_without_a_json_rpc_error_is_http_status_500() -> None:
     """An error status with no JSON-RPC error in its body: ``http_status`` with the status."""
     app = App()
     app.replies["tools/call"] = send(response(500, b"Internal Server Error", "Content-Type: text/plain"))
-    async with serve(app) as server, bridge_to(server.url) as run:
+    async with serve(app) as server, bridge_to(server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -1027,7 +925,7 @@ async def test_token_with_crlf_is_refused_and_nothing_reaches_the_app(caplog: py
     to the app for it, and neither the token nor the smuggled field shows anywhere."""
     caplog.set_level(logging.DEBUG)
     source = CountingSource(INJECTED)
-    async with serve(App()) as server, bridge_to(server.url, token_source=source) as run:
+    async with serve(App()) as server, bridge_to(server.url(), token_source=source) as run:
         run.stdin.feed(request_line(1, "tools/list"))
         (reply,) = await run.replies(1)
         await anyio.sleep(0.05)
@@ -1054,10 +952,11 @@ class _FixedStore:
 
 async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store() -> None:
     """Defence in depth: ``Upstream`` over the bridge's own client, handed a CR LF token,
-    raises ``bad_upstream_response`` before anything is sent, without quoting the value."""
+    raises ``bridge_error`` (the bridge's own request, not the app's fault) before anything
+    is sent, without quoting the value."""
     async with serve(App()) as server:
-        config = BridgeConfig(url=server.url)
-        upstream = Upstream(config, endpoint=Endpoint(url=server.url), tokens=_FixedStore(INJECTED))  # type: ignore[arg-type]
+        config = BridgeConfig(url=server.url())
+        upstream = Upstream(config, endpoint=Endpoint(url=server.url()), tokens=_FixedStore(INJECTED))  # type: ignore[arg-type]
         request = Request(1, "ping", None, request_line(1, "ping")[:-1])
         emitted: list[bytes] = []
 
@@ -1065,13 +964,13 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
             emitted.append(line)
 
         try:
-            with pytest.raises(BadUpstreamResponseError) as caught:
+            with pytest.raises(BridgeInternalError) as caught:
                 with anyio.fail_after(WAIT):
                     await upstream.send_request(request, emit)
         finally:
             await upstream.aclose()
         await anyio.sleep(0.05)
-    assert caught.value.reason == "bad_upstream_response"
+    assert caught.value.reason == "bridge_error"
     assert "tok-inj-3e4f5a6b" not in caught.value.message and "X-Injected" not in caught.value.message
     assert "Authorization" in caught.value.message
     assert server.connections == 0 and server.requests == [] and emitted == []

@@ -1,0 +1,160 @@
+"""One keep-alive connection of the pool (``pool.py``): the asyncio side of the socket.
+
+Its bytes go straight into the current exchange's sans-I/O parser (``http1.py``); one
+waiter at a time is woken when bytes arrive or the connection ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+
+from .base import ConnectionBroken, ReadTimeout
+from .http1 import ResponseParser
+
+__all__ = ["Connection", "fail", "HIGH_WATER_BYTES", "RECV_BYTES", "FIRST_RECV_BYTES"]
+
+#: Bytes read from the socket at a time, into one buffer per connection: 16 KiB at first
+#: (an idle connection holds little), 64 KiB once a read fills it.
+FIRST_RECV_BYTES = 16 * 1024
+RECV_BYTES = 64 * 1024
+#: A response body is buffered up to this before the socket stops being read.
+HIGH_WATER_BYTES = 4 * 1024 * 1024
+
+
+class _Wakeup:
+    """One waiter at a time, woken by :meth:`set` or failed by a timer at a loop time: a
+    bare future and ``call_at``, no ``asyncio.Event`` nor ``wait_for`` task per wait."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    async def wait(self, timeout_at: float | None, error: Exception) -> None:
+        """Wait for :meth:`set`; raise ``error`` at loop time ``timeout_at`` (``None``: never)."""
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        timer = None if timeout_at is None else loop.call_at(timeout_at, fail, future, error)
+        try:
+            await future
+        finally:
+            self._future = None
+            if timer is not None:
+                timer.cancel()
+
+
+def fail(future: asyncio.Future[None], error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One keep-alive connection: its socket's bytes go straight into the current
+    exchange's :class:`~bridge.transport.http1.ResponseParser`; one waiter is woken by them.
+
+    A buffered protocol: the socket is read into one buffer of :data:`RECV_BYTES` made
+    once, where a plain protocol gets a fresh 256 KiB ``bytes`` per read from asyncio (an
+    mmap and page faults each time: 15 µs against 2 µs, measured)."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.parser = ResponseParser()  # replaced per exchange; between them, it catches stray bytes
+        self.closed = False  # EOF or loss seen: never reuse
+        self.error: BaseException | None = None
+        self.wakeup = _Wakeup()
+        self._paused = False
+        self.exchanges = 0
+        self.busy = False  # held by an exchange (the pool's accounting)
+        self.idle_since = 0.0  # time.monotonic() when it went back to the pool
+        #: Buffered bytes at which the socket stops being read (raised for a whole-body read).
+        self.high_water_bytes = HIGH_WATER_BYTES
+        self._received = memoryview(bytearray(FIRST_RECV_BYTES))
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._received
+
+    def buffer_updated(self, nbytes: int) -> None:
+        parser = self.parser
+        parser.receive_data(self._received[:nbytes])
+        if nbytes == len(self._received) < RECV_BYTES:
+            self._received = memoryview(bytearray(RECV_BYTES))  # a large body: read more at once
+        if parser.buffered_bytes > self.high_water_bytes and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self.wakeup.set()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self.parser.receive_data(b"")
+        self.wakeup.set()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.error = exc
+        self.wakeup.set()
+
+    # used by the exchange
+    def consumed(self) -> None:
+        """The reader took bytes from the parser: read the socket again when it is low."""
+        if self._paused and self.parser.buffered_bytes <= self.high_water_bytes // 4 and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    async def wait_for_data(self, timeout_at: float | None, late: str) -> None:
+        """Wait until bytes arrive or the connection ends, at most until loop time ``timeout_at``.
+
+        Raises:
+            ReadTimeout: (saying ``late``) nothing arrived in time.
+            ConnectionBroken: the connection had already ended.
+        """
+        if self.closed:
+            raise ConnectionBroken(self.lost_reason())
+        await self.wakeup.wait(timeout_at, ReadTimeout(late))
+
+    def lost_reason(self) -> str:
+        if self.error is None:
+            return "the server closed the connection before the response was complete"
+        return f"the connection failed ({type(self.error).__name__}: {self.error})"
+
+    def usable(self) -> bool:
+        return (
+            not self.closed
+            and not self.parser.buffered_bytes
+            and self.transport is not None
+            and not self.transport.is_closing()
+        )
+
+    def quiet(self) -> bool:
+        """Whether the socket itself has nothing to read, checked without waiting: an EOF
+        (the server closed the idle connection) or stray bytes the event loop has not
+        processed yet make the connection unfit for another request."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return True
+        try:
+            if hasattr(select, "poll"):  # select.select refuses descriptors >= FD_SETSIZE (1024)
+                poller = select.poll()
+                poller.register(sock, select.POLLIN)
+                return not poller.poll(0)
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
