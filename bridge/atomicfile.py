@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: 
     descriptor, temporary = tempfile.mkstemp(prefix="." + path.name + ".", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            if mode is not None and os.name == "posix":
+            if mode is not None and sys.platform != "win32":  # (sys.platform: mypy checks each OS)
                 os.fchmod(handle.fileno(), mode)
             json.dump(document, handle, indent=indent, ensure_ascii=False)
             if indent is not None:

@@ -28,6 +28,7 @@ import ipaddress
 import json
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -172,16 +173,12 @@ def remove_discovery_file(path: Path, *, pid: int | None = None) -> None:
 
 def pid_is_alive(pid: int) -> bool:
     """Return whether a process with this id exists (best effort, never raises)."""
-    if os.name == "nt":  # pragma: no cover - Windows only
+    if sys.platform == "win32":  # pragma: no cover - Windows only
         import ctypes
 
-        handle = ctypes.windll.kernel32.OpenProcess(0x1000, False, pid)  # type: ignore[attr-defined]
-        if not handle:
-            return False
-        code = ctypes.c_ulong()
-        ctypes.windll.kernel32.GetExitCodeProcess(handle, ctypes.byref(code))  # type: ignore[attr-defined]
-        ctypes.windll.kernel32.CloseHandle(handle)  # type: ignore[attr-defined]
-        return code.value == 259  # STILL_ACTIVE
+        from .winapi import pid_is_alive as windows_pid_is_alive
+
+        return windows_pid_is_alive(ctypes.windll.kernel32, pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -342,12 +342,10 @@ def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str,
         "env": env,
         "close_fds": True,
     }
-    if os.name != "nt":
+    if sys.platform != "win32":
         return subprocess.Popen(command, start_new_session=True, **options)
-    flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
-    try:  # pragma: no cover - Windows only
-        # Leave the AI client's job object where it allows that: the SDKs kill the job, and
-        # with it everything inside, when the client closes; the app must outlive it.
-        return subprocess.Popen(command, creationflags=flags | subprocess.CREATE_BREAKAWAY_FROM_JOB, **options)  # type: ignore[attr-defined,return-value]
-    except OSError:  # pragma: no cover - the job forbids breaking away
-        return subprocess.Popen(command, creationflags=flags, **options)
+    from .winapi import spawn_outside_job  # pragma: no cover - Windows only
+
+    started: subprocess.Popen[bytes] = spawn_outside_job(subprocess.Popen, command, options)  # pragma: no cover
+    return started  # pragma: no cover - Windows only
+

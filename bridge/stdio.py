@@ -227,7 +227,7 @@ class FdWriter:
         self._fd = fd
         self._caller = _DaemonCaller("mcp-app-bridge stdout")
         self._poll: Any = None
-        if hasattr(select, "poll") and _can_poll(fd):
+        if sys.platform != "win32" and _can_poll(fd):  # no poll on Windows
             self._poll = select.poll()
             self._poll.register(fd, select.POLLOUT)
 
@@ -296,10 +296,12 @@ def claim_stdio() -> tuple[int, int]:
             pipes, e.g. by a double click). Nothing was changed in that case.
     """
     if sys.platform == "win32":
-        _adopt_windows_std_handles()
+        from .winapi import adopt_std_handles
+
+        adopt_std_handles()
     os.fstat(0)
     wire_fd = os.dup(1)
-    if os.name == "posix":
+    if sys.platform != "win32":
         # A parent may hand over non-blocking pipes; EAGAIN would then look like EOF.
         os.set_blocking(0, True)
         os.set_blocking(wire_fd, True)
@@ -322,34 +324,15 @@ WIRE_PIPE_BYTES = 1024 * 1024
 
 
 def _grow_pipe(fd: int) -> None:
-    try:
-        import fcntl
+    if sys.platform != "linux":
+        return  # F_SETPIPE_SZ is Linux's
+    import fcntl
 
-        if stat.S_ISFIFO(os.fstat(fd).st_mode) and hasattr(fcntl, "F_SETPIPE_SZ"):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, WIRE_PIPE_BYTES)
     except OSError:
         pass  # not allowed (a lower pipe-max-size, the user's pipe quota): 64 KiB it is
-
-
-def _adopt_windows_std_handles() -> None:  # pragma: no cover - Windows only
-    import ctypes
-    import msvcrt
-
-    get_std_handle = ctypes.windll.kernel32.GetStdHandle  # type: ignore[attr-defined]
-    get_std_handle.restype = ctypes.c_void_p
-    for fd, std_handle, mode in ((0, -10, os.O_RDONLY), (1, -11, os.O_WRONLY), (2, -12, os.O_WRONLY)):
-        try:
-            os.fstat(fd)
-            continue  # already a working descriptor
-        except OSError:
-            pass
-        handle = get_std_handle(std_handle)
-        if not handle or handle == ctypes.c_void_p(-1).value:
-            continue
-        new_fd = msvcrt.open_osfhandle(handle, mode | os.O_BINARY)  # type: ignore[attr-defined]
-        if new_fd != fd:
-            os.dup2(new_fd, fd)
-            os.close(new_fd)
 
 
 def is_onefile_child() -> bool:
@@ -369,23 +352,20 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
 
     POSIX: an orphan is re-parented, so ``getppid()`` changes; it is polled every
     ``interval_seconds``. Windows: the thread waits on a handle to the parent process
-    (``OpenProcess`` + ``WaitForSingleObject``; written for Windows, not run by this
-    project's CI). Where neither works, nothing is watched.
+    (``OpenProcess`` + ``WaitForSingleObject``: :func:`bridge.winapi.parent_waiter`, whose
+    logic the tests of every OS run with a stand-in for kernel32). Where neither works,
+    nothing is watched.
     """
     parent = os.getppid()
-    if os.name == "nt":  # pragma: no cover - Windows only
+    watch: Callable[[], None] | None
+    if sys.platform == "win32":  # pragma: no cover - Windows only
         import ctypes
 
-        synchronize, infinite = 0x00100000, 0xFFFFFFFF
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(synchronize, False, parent)
-        if not handle:
+        from .winapi import parent_waiter
+
+        watch = parent_waiter(ctypes.windll.kernel32, parent, on_parent_gone)
+        if watch is None:
             return
-
-        def watch() -> None:
-            kernel32.WaitForSingleObject(handle, infinite)
-            on_parent_gone()
-
     else:
 
         def watch() -> None:
@@ -394,3 +374,4 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
             on_parent_gone()
 
     threading.Thread(target=watch, name="mcp-app-bridge parent watchdog", daemon=True).start()
+

@@ -307,3 +307,22 @@ def reap_apps() -> Iterator[Callable[[Path], Path]]:
         pids = [pid for path in files for pid in read_pids(path)]
         pids += [pid for path in files for pid in pids_mentioning(str(path.parent))]
         stop_pids(pids)
+
+
+#: Where a test runs, by marker (registered in pyproject.toml). Each takes its reason as its
+#: one argument, e.g. ``@pytest.mark.posix_only("signals and /proc")``; elsewhere the test is
+#: skipped with that reason, so the skip list says why. ``-m "not windows_only"`` selects.
+_PLATFORM_MARKERS: dict[str, tuple[str, Callable[[], bool]]] = {
+    "posix_only": ("POSIX only", lambda: os.name == "posix"),
+    "linux_only": ("Linux only", lambda: sys.platform.startswith("linux")),
+    "windows_only": ("Windows only", lambda: sys.platform == "win32"),
+}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name, (label, here) in _PLATFORM_MARKERS.items():
+        for mark in item.iter_markers(name):
+            if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs its reason as its one argument")
+            if not here():
+                pytest.skip(f"{label}: {mark.args[0]}")

@@ -105,7 +105,7 @@ def test_mcp_stdio_option_branches_before_the_apps_own_code_with_its_parsed_opti
     assert body_ran == ["home"] and result.exit_code == 0
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "getuid"), reason="POSIX file modes")
+@pytest.mark.posix_only("file modes (0644) are POSIX")
 def test_a_token_file_others_may_read_is_refused_at_start(runner: CliRunner, tmp_path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)

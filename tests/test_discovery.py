@@ -19,7 +19,7 @@ from bridge.discovery import (
 from bridge.launcher import launch_environment
 from bridge.tokens import TokenSourceError, read_private_file
 
-posix = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+posix = pytest.mark.posix_only("file modes (0600, 0644) are POSIX")
 
 
 def test_written_file_is_0600_atomic_and_reads_back(tmp_path: Path) -> None:

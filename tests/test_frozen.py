@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import process_alive
 from test_process import BRIDGE_EXE_VAR, handshake, start_bridge, wait_until
 
 from bridge.stdio import is_onefile_child
@@ -22,7 +23,7 @@ from bridge.stdio import is_onefile_child
 SPEC = Path(__file__).resolve().parent.parent / "build" / "mcp-app-bridge.spec"
 
 frozen = pytest.mark.skipif(not os.environ.get(BRIDGE_EXE_VAR), reason=f"{BRIDGE_EXE_VAR} names no frozen executable")
-posix = pytest.mark.skipif(os.name != "posix", reason="signals and /proc are POSIX")
+posix = pytest.mark.posix_only("POSIX signals, pgrep and TMPDIR")
 
 
 def test_build_spec_bakes_in_utf8_mode_unbuffered_io_console_and_the_anyio_backend() -> None:
@@ -45,7 +46,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    return process_alive(pid)  # /proc on Linux (zombies count as gone), kill(pid, 0) on macOS
 
 
 @pytest.fixture

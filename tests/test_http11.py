@@ -687,7 +687,7 @@ async def test_closed_port_is_connect_failed() -> None:
                 await pool.request("GET", url, [], read_timeout_seconds=WAIT)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux drops SYNs beyond a full accept queue")
+@pytest.mark.linux_only("Linux drops SYNs beyond a full accept queue")
 async def test_unaccepted_connection_is_connect_timeout() -> None:
     """A listener whose accept queue is full leaves the connect pending: ConnectTimeout."""
     listener = socket.socket()

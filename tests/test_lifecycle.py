@@ -432,6 +432,7 @@ def test_an_app_that_never_listens_fails_within_the_launch_timeout(desk: Desk) -
 @pytest.mark.parametrize(
     "launch", [False, True], ids=["no-launch", "launch-configured"]
 )
+@pytest.mark.posix_only("file modes (0666) are POSIX")
 def test_world_writable_discovery_file_is_refused(desk: Desk, launch: bool) -> None:
     """DESIGN.md §4: a discovery file others may write (0666) could send the token
     anywhere; the bridge refuses it with a message that says why, and sends nothing to

@@ -824,7 +824,7 @@ def test_request_timeout_option(app_server: AppServer) -> None:
         "sdk-like",
         pytest.param(
             "empty",
-            marks=pytest.mark.skipif(sys.platform == "win32", reason="Python on Windows needs SYSTEMROOT"),
+            marks=pytest.mark.posix_only("Python on Windows needs SYSTEMROOT"),
         ),
     ],
 )
@@ -903,7 +903,7 @@ def test_library_run_stdio_keeps_stray_prints_off_the_wire(app_server: AppServer
 
 
 @pytest.mark.process
-@pytest.mark.skipif(os.name != "posix", reason="preexec_fn and O_NONBLOCK pipes are POSIX")
+@pytest.mark.posix_only("preexec_fn and O_NONBLOCK pipes")
 def test_a_non_blocking_stdin_from_the_parent_is_not_taken_for_eof(app_server: AppServer) -> None:
     proc = subprocess.Popen(
         [*bridge_command(), "--url", app_server.url],

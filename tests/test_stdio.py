@@ -38,7 +38,7 @@ from bridge.stdio import DEFAULT_READ_BYTES, MAX_READ_BYTES, WIRE_PIPE_BYTES, Fd
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(sys.platform == "win32", reason="POSIX descriptors (pipes, socket pairs, ptys)"),
+    pytest.mark.posix_only("POSIX descriptors (pipes, socket pairs, ptys)"),
 ]
 
 WAIT = 10.0
@@ -274,7 +274,7 @@ async def test_eight_mib_of_input_arrives_intact_and_eof_follows(fds: Fds, kind:
     assert [await reader.receive() for _ in range(3)] == [b"", b"", b""]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_GETPIPE_SZ is Linux only")
+@pytest.mark.linux_only("F_GETPIPE_SZ")
 async def test_reads_grow_while_they_come_back_full_and_drop_back_when_short(fds: Fds) -> None:
     """A large message is taken in growing reads (never over 1 MiB); the next small one starts small again."""
     import fcntl
@@ -762,7 +762,7 @@ async def test_bridge_ends_on_its_own_when_the_client_closes_stdout(fds: Fds) ->
 # -- _grow_pipe ---------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux only")
+@pytest.mark.linux_only("F_SETPIPE_SZ")
 def test_grow_pipe_grows_a_pipe_to_one_mib(fds: Fds) -> None:
     """The stdin/stdout pipes are grown to 1 MiB (where the system allows it)."""
     import fcntl
@@ -776,7 +776,7 @@ def test_grow_pipe_grows_a_pipe_to_one_mib(fds: Fds) -> None:
     assert fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ) >= WIRE_PIPE_BYTES
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux only")
+@pytest.mark.linux_only("F_SETPIPE_SZ")
 def test_grow_pipe_leaves_anything_else_alone(fds: Fds) -> None:
     """A regular file, a socket or a closed descriptor: nothing happens and nothing is raised."""
     import fcntl
