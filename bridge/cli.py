@@ -253,6 +253,51 @@ def version() -> None:
     click.echo(f"mcp-app-bridge {__version__}")
 
 
+@main.command(context_settings={**_CONTEXT, "ignore_unknown_options": True})
+@click.option("--exe", "executable", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The frozen executable (build/out/mcp-app-bridge).")
+@click.option("--out", required=True, type=_PATH, metavar="FILE.mcpb", help="Where the bundle goes.")
+@click.option("--name", metavar="NAME", help="The bundle's name (default: --app-name in lower case).")
+@click.option("--display-name", metavar="TEXT", help="The name the client shows (default: --app-name).")
+@click.option("--author", metavar="NAME", help="Who ships it (default: --app-name).")
+@click.option("--description", metavar="TEXT", help="One sentence the client shows.")
+@click.option("--platform", type=click.Choice(["darwin", "win32", "linux"]), help="The OS the executable is for (default: a .exe is win32, else this OS).")
+@click.argument("bridge_args", nargs=-1, type=click.UNPROCESSED)
+def bundle(executable: Path, out: Path, name: str | None, display_name: str | None, author: str | None, description: str | None, platform: str | None, bridge_args: tuple[str, ...]) -> None:
+    """Build an MCP Bundle (.mcpb) around the frozen executable, for Claude Desktop.
+
+    The bridge options go after the command's own, as the bridge should get them:
+
+        mcp-app-bridge bundle --exe build/out/mcp-app-bridge --out dist/MyApp.mcpb --app-name MyApp
+
+    A --token-env VAR becomes a setting the user fills in at install time; no secret goes into the bundle.
+    """
+    try:
+        parsed = main.make_context("mcp-app-bridge", list(bridge_args), resilient_parsing=False)
+    except click.UsageError as exc:
+        raise click.UsageError(f"bridge option: {exc.format_message()}") from None
+    _build_config(parsed.params, require_env=False)
+    app_name = parsed.params["app_name"]
+    if name is None and app_name is None:
+        raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
+    from .bundle import BundleError, bundle_manifest, write_bundle
+
+    if platform is None:
+        platform = "win32" if executable.suffix.lower() == ".exe" else ("linux" if sys.platform.startswith("linux") else sys.platform)
+    try:
+        manifest = bundle_manifest(
+            name=name or app_name.lower(),
+            bridge_args=bridge_args,
+            platform=platform,
+            display_name=display_name or app_name,
+            description=description,
+            author=author,
+        )
+        write_bundle(executable, out, manifest)
+    except BundleError as exc:
+        raise click.ClickException(f"{exc}. Nothing was written.") from None
+    click.echo(f"wrote {out} (mcp-app-bridge {manifest['version']}, {platform})")
+
+
 from .configcli import config  # noqa: E402 (click only: the config-file code loads when a config command runs)
 
 main.add_command(config)
