@@ -31,7 +31,7 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["MANIFEST_VERSION", "PLATFORMS", "BundleError", "bundle_manifest", "write_bundle"]
+__all__ = ["MANIFEST_VERSION", "PLATFORMS", "BundleError", "bundle_manifest", "entry_point", "read_manifest", "write_bundle"]
 
 #: The MCPB manifest version written: the one ``mcpb init`` writes (0.3 and 0.4 are marked
 #: work in progress and experimental in the CLI's schemas).

@@ -267,6 +267,7 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
 
     The bridge options go after the command's own, as the bridge should get them:
 
+    \b
         mcp-app-bridge bundle --exe build/out/mcp-app-bridge --out dist/MyApp.mcpb --app-name MyApp
 
     A --token-env VAR becomes a setting the user fills in at install time; no secret goes into the bundle.
