@@ -74,7 +74,7 @@ def replace_bytes(path: Path, data: bytes, *, mode: int | None = None, through_s
     descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            if os.name == "posix":
+            if sys.platform != "win32":
                 os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()

@@ -19,7 +19,7 @@ from bridge.clientcommand import bridge_command, isolate_python, resolve_command
 
 URL = "http://127.0.0.1:8765/mcp"
 TOKEN = "tok-SECRET-0123456789abcdef"
-posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX symlinks and modes")
+posix_only = pytest.mark.posix_only("POSIX symlinks and modes")
 
 
 def printed_entry(*args: str, env: dict[str, str] | None = None) -> tuple[dict, str]:

@@ -422,7 +422,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="HOME decides the path on POSIX only")
+@pytest.mark.posix_only("HOME decides the path on POSIX only")
 def test_the_readmes_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     start = readme.index("  import bridge.clientconfig as cc")

@@ -18,7 +18,7 @@ from bridge.clientfiles import REDACTED
 
 SECRET = "tok-SECRET-0123456789abcdef"
 ENTRY = ServerEntry(command="/opt/My App/app", args=("--mcp-stdio",), env={"MYAPP_TOKEN": SECRET})
-posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes and symlinks")
+posix_only = pytest.mark.posix_only("POSIX file modes and symlinks")
 
 
 def every_file(folder: Path) -> dict[str, bytes]:
