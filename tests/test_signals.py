@@ -4,7 +4,6 @@ SIGHUP (a closed terminal, a parent that hung up) is handled like SIGTERM and SI
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
@@ -12,7 +11,7 @@ import pytest
 from conftest import AppServer
 from test_process import EXIT_TIMEOUT, bridge_error_reason, count_in_log, handshake, start_bridge, tool_call, wait_until
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+pytestmark = pytest.mark.posix_only("POSIX signals")
 
 
 @pytest.mark.process
