@@ -98,7 +98,7 @@ def port_entries(
     would walk all its buckets: about 0.4 ms.)
     """
     try:
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)  # type: ignore[attr-defined,unused-ignore]  # Linux only: AttributeError elsewhere
     except (OSError, AttributeError):
         return None
     family = socket.AF_INET if address.version == 4 else socket.AF_INET6

@@ -207,7 +207,7 @@ class ListenerCheck:
         owners = {entry.uid for entry in listeners}
         if client is not None:
             owners |= {e.uid for e in entries if e.local == (address, port) and e.remote == client and e.state != LISTEN}
-        me = os.geteuid()
+        me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow this path (the /proc backend)
         strangers = sorted(owners - {me})
         if strangers:
             raise self._other_user(where, f"uid {strangers[0]}", f"uid {me}")

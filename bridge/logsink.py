@@ -122,7 +122,7 @@ def open_log_file(path: Path) -> BinaryIO:
     problem = None
     if not stat.S_ISREG(status.st_mode) and not stat.S_ISCHR(status.st_mode):  # /dev/null is fine
         problem = "is not a regular file"
-    elif os.name == "posix" and stat.S_ISREG(status.st_mode) and status.st_uid != os.geteuid():
+    elif os.name == "posix" and stat.S_ISREG(status.st_mode) and status.st_uid != os.geteuid():  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow os.name
         problem = f"belongs to uid {status.st_uid}, not to the user running the bridge"
     if problem is not None:
         os.close(descriptor)

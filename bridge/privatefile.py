@@ -47,7 +47,7 @@ def check_folders(path: Path) -> None:
     """
     if not _POSIX:
         return
-    me = os.geteuid()
+    me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
     folder = Path(os.path.realpath(path.parent))
     while True:
         try:
@@ -99,10 +99,10 @@ def read_private_file(path: Path, what: str, *, secret: bool = True, max_bytes: 
         if not stat.S_ISREG(status.st_mode):
             raise UnsafeFileError(f"refusing the {what} '{path}': it is not a regular file")
         if _POSIX:
-            if status.st_uid != os.geteuid():
+            if status.st_uid != os.geteuid():  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
                 raise UnsafeFileError(
                     f"bad ownership for the {what} '{path}': it belongs to uid {status.st_uid}, "
-                    f"not to the user running the bridge (uid {os.geteuid()})"
+                    f"not to the user running the bridge (uid {os.geteuid()})"  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
                 )
             loose = status.st_mode & (0o077 if secret else 0o022)
             if loose:

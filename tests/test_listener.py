@@ -29,7 +29,7 @@ from bridge.errors import ListenerUnverifiedError
 from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
 
-linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+linux = pytest.mark.linux_only("reads /proc")
 as_root = pytest.mark.skipif(
     os.name != "posix" or os.geteuid() != 0, reason="needs root to run a process under a second uid"
 )

@@ -23,7 +23,7 @@ from bridge.privatefile import UnsafeFileError, read_private_file, write_private
 from bridge.tokens import TokenSourceError
 from bridge.tokens import read_private_file as read_token_file
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX ownership and modes")
+pytestmark = pytest.mark.posix_only("POSIX ownership and modes")
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to give a file to another uid")
 OTHER_UID = 54_321
 SECRET = "tok-PLACEHOLDER-0123456789"

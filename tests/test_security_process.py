@@ -30,7 +30,7 @@ from test_process import INITIALIZED, bridge_error_reason, initialize
 
 pytestmark = [
     pytest.mark.process,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the listener check is tested on Linux here"),
+    pytest.mark.linux_only("the listener check is tested on Linux here"),
 ]
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the squatter as a second uid")
 OTHER_UID = 54_321
