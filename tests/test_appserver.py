@@ -182,7 +182,7 @@ def test_a_token_file_is_created_private_and_reused_across_runs(tmp_path: Path) 
     assert [p.name for p in path.parent.iterdir()] == ["token"]  # no temporary file left behind
 
 
-@pytest.mark.skipif(os.name != "posix", reason="POSIX modes and symlinks")
+@pytest.mark.posix_only("POSIX modes and symlinks")
 def test_unsafe_credential_files_are_refused_and_left_alone(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.write_text("attacker's token\n")
@@ -399,7 +399,7 @@ WAITING_APP = textwrap.dedent(
 
 
 @pytest.mark.process
-@pytest.mark.skipif(os.name != "posix", reason="SIGTERM and SIGINT as POSIX signals")
+@pytest.mark.posix_only("SIGTERM and SIGINT as POSIX signals")
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_the_discovery_file_appears_once_the_server_answers_and_goes_at_a_signal(desk: Desk, stop: signal.Signals) -> None:
     script = desk.root / "waiting_app.py"

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import socket
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import select
+import sys
 
 from .base import ConnectionBroken, ReadTimeout
 from .http1 import ResponseParser
@@ -145,7 +146,7 @@ class Connection(asyncio.BufferedProtocol):
         if sock is None:
             return True
         try:
-            if hasattr(select, "poll"):  # select.select refuses descriptors >= FD_SETSIZE (1024)
+            if sys.platform != "win32":  # no poll there; select.select refuses descriptors >= FD_SETSIZE (1024)
                 poller = select.poll()
                 poller.register(sock, select.POLLIN)
                 return not poller.poll(0)
