@@ -3,9 +3,14 @@
 One :class:`~bridge.transport.base.Transport`, chosen once by URL scheme
 (:func:`bridge.transport.make_transport`): the bridge's own HTTP/1.1 pool for ``http://``
 endpoints, which is how desktop apps listen on loopback, httpx for ``https://`` ones, or
-the transport a test injects. This module is the only place that turns transport
-exceptions into the bridge's errors (:func:`map_transport_errors`, one table). Everything
-it returns to the session loop is already a stdout line (UTF-8 bytes ending in ``\\n``).
+the transport a test injects. Transport exceptions become the bridge's errors in one
+table (:func:`map_transport_errors`, ``upstream_errors.py``, re-exported here). Everything
+this module returns to the session loop is already a stdout line (UTF-8 bytes ending in
+``\\n``).
+
+Split by noun (issue 11): this module owns the requests (construction, headers, POSTs,
+status handling) and the MCP session's state with its rebuild gate; ``replies.py`` reads
+the replies (JSON, SSE with its resume, error bodies); ``listen.py`` runs the GET stream.
 
 Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
 SPEC-CHECKLIST items 28–55):
@@ -14,10 +19,8 @@ SPEC-CHECKLIST items 28–55):
   ``Accept: application/json, text/event-stream``; ``Mcp-Session-Id`` once the server
   assigned one on a successful ``initialize``; ``MCP-Protocol-Version`` once negotiated
   (left off ``initialize`` itself); ``Authorization: Bearer`` when a token is configured;
-- a request's reply is ``application/json`` (one message, or a 2025-03-26 batch array) or
-  ``text/event-stream``, whose events are relayed as they arrive until the response;
-  comments, empty priming events and non-``message`` events are skipped, ``id``/``retry``
-  are kept; a stream that ends early is resumed by GET with ``Last-Event-ID`` (at most
+- a request's reply is ``application/json`` or ``text/event-stream`` (``replies.py``); a
+  stream that ends early is resumed by GET with ``Last-Event-ID`` (at most
   :data:`MAX_RESUME_ATTEMPTS` times) when the server gave event ids, otherwise the request
   gets reason ``stream_closed``;
 - the optional GET stream (server-initiated messages) is opened by :meth:`Upstream.listen`;
@@ -29,15 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import sse
 from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
@@ -45,102 +46,38 @@ from .errors import (
     AppUnreachableError,
     AuthRejectedError,
     BadUpstreamResponseError,
-    BridgeError,
-    BridgeInternalError,
     HTTPStatusError,
-    MessageTooLargeError,
     SessionLostError,
-    StreamClosedError,
-    UpstreamError,
-    UpstreamTimeoutError,
 )
-from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from .jsonrpc import Request, encode_message
+from .listen import listen
+from .replies import (
+    _JSON,
+    _SSE,
+    MAX_ERROR_BODY_BYTES,
+    MAX_RESUME_ATTEMPTS,
+    Emit,
+    ReplyReader,
+    _jsonrpc_error_in,
+    _media_type,
+    _says_session_unknown,
+    _StreamState,
+)
 from .tokens import TokenContext, TokenStore
 from .transport import make_transport
-from .transport.base import (
-    ConnectFailed,
-    ConnectionBroken,
-    ConnectTimeout,
-    LocalProtocolError,
-    PoolTimeout,
-    ProtocolViolation,
-    ReadTimeout,
-    Response,
-    Transport,
-    TransportError,
-    WriteTimeout,
-)
+from .transport.base import Response, Transport
+from .upstream_errors import TRANSPORT_ERRORS, map_transport_errors
 
 if TYPE_CHECKING:
     import httpx
 
     from .listener import ListenerCheck
 
-__all__ = ["Upstream", "map_transport_errors", "Emit", "MAX_RESUME_ATTEMPTS"]
+__all__ = ["Upstream", "map_transport_errors", "TRANSPORT_ERRORS", "Emit", "MAX_RESUME_ATTEMPTS"]
 
 log = logging.getLogger("bridge.upstream")
 
-#: Hands one message from the app that is not the awaited response to the session:
-#: ``emit(line, message)``, the stdout line and its parsed value (the session's reply ledger
-#: validates it and decides whether it reaches stdout).
-Emit = Callable[[bytes, Any], Awaitable[None]]
-
-#: Tries to resume a broken SSE stream by GET + ``Last-Event-ID`` (both official SDKs use 2).
-MAX_RESUME_ATTEMPTS = 2
-#: Wait before reconnecting when the server sent no ``retry`` (both official SDKs: 1 s).
-DEFAULT_RETRY_SECONDS = 1.0
-#: Upper bound on the GET stream's reconnect delay, and how many empty tries in a row it gets.
-MAX_LISTEN_DELAY_SECONDS = 30.0
-MAX_LISTEN_FAILURES = 5
-#: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
-MAX_ERROR_BODY_BYTES = 1024 * 1024
-#: After the response on an SSE stream, how long the bridge waits for the stream's end, so
-#: that the connection can serve the next request: the official SDK's server ends it about
-#: 0.1 ms after the response, and a new connection per call costs more (README,
-#: Benchmarks). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
-#: replies are not waited for, so a server that keeps its streams open costs little.
-SSE_END_WAIT_SECONDS = 0.002
-SSE_END_SKIPS = 64
-
 _USER_AGENT = f"mcp-app-bridge/{__version__}"
-_JSON = "application/json"
-_SSE = "text/event-stream"
-
-
-#: Each transport failure, and the bridge's error and sentence for it (``{app}``: the app's
-#: name, ``{detail}``: the transport's message, which never holds a header value). The most
-#: specific class wins; ``tests/test_transport.py`` proves every ``TransportError`` class
-#: is listed on purpose.
-TRANSPORT_ERRORS: dict[type[TransportError], tuple[type[BridgeError], str]] = {
-    ConnectFailed: (AppUnreachableError, "{app} is not running or not reachable: {detail}."),
-    ConnectTimeout: (UpstreamTimeoutError, "{app} did not accept the connection in time."),
-    PoolTimeout: (UpstreamTimeoutError, "No connection to {app} became free within the request timeout."),
-    ReadTimeout: (UpstreamTimeoutError, "{app} did not answer within the request timeout ({detail}); the request was abandoned."),
-    WriteTimeout: (UpstreamTimeoutError, "{app} did not take the request within the request timeout; it was abandoned."),
-    ConnectionBroken: (StreamClosedError, "The connection to {app} broke before the response arrived: {detail}."),
-    ProtocolViolation: (BadUpstreamResponseError, "{app} sent a reply that is not valid HTTP: {detail}."),
-    LocalProtocolError: (BridgeInternalError, "The bridge could not encode its request to {app}: {detail}."),
-    TransportError: (BadUpstreamResponseError, "The exchange with {app} failed: {detail}."),
-}
-
-
-@contextlib.contextmanager
-def map_transport_errors(app: str) -> Iterator[None]:
-    """Translate a ``TransportError`` raised inside the block into the bridge's error for
-    it (:data:`TRANSPORT_ERRORS`, ``raise … from``). The message names the app, never a
-    header value. A ``BridgeError`` and anything else pass through unchanged.
-    """
-    try:
-        yield
-    except TransportError as exc:
-        for cls in type(exc).__mro__:
-            entry = TRANSPORT_ERRORS.get(cls)
-            if entry is not None:
-                break
-        else:  # pragma: no cover - TransportError itself is in the table
-            raise
-        error, text = entry
-        raise error(text.format(app=app, detail=str(exc) or type(exc).__name__)) from exc
 
 
 @dataclass
@@ -150,14 +87,6 @@ class _Sent:
     token_generation: int
     had_token: bool = False
     session_generation: int | None = None
-
-
-@dataclass
-class _StreamState:
-    """What an SSE stream told us about resuming it."""
-
-    last_event_id: str | None = None
-    retry_seconds: float | None = None
 
 
 class Upstream:
@@ -226,8 +155,13 @@ class Upstream:
         #: Set while no session rebuild runs (``session_rebuild``).
         self.session_ready = anyio.Event()
         self.session_ready.set()
-        self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
-        self._sse_end_misses = 0  # waits in vain in a row
+        # Reading replies (replies.py): its methods bound once here, so that the per-request
+        # path calls them as it called this class's own, with the same arguments.
+        reader = ReplyReader(config, prepare_get=self._prepare_get, exchange=self._exchange)
+        self._read_body = reader.read_body
+        self._answer_from_json = reader.answer_from_json
+        self._answer_from_sse = reader.answer_from_sse
+        self._relay_events = reader.relay_events
 
     def _make_transport(self, scheme: str) -> Transport:
         return make_transport(
@@ -499,43 +433,6 @@ class Upstream:
             )
         raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
-    async def _read_body(
-        self,
-        response: Response,
-        limit: int,
-        *,
-        truncate: bool = False,
-        line_end: bool = False,
-        timeout_seconds: float | None,
-    ) -> bytes:
-        """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
-        ``truncate``), complete within ``timeout_seconds`` (``None``: no bound). With ``line_end`` a newline follows it in the same buffer: a one-line
-        reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
-        whole = await response.read_whole(limit, b"\n" if line_end else b"")
-        if whole is not None:
-            return whole
-        chunks: list[bytes] = []
-        size = 0
-        # Streamed (chunked, or no fast path): the body as a whole gets the request timeout
-        # too, as read_whole has, so a body dripped a byte at a time cannot hold the request.
-        with anyio.move_on_after(timeout_seconds) as scope:
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    if truncate:
-                        break
-                    raise MessageTooLargeError(
-                        f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
-                    )
-        if scope.cancelled_caught:
-            raise UpstreamTimeoutError(
-                f"{self._app} did not send the whole reply within the request timeout; the request was abandoned."
-            )
-        if line_end:
-            chunks.append(b"\n")
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # one copy at most
-
     def _remember_session(self, response: Response, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
@@ -555,254 +452,18 @@ class Upstream:
             _short(session_id) if session_id else "(none)",
             self.protocol_version or "(unknown)",
         )
-
-    # -- reading replies -----------------------------------------------------------------
-
-    def _answer_from_json(
-        self, request: Request, raw: bytes, extras: list[tuple[bytes, Any]]
-    ) -> tuple[bytes, dict[str, Any]]:
-        value = self._parse(raw)
-        if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
-            answer: tuple[bytes, dict[str, Any]] | None = None
-            for item in value:
-                if answer is None and _is_response(item) and _id_matches(item, request.id):
-                    answer = (encode_message(item), item)
-                elif isinstance(item, dict):
-                    extras.append((encode_message(item), item))
-            if answer is None:
-                raise BadUpstreamResponseError(f"{self._app} sent a batch without the response to this request.")
-            return answer
-        if not _is_response(value):
-            raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC response.")
-        if not _id_matches(value, request.id):
-            # One POST, one JSON reply: it answers this request whatever id it carries
-            # (servers answer errors with id null). Put the request's id back.
-            value = {**value, "id": request.id}
-            return encode_message(value), value
-        return to_wire_line(raw, value), value
-
-    async def _answer_from_sse(
-        self,
-        request: Request,
-        response: Response,
-        emit: Emit,
-        *,
-        resumable: bool = True,
-        idle_seconds: float | None = None,
-    ) -> tuple[bytes, dict[str, Any]]:
-        state = _StreamState()
-        answer: list[tuple[bytes, dict[str, Any]]] = []
-
-        async def take(line: bytes, message: dict[str, Any]) -> bool:
-            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
-                if not _id_matches(message, request.id):  # an error with id null
-                    message = {**message, "id": request.id}
-                    line = encode_message(message)
-                answer.append((line, message))
-                return True
-            await emit(line, message)
-            return False
-
-        async with contextlib.AsyncExitStack() as streams:
-            stream = response
-            for attempt in range(MAX_RESUME_ATTEMPTS + 1):
-                if attempt:
-                    await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
-                    log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
-                    try:
-                        with map_transport_errors(self._app):
-                            url, headers, _ = await self._prepare_get(state)
-                            stream = await streams.enter_async_context(self._exchange("GET", url, headers))
-                    except AppUnreachableError as exc:
-                        # The POST reached the app: nothing may relaunch it and send it again.
-                        raise StreamClosedError(
-                            f"{self._app} closed the response stream and could not be reached to resume it."
-                        ) from exc
-                    if stream.status_code != 200 or _media_type(stream) != _SSE:
-                        break
-                try:
-                    with map_transport_errors(self._app):
-                        if await self._relay_events(stream, state, take, idle_seconds):
-                            return answer[0]
-                except StreamClosedError:
-                    if state.last_event_id is None or not resumable:
-                        raise
-                if state.last_event_id is None or not resumable:
-                    break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
-        raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
-
     async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:
         url, headers, sent = await self._prepare(accept=_SSE)
         if state.last_event_id is not None:
             headers["Last-Event-ID"] = state.last_event_id
         return url, headers, sent
 
-    async def _relay_events(
-        self,
-        response: Response,
-        state: _StreamState,
-        handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
-        idle_seconds: float | None = None,
-    ) -> bool:
-        """Hand each SSE event that carries a JSON-RPC message to ``handle(line, message)``
-        (the stdout line and its value), in order, until ``handle`` returns ``True`` (it
-        took the awaited response) or the stream ends.
-
-        The body's chunks (``aiter_bytes``) go through :class:`bridge.sse.SSEDecoder`, which
-        refuses an event larger than ``max_message_bytes`` while it arrives. With
-        ``idle_seconds``, a complete event or a comment (a keep-alive) must arrive within
-        that many seconds of the stream opening or of the last one handled: bytes that
-        complete neither do not count, so a drip cannot hold a request for ever, while a
-        long call that sends progress or keep-alives is never cut off. The time ``handle``
-        takes (stdout) does not count either.
-
-        After the response the stream is read on to its end for at most
-        :data:`SSE_END_WAIT_SECONDS`, so that its connection can be reused; what arrives
-        then is not relayed (as when the stream is closed at once) and no failure of it
-        counts. One cancel scope serves the whole stream (one per read cost ~10 µs).
-
-        Returns:
-            ``True`` once ``handle`` took the response, ``False`` when the stream ended first.
-
-        Raises:
-            MessageTooLargeError: an event's data passes ``max_message_bytes``.
-            UpstreamTimeoutError: ``idle_seconds`` passed without an event or a comment.
-            BadUpstreamResponseError: an event that is not one JSON-RPC message.
-            The transport's exceptions, for the caller to map.
-        """
-        decoder = sse.SSEDecoder(self._config.max_message_bytes, state.last_event_id or "")
-        chunks = response.aiter_bytes()
-        answered = False
-        restart = idle_seconds is not None  # start the idle timer before the next read
-        with anyio.CancelScope() as scope:
-            try:
-                while True:
-                    if restart and idle_seconds is not None:
-                        scope.deadline = anyio.current_time() + idle_seconds
-                        restart = False
-                    decoder.receive_data(await anext(chunks, b""))
-                    while (event := decoder.next_event()) is not sse.NEED_DATA:
-                        if event is sse.EOF:
-                            self._note_retry(state, decoder.retry_ms)  # a retry in a last, unfinished event
-                            if answered:
-                                self._sse_end_misses = 0
-                            return answered
-                        if answered:
-                            if isinstance(event, sse.Event) and not event.data_with_newline.isspace():
-                                log.debug("a message after the response on its SSE stream was not relayed")
-                                return True
-                            continue
-                        restart = idle_seconds is not None  # an event or a keep-alive
-                        if event is sse.COMMENT:
-                            continue
-                        assert isinstance(event, sse.Event)
-                        state.last_event_id = event.id or None
-                        self._note_retry(state, event.retry_ms)
-                        raw = event.data_with_newline
-                        if event.event_type != "message" or not raw or raw.isspace():
-                            continue  # priming events, event types MCP does not define
-                        message = self._parse(raw)
-                        if not isinstance(message, dict):
-                            raise BadUpstreamResponseError(
-                                f"{self._app} sent an SSE event that is not one JSON-RPC message."
-                            )
-                        scope.deadline = math.inf  # stdout's pace is not the app's silence
-                        if await handle(to_wire_line(raw, message), message):
-                            if self._sse_end_skips:
-                                self._sse_end_skips -= 1
-                                return True
-                            answered, restart = True, False
-                            scope.deadline = anyio.current_time() + SSE_END_WAIT_SECONDS
-            except sse.EventTooLarge:
-                if answered:
-                    return True
-                raise MessageTooLargeError(
-                    f"{self._app} sent a message larger than the "
-                    f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
-                ) from None
-            except Exception as exc:
-                if not answered:
-                    raise
-                log.debug("the SSE stream failed after its response: %s", str(exc) or type(exc).__name__)
-                return True
-        if answered:  # the stream did not end in time: wait less often for a while
-            self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
-            self._sse_end_misses += 1
-            return True
-        raise UpstreamTimeoutError(
-            f"{self._app} sent no complete SSE event or keep-alive within the request timeout; "
-            "the request was abandoned."
-        )
-
-    def _note_retry(self, state: _StreamState, retry_ms: int | None) -> None:
-        if retry_ms is not None:
-            # Honoured, but bounded: a server cannot park a request for an hour, nor for
-            # longer than the silence a request may wait (--request-timeout).
-            state.retry_seconds = min(retry_ms / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds)
-
-    def _parse(self, raw: bytes) -> Any:
-        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
-        try:
-            text = raw.decode("utf-8")
-            if text.lstrip(" \t\r\n").startswith("\ufeff"):
-                text = text.lstrip(" \t\r\n")[1:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
-            value = loads_strict(text)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
-        for message in value if isinstance(value, list) else [value]:
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC 2.0 message.")
-        return value
-
     # -- GET stream and DELETE -----------------------------------------------------------
 
     async def listen(self, emit: Emit) -> None:
-        """Relay the server's GET stream (server-initiated messages) until cancelled.
-
-        Reconnects with ``Last-Event-ID`` after the server's ``retry`` delay (default 1 s,
-        growing ×1.5 up to 30 s while tries fail); gives up quietly on 405 (no stream
-        offered) or after :data:`MAX_LISTEN_FAILURES` tries in a row that delivered nothing.
-        Never raises for upstream failures: nothing about this stream goes to stdout.
-        """
-        state = _StreamState()
-        failures = 0
-        delay = DEFAULT_RETRY_SECONDS
-        session = self.session_id
-        delivered = False
-
-        async def relay(line: bytes, message: dict[str, Any]) -> bool:
-            nonlocal delivered
-            delivered = True
-            await emit(line, message)
-            return False  # the GET stream carries no response to wait for
-
-        while True:
-            delivered = False
-            if self.session_id != session:  # event ids belong to a session: a new one starts afresh
-                state, session = _StreamState(), self.session_id
-            try:
-                url, headers, _ = await self._prepare_get(state)
-                with map_transport_errors(self._app):
-                    async with self._exchange("GET", url, headers, timeout=self._listen_timeout()) as response:
-                        if response.status_code == 405:
-                            log.debug("the app offers no GET stream (HTTP 405)")
-                            return
-                        if response.status_code != 200 or _media_type(response) != _SSE:
-                            raise HTTPStatusError(
-                                f"GET stream refused (HTTP {response.status_code})", response.status_code
-                            )
-                        log.debug("GET stream open")
-                        await self._relay_events(response, state, relay)
-            except UpstreamError as exc:
-                log.info("GET stream: %s", exc.message)
-            except Exception:  # never let the optional stream take the connection down
-                log.exception("GET stream failed inside the bridge")
-            failures = 0 if delivered else failures + 1
-            if failures >= MAX_LISTEN_FAILURES:
-                log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
-                return
-            delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
-            await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)
+        """Relay the server's GET stream (server-initiated messages) until cancelled; never
+        raises for upstream failures (``listen.py``: its reconnects and backoff)."""
+        await listen(self, emit)
 
     def _listen_timeout(self) -> dict[str, float | None]:
         # The GET stream is idle for as long as the server has nothing to say: no read bound.
@@ -822,46 +483,6 @@ class Upstream:
                 log.debug("DELETE of the MCP session failed: %s", str(exc) or type(exc).__name__)
         self.session_id = None
 
-
-_SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
-
-
-def _says_session_unknown(body: bytes) -> bool:
-    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
-    servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
-    text = body.lower()
-    return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
-
-
-def _media_type(response: Response) -> str | None:
-    value = response.headers.get("content-type")
-    if value is None:
-        return None
-    return value.partition(";")[0].strip().lower() or None
-
-
-def _is_response(value: Any) -> bool:
-    return isinstance(value, dict) and "method" not in value and message_problem(value) is None
-
-
-def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
-    value = message.get("id")
-    return is_valid_id(value) and type(value) is type(request_id) and value == request_id
-
-
-def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = loads_strict(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, dict):
-        return None
-    error = value.get("error")
-    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-        return error
-    return None
 
 
 def _is_visible_ascii(value: str) -> bool:

@@ -1,0 +1,382 @@
+"""Reading the app's replies: JSON bodies, SSE streams, error bodies (MCP Streamable HTTP).
+
+Split out of ``upstream.py`` (issue 11) by noun: this module owns what the bridge does with
+the bytes of a reply once its HTTP response is open; ``upstream.py`` owns the requests, the
+headers, the MCP session and its rebuild gate. The SSE resume loop is here too: it is the
+reading of one reply that spans GETs; it opens them with ``Upstream``'s own ``_prepare_get``
+and ``_exchange`` (given to :class:`ReplyReader`) and maps each try's transport failures
+with the one table (``upstream_errors.py``, below both modules, so that no import cycles).
+
+Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
+
+- an ``application/json`` reply is one message, or a 2025-03-26 batch array; only JSON-RPC
+  2.0 objects may go on to stdout;
+- a ``text/event-stream`` reply's events are relayed as they arrive until the response;
+  comments, empty priming events and non-``message`` events are skipped, ``id``/``retry``
+  are kept (:class:`_StreamState`) for a resume by GET with ``Last-Event-ID``;
+- bodies and events are capped while they arrive, and bounded in time.
+
+:class:`ReplyReader` holds what the reading needs (the configuration and the SSE end-wait
+state of one ``Upstream``); ``Upstream`` binds its methods once, at construction, so the
+per-request path calls them as it called its own methods: same arguments, no extra lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from . import sse
+from .config import BridgeConfig
+from .errors import (
+    AppUnreachableError,
+    BadUpstreamResponseError,
+    MessageTooLargeError,
+    StreamClosedError,
+    UpstreamTimeoutError,
+)
+from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from .transport.base import Response
+from .upstream_errors import map_transport_errors
+
+__all__ = [
+    "ReplyReader",
+    "Emit",
+    "MAX_RESUME_ATTEMPTS",
+    "DEFAULT_RETRY_SECONDS",
+    "MAX_LISTEN_DELAY_SECONDS",
+    "MAX_ERROR_BODY_BYTES",
+]
+
+log = logging.getLogger("bridge.upstream")
+
+#: Hands one message from the app that is not the awaited response to the session:
+#: ``emit(line, message)``, the stdout line and its parsed value (the session's reply ledger
+#: validates it and decides whether it reaches stdout).
+Emit = Callable[[bytes, Any], Awaitable[None]]
+
+#: Tries to resume a broken SSE stream by GET + ``Last-Event-ID`` (both official SDKs use 2).
+MAX_RESUME_ATTEMPTS = 2
+
+#: Wait before reconnecting when the server sent no ``retry`` (both official SDKs: 1 s).
+DEFAULT_RETRY_SECONDS = 1.0
+#: Upper bound on the GET stream's reconnect delay (``listen.py``), and on a server's ``retry``.
+MAX_LISTEN_DELAY_SECONDS = 30.0
+
+#: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
+MAX_ERROR_BODY_BYTES = 1024 * 1024
+#: After the response on an SSE stream, how long the bridge waits for the stream's end, so
+#: that the connection can serve the next request: the official SDK's server ends it about
+#: 0.1 ms after the response, and a new connection per call costs more (README,
+#: Benchmarks). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
+#: replies are not waited for, so a server that keeps its streams open costs little.
+SSE_END_WAIT_SECONDS = 0.002
+SSE_END_SKIPS = 64
+
+_JSON = "application/json"
+_SSE = "text/event-stream"
+
+
+@dataclass
+class _StreamState:
+    """What an SSE stream told us about resuming it."""
+
+    last_event_id: str | None = None
+    retry_seconds: float | None = None
+
+
+
+class ReplyReader:
+    """Reads one ``Upstream``'s replies: ``config`` gives the app's name, the message cap
+    and the request timeout; the SSE end-wait state (see :data:`SSE_END_WAIT_SECONDS`)
+    lives here, one per ``Upstream``."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        prepare_get: Callable[[_StreamState], Awaitable[tuple[str, dict[str, str], Any]]],
+        exchange: Callable[..., AbstractAsyncContextManager[Response]],
+    ) -> None:
+        self._config = config
+        self._prepare_get = prepare_get  # the resume GET's URL and headers (Upstream's)
+        self._exchange = exchange  # one HTTP exchange (Upstream's)
+        self._app = config.app_name
+        self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
+        self._sse_end_misses = 0  # waits in vain in a row
+
+    def parse(self, raw: bytes) -> Any:
+        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
+        try:
+            text = raw.decode("utf-8")
+            if text.lstrip(" \t\r\n").startswith("\ufeff"):
+                text = text.lstrip(" \t\r\n")[1:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
+            value = loads_strict(text)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
+        for message in value if isinstance(value, list) else [value]:
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC 2.0 message.")
+        return value
+
+
+    def answer_from_json(
+        self, request: Request, raw: bytes, extras: list[tuple[bytes, Any]]
+    ) -> tuple[bytes, dict[str, Any]]:
+        value = self.parse(raw)
+        if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
+            answer: tuple[bytes, dict[str, Any]] | None = None
+            for item in value:
+                if answer is None and _is_response(item) and _id_matches(item, request.id):
+                    answer = (encode_message(item), item)
+                elif isinstance(item, dict):
+                    extras.append((encode_message(item), item))
+            if answer is None:
+                raise BadUpstreamResponseError(f"{self._app} sent a batch without the response to this request.")
+            return answer
+        if not _is_response(value):
+            raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC response.")
+        if not _id_matches(value, request.id):
+            # One POST, one JSON reply: it answers this request whatever id it carries
+            # (servers answer errors with id null). Put the request's id back.
+            value = {**value, "id": request.id}
+            return encode_message(value), value
+        return to_wire_line(raw, value), value
+
+    async def read_body(
+        self,
+        response: Response,
+        limit: int,
+        *,
+        truncate: bool = False,
+        line_end: bool = False,
+        timeout_seconds: float | None,
+    ) -> bytes:
+        """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
+        ``truncate``), complete within ``timeout_seconds`` (``None``: no bound). With ``line_end`` a newline follows it in the same buffer: a one-line
+        reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
+        whole = await response.read_whole(limit, b"\n" if line_end else b"")
+        if whole is not None:
+            return whole
+        chunks: list[bytes] = []
+        size = 0
+        # Streamed (chunked, or no fast path): the body as a whole gets the request timeout
+        # too, as read_whole has, so a body dripped a byte at a time cannot hold the request.
+        with anyio.move_on_after(timeout_seconds) as scope:
+            async for chunk in response.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    if truncate:
+                        break
+                    raise MessageTooLargeError(
+                        f"{self._app} sent a reply larger than the {limit}-byte limit (--max-message-bytes)."
+                    )
+        if scope.cancelled_caught:
+            raise UpstreamTimeoutError(
+                f"{self._app} did not send the whole reply within the request timeout; the request was abandoned."
+            )
+        if line_end:
+            chunks.append(b"\n")
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # one copy at most
+
+    async def relay_events(
+        self,
+        response: Response,
+        state: _StreamState,
+        handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
+        idle_seconds: float | None = None,
+    ) -> bool:
+        """Hand each SSE event that carries a JSON-RPC message to ``handle(line, message)``
+        (the stdout line and its value), in order, until ``handle`` returns ``True`` (it
+        took the awaited response) or the stream ends.
+
+        The body's chunks (``aiter_bytes``) go through :class:`bridge.sse.SSEDecoder`, which
+        refuses an event larger than ``max_message_bytes`` while it arrives. With
+        ``idle_seconds``, a complete event or a comment (a keep-alive) must arrive within
+        that many seconds of the stream opening or of the last one handled: bytes that
+        complete neither do not count, so a drip cannot hold a request for ever, while a
+        long call that sends progress or keep-alives is never cut off. The time ``handle``
+        takes (stdout) does not count either.
+
+        After the response the stream is read on to its end for at most
+        :data:`SSE_END_WAIT_SECONDS`, so that its connection can be reused; what arrives
+        then is not relayed (as when the stream is closed at once) and no failure of it
+        counts. One cancel scope serves the whole stream (one per read cost ~10 µs).
+
+        Returns:
+            ``True`` once ``handle`` took the response, ``False`` when the stream ended first.
+
+        Raises:
+            MessageTooLargeError: an event's data passes ``max_message_bytes``.
+            UpstreamTimeoutError: ``idle_seconds`` passed without an event or a comment.
+            BadUpstreamResponseError: an event that is not one JSON-RPC message.
+            The transport's exceptions, for the caller to map.
+        """
+        decoder = sse.SSEDecoder(self._config.max_message_bytes, state.last_event_id or "")
+        chunks = response.aiter_bytes()
+        answered = False
+        restart = idle_seconds is not None  # start the idle timer before the next read
+        with anyio.CancelScope() as scope:
+            try:
+                while True:
+                    if restart and idle_seconds is not None:
+                        scope.deadline = anyio.current_time() + idle_seconds
+                        restart = False
+                    decoder.receive_data(await anext(chunks, b""))
+                    while (event := decoder.next_event()) is not sse.NEED_DATA:
+                        if event is sse.EOF:
+                            self.note_retry(state, decoder.retry_ms)  # a retry in a last, unfinished event
+                            if answered:
+                                self._sse_end_misses = 0
+                            return answered
+                        if answered:
+                            if isinstance(event, sse.Event) and not event.data_with_newline.isspace():
+                                log.debug("a message after the response on its SSE stream was not relayed")
+                                return True
+                            continue
+                        restart = idle_seconds is not None  # an event or a keep-alive
+                        if event is sse.COMMENT:
+                            continue
+                        assert isinstance(event, sse.Event)
+                        state.last_event_id = event.id or None
+                        self.note_retry(state, event.retry_ms)
+                        raw = event.data_with_newline
+                        if event.event_type != "message" or not raw or raw.isspace():
+                            continue  # priming events, event types MCP does not define
+                        message = self.parse(raw)
+                        if not isinstance(message, dict):
+                            raise BadUpstreamResponseError(
+                                f"{self._app} sent an SSE event that is not one JSON-RPC message."
+                            )
+                        scope.deadline = math.inf  # stdout's pace is not the app's silence
+                        if await handle(to_wire_line(raw, message), message):
+                            if self._sse_end_skips:
+                                self._sse_end_skips -= 1
+                                return True
+                            answered, restart = True, False
+                            scope.deadline = anyio.current_time() + SSE_END_WAIT_SECONDS
+            except sse.EventTooLarge:
+                if answered:
+                    return True
+                raise MessageTooLargeError(
+                    f"{self._app} sent a message larger than the "
+                    f"{self._config.max_message_bytes}-byte limit (--max-message-bytes)."
+                ) from None
+            except Exception as exc:
+                if not answered:
+                    raise
+                log.debug("the SSE stream failed after its response: %s", str(exc) or type(exc).__name__)
+                return True
+        if answered:  # the stream did not end in time: wait less often for a while
+            self._sse_end_skips = min(2 ** min(self._sse_end_misses, 6), SSE_END_SKIPS)
+            self._sse_end_misses += 1
+            return True
+        raise UpstreamTimeoutError(
+            f"{self._app} sent no complete SSE event or keep-alive within the request timeout; "
+            "the request was abandoned."
+        )
+
+    def note_retry(self, state: _StreamState, retry_ms: int | None) -> None:
+        if retry_ms is not None:
+            # Honoured, but bounded: a server cannot park a request for an hour, nor for
+            # longer than the silence a request may wait (--request-timeout).
+            state.retry_seconds = min(retry_ms / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds)
+
+    async def answer_from_sse(
+        self,
+        request: Request,
+        response: Response,
+        emit: Emit,
+        *,
+        resumable: bool = True,
+        idle_seconds: float | None = None,
+    ) -> tuple[bytes, dict[str, Any]]:
+        state = _StreamState()
+        answer: list[tuple[bytes, dict[str, Any]]] = []
+
+        async def take(line: bytes, message: dict[str, Any]) -> bool:
+            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
+                if not _id_matches(message, request.id):  # an error with id null
+                    message = {**message, "id": request.id}
+                    line = encode_message(message)
+                answer.append((line, message))
+                return True
+            await emit(line, message)
+            return False
+
+        async with contextlib.AsyncExitStack() as streams:
+            stream = response
+            for attempt in range(MAX_RESUME_ATTEMPTS + 1):
+                if attempt:
+                    await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+                    log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
+                    try:
+                        with map_transport_errors(self._app):
+                            url, headers, _ = await self._prepare_get(state)
+                            stream = await streams.enter_async_context(self._exchange("GET", url, headers))
+                    except AppUnreachableError as exc:
+                        # The POST reached the app: nothing may relaunch it and send it again.
+                        raise StreamClosedError(
+                            f"{self._app} closed the response stream and could not be reached to resume it."
+                        ) from exc
+                    if stream.status_code != 200 or _media_type(stream) != _SSE:
+                        break
+                try:
+                    with map_transport_errors(self._app):
+                        if await self.relay_events(stream, state, take, idle_seconds):
+                            return answer[0]
+                except StreamClosedError:
+                    if state.last_event_id is None or not resumable:
+                        raise
+                if state.last_event_id is None or not resumable:
+                    break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
+        raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
+
+
+_SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
+
+
+def _says_session_unknown(body: bytes) -> bool:
+    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
+    servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
+    text = body.lower()
+    return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
+
+
+def _media_type(response: Response) -> str | None:
+    value = response.headers.get("content-type")
+    if value is None:
+        return None
+    return value.partition(";")[0].strip().lower() or None
+
+
+def _is_response(value: Any) -> bool:
+    return isinstance(value, dict) and "method" not in value and message_problem(value) is None
+
+
+def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
+    value = message.get("id")
+    return is_valid_id(value) and type(value) is type(request_id) and value == request_id
+
+
+def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = loads_strict(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        return None
+    error = value.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return error
+    return None
