@@ -2,7 +2,8 @@
 
 Split out of ``upstream.py`` (issue 11): the stream's reconnect loop and its backoff. It
 uses ``Upstream``'s own request machinery (headers, the exchange, the error table, the SSE
-relay), so it is a function of an ``Upstream``, which ``Upstream.listen`` calls (once per session).
+relay), so it is a function of an ``Upstream``, which ``Upstream.listen`` calls (once per
+session). Its log records keep the ``bridge.upstream`` logger's name, as before the split.
 
 MCP 2025-03-26 … 2025-11-25, basic/transports "Listening for Messages from the Server": the
 client may GET the endpoint with ``Accept: text/event-stream``; 405 means the server offers
@@ -29,7 +30,6 @@ log = logging.getLogger("bridge.upstream")
 
 #: How many tries in a row that deliver nothing the GET stream gets before it gives up.
 MAX_LISTEN_FAILURES = 5
-
 
 
 async def listen(upstream: Upstream, emit: Emit) -> None:

@@ -5,7 +5,8 @@ the bytes of a reply once its HTTP response is open; ``upstream.py`` owns the re
 headers, the MCP session and its rebuild gate. The SSE resume loop is here too: it is the
 reading of one reply that spans GETs; it opens them with ``Upstream``'s own ``_prepare_get``
 and ``_exchange`` (given to :class:`ReplyReader`) and maps each try's transport failures
-with the one table (``upstream_errors.py``, below both modules, so that no import cycles).
+with the one table (``upstream_errors.py``, below this module and ``upstream.py``, so
+that no import runs in a cycle). Log records keep the ``bridge.upstream`` logger's name.
 
 Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
@@ -52,7 +53,6 @@ __all__ = [
     "MAX_RESUME_ATTEMPTS",
     "DEFAULT_RETRY_SECONDS",
     "MAX_LISTEN_DELAY_SECONDS",
-    "MAX_ERROR_BODY_BYTES",
 ]
 
 log = logging.getLogger("bridge.upstream")
@@ -70,8 +70,6 @@ DEFAULT_RETRY_SECONDS = 1.0
 #: Upper bound on the GET stream's reconnect delay (``listen.py``), and on a server's ``retry``.
 MAX_LISTEN_DELAY_SECONDS = 30.0
 
-#: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
-MAX_ERROR_BODY_BYTES = 1024 * 1024
 #: After the response on an SSE stream, how long the bridge waits for the stream's end, so
 #: that the connection can serve the next request: the official SDK's server ends it about
 #: 0.1 ms after the response, and a new connection per call costs more (README,
@@ -90,7 +88,6 @@ class _StreamState:
 
     last_event_id: str | None = None
     retry_seconds: float | None = None
-
 
 
 class ReplyReader:
@@ -341,16 +338,6 @@ class ReplyReader:
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
 
-_SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
-
-
-def _says_session_unknown(body: bytes) -> bool:
-    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
-    servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
-    text = body.lower()
-    return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
-
-
 def _media_type(response: Response) -> str | None:
     value = response.headers.get("content-type")
     if value is None:
@@ -365,18 +352,3 @@ def _is_response(value: Any) -> bool:
 def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
     value = message.get("id")
     return is_valid_id(value) and type(value) is type(request_id) and value == request_id
-
-
-def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = loads_strict(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, dict):
-        return None
-    error = value.get("error")
-    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-        return error
-    return None

@@ -3,14 +3,15 @@
 One :class:`~bridge.transport.base.Transport`, chosen once by URL scheme
 (:func:`bridge.transport.make_transport`): the bridge's own HTTP/1.1 pool for ``http://``
 endpoints, which is how desktop apps listen on loopback, httpx for ``https://`` ones, or
-the transport a test injects. Transport exceptions become the bridge's errors in one
-table (:func:`map_transport_errors`, ``upstream_errors.py``, re-exported here). Everything
-this module returns to the session loop is already a stdout line (UTF-8 bytes ending in
-``\\n``).
+the transport a test injects (``exchange.py``). Transport exceptions become the bridge's
+errors in one table (:func:`map_transport_errors`, ``upstream_errors.py``, re-exported
+here). Everything this module returns to the session loop is already a stdout line (UTF-8
+bytes ending in ``\\n``).
 
 Split by noun (issue 11): this module owns the requests (construction, headers, POSTs,
 status handling) and the MCP session's state with its rebuild gate; ``replies.py`` reads
-the replies (JSON, SSE with its resume, error bodies); ``listen.py`` runs the GET stream.
+the replies (JSON, SSE with its resume, bodies); ``listen.py`` runs the GET stream;
+``exchange.py`` holds the transport and its swap by scheme.
 
 Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
 SPEC-CHECKLIST items 28–55):
@@ -33,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,31 +43,14 @@ import anyio
 from ._version import __version__
 from .config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
-from .errors import (
-    AppUnreachableError,
-    AuthRejectedError,
-    BadUpstreamResponseError,
-    HTTPStatusError,
-    SessionLostError,
-)
-from .jsonrpc import Request, encode_message
+from .errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
+from .exchange import AppTransport
+from .jsonrpc import Request
 from .listen import listen
-from .replies import (
-    _JSON,
-    _SSE,
-    MAX_ERROR_BODY_BYTES,
-    MAX_RESUME_ATTEMPTS,
-    Emit,
-    ReplyReader,
-    _jsonrpc_error_in,
-    _media_type,
-    _says_session_unknown,
-    _StreamState,
-)
+from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
 from .tokens import TokenContext, TokenStore
-from .transport import make_transport
-from .transport.base import Response, Transport
-from .upstream_errors import TRANSPORT_ERRORS, map_transport_errors
+from .transport.base import Response
+from .upstream_errors import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:
     import httpx
@@ -142,11 +126,12 @@ class Upstream:
             self.listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
         if verify_connection is None and self.listener_check is not None:
             self._verify_connection = self.listener_check.verify_socket
-        # Chosen once by scheme; a discovery file read later names the scheme only then (the
-        # transport is swapped if it is not the one guessed, which an app never changes).
-        self._scheme = "https:" if (config.url or "").startswith("https:") else "http:"
-        self._transport: Transport = self._make_transport(self._scheme)
-        self._stale: list[Transport] = []
+        # The one transport to the app (exchange.py), its exchange bound once here: the
+        # per-request path calls it as it called this class's own method.
+        self._transport = AppTransport(
+            config, injected=transport, verify_connection=self._verify_connection, timeout=self._timeout
+        )
+        self._exchange = self._transport.exchange
         self._client: httpx.AsyncClient | None = None
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -162,17 +147,9 @@ class Upstream:
         self._answer_from_json = reader.answer_from_json
         self._answer_from_sse = reader.answer_from_sse
         self._relay_events = reader.relay_events
-
-    def _make_transport(self, scheme: str) -> Transport:
-        return make_transport(
-            scheme + "//",
-            max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
-            connect_timeout_seconds=self._config.connect_timeout_seconds,
-            pool_timeout_seconds=self._config.request_timeout_seconds,
-            write_timeout_seconds=self._config.request_timeout_seconds,
-            injected=self._injected,
-            verify_connection=self._verify_connection,
-        )
+        statuses = StatusCheck(config, read_body=self._read_body, token_context=self.token_context)
+        self._check_status = statuses.check_status
+        self._error_status = statuses.error_status
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -188,34 +165,9 @@ class Upstream:
 
     async def aclose(self) -> None:
         """Close the connections this object opened (an injected transport stays open)."""
-        for transport in [*self._stale, self._transport]:
-            await transport.aclose()
+        await self._transport.aclose()
         if self._client is not None:
             await self._client.aclose()
-
-    @contextlib.asynccontextmanager
-    async def _exchange(
-        self,
-        method: str,
-        url: str,
-        headers: dict[str, str],
-        content: bytes | None = None,
-        timeout: dict[str, float | None] | None = None,
-        *,
-        bounded: bool = True,
-    ) -> AsyncIterator[Response]:
-        """One HTTP exchange; the response is closed (its connection freed) on exit."""
-        if not url.startswith(self._scheme):
-            self._stale.append(self._transport)
-            self._scheme = "https:" if url.startswith("https:") else "http:"
-            self._transport = self._make_transport(self._scheme)
-        response = await self._transport.request(
-            method, url, headers.items(), content, read_timeout_seconds=(timeout or self._timeout)["read"], bounded=bounded
-        )
-        try:
-            yield response
-        finally:
-            await response.aclose()
 
     @contextlib.contextmanager
     def session_rebuild(self) -> Iterator[None]:
@@ -386,52 +338,6 @@ class Upstream:
                     return
                 await self._check_status(response, sent)
         raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
-
-    async def _check_status(self, response: Response, sent: _Sent) -> bytes:
-        """Raise for the statuses the recovery policy acts on; else return the (capped) body.
-
-        401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
-        session id → ``SessionLostError`` (rebuild the session), and so is a 400 whose body
-        talks about the session, when ``session_400_heuristic`` is on (SPEC-CHECKLIST D4:
-        some servers answer an unknown session id with 400, not 404).
-        """
-        status = response.status_code
-        if status == 401:
-            if sent.had_token:
-                text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source."
-            else:
-                text = f"{self._app} requires a token (HTTP 401) and the bridge had none to send; configure a token source."
-            error = AuthRejectedError(text)
-            error.token_generation = sent.token_generation
-            raise error
-        raw = await self._read_body(
-            response, MAX_ERROR_BODY_BYTES, truncate=True, timeout_seconds=self._config.request_timeout_seconds
-        )
-        if sent.session_generation is not None and (
-            status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
-        ):
-            lost = SessionLostError(
-                f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted."
-            )
-            lost.session_generation = sent.session_generation
-            raise lost
-        return raw
-
-    async def _error_status(self, request: Request, response: Response, sent: _Sent) -> bytes:
-        status = response.status_code
-        raw = await self._check_status(response, sent)
-        error = _jsonrpc_error_in(raw)
-        if error is not None:
-            # The app's own JSON-RPC error passes through unchanged, with the request's id.
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
-        if status == 404:  # nothing at that path: most often a --url without the endpoint's path
-            url = self.token_context().base_url or "the configured URL"
-            raise HTTPStatusError(
-                f"{self._app} answered HTTP 404 (Not Found) at {url}, so that is not its MCP endpoint. "
-                "Check --url or the discovery file: the endpoint's path is often /mcp.",
-                status,
-            )
-        raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
 
     def _remember_session(self, response: Response, message: dict[str, Any]) -> None:
         result = message.get("result")

@@ -1,25 +1,34 @@
-"""The one table from the transport's failures to the bridge's errors.
+"""What the app's failures become: the one ``TransportError`` table, and HTTP error statuses.
 
-Split out of ``upstream.py`` (issue 11), which re-exports both names: every part of the
-exchange with the app (``upstream.py``'s POSTs, ``replies.py``'s SSE resume loop,
-``listen.py``'s GET stream) maps transport exceptions with it, so it sits below all three
-and none of them imports another's module in a cycle. It is still the only place that
-turns a ``TransportError`` into a ``BridgeError`` (ARCHITECTURE §5: one dict).
+Split out of ``upstream.py`` (issue 11), which re-exports :data:`TRANSPORT_ERRORS` and
+:func:`map_transport_errors`: every part of the exchange with the app (``upstream.py``'s
+POSTs, ``replies.py``'s SSE resume loop, ``listen.py``'s GET stream) maps transport
+exceptions with the table, so it sits below all three and no import runs in a cycle. It is
+still the only place that turns a ``TransportError`` into a ``BridgeError`` (ARCHITECTURE
+§5: one dict). :class:`StatusCheck` reads a non-2xx reply: the statuses the recovery policy
+acts on (401, a lost session), the app's own JSON-RPC error, else ``HTTPStatusError``;
+``Upstream`` binds its methods once (they run only on a non-2xx reply).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
+from .config import BridgeConfig
 from .errors import (
     AppUnreachableError,
+    AuthRejectedError,
     BadUpstreamResponseError,
     BridgeError,
     BridgeInternalError,
+    HTTPStatusError,
+    SessionLostError,
     StreamClosedError,
     UpstreamTimeoutError,
 )
+from .jsonrpc import Request, encode_message, loads_strict
 from .transport.base import (
     ConnectFailed,
     ConnectionBroken,
@@ -28,11 +37,19 @@ from .transport.base import (
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
+    Response,
     TransportError,
     WriteTimeout,
 )
 
-__all__ = ["TRANSPORT_ERRORS", "map_transport_errors"]
+if TYPE_CHECKING:
+    from .tokens import TokenContext
+    from .upstream import _Sent
+
+__all__ = ["TRANSPORT_ERRORS", "map_transport_errors", "StatusCheck", "MAX_ERROR_BODY_BYTES"]
+
+#: Error bodies are read only this far: they are for finding a JSON-RPC error, not for relaying.
+MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 #: Each transport failure, and the bridge's error and sentence for it (``{app}``: the app's
 #: name, ``{detail}``: the transport's message, which never holds a header value). The most
@@ -68,3 +85,92 @@ def map_transport_errors(app: str) -> Iterator[None]:
             raise
         error, text = entry
         raise error(text.format(app=app, detail=str(exc) or type(exc).__name__)) from exc
+
+
+class StatusCheck:
+    """Reads one ``Upstream``'s non-2xx replies: ``config`` gives the app's name and the
+    400 heuristic's switch, ``read_body`` reads the (capped) error body, ``token_context``
+    gives the endpoint's URL for the 404 message."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        read_body: Callable[..., Awaitable[bytes]],
+        token_context: Callable[[], TokenContext],
+    ) -> None:
+        self._config = config
+        self._app = config.app_name
+        self._read_body = read_body
+        self.token_context = token_context
+
+    async def check_status(self, response: Response, sent: _Sent) -> bytes:
+        """Raise for the statuses the recovery policy acts on; else return the (capped) body.
+
+        401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
+        session id → ``SessionLostError`` (rebuild the session), and so is a 400 whose body
+        talks about the session, when ``session_400_heuristic`` is on (SPEC-CHECKLIST D4:
+        some servers answer an unknown session id with 400, not 404).
+        """
+        status = response.status_code
+        if status == 401:
+            if sent.had_token:
+                text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source."
+            else:
+                text = f"{self._app} requires a token (HTTP 401) and the bridge had none to send; configure a token source."
+            error = AuthRejectedError(text)
+            error.token_generation = sent.token_generation
+            raise error
+        raw = await self._read_body(
+            response, MAX_ERROR_BODY_BYTES, truncate=True, timeout_seconds=self._config.request_timeout_seconds
+        )
+        if sent.session_generation is not None and (
+            status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
+        ):
+            lost = SessionLostError(
+                f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted."
+            )
+            lost.session_generation = sent.session_generation
+            raise lost
+        return raw
+
+    async def error_status(self, request: Request, response: Response, sent: _Sent) -> bytes:
+        status = response.status_code
+        raw = await self.check_status(response, sent)
+        error = _jsonrpc_error_in(raw)
+        if error is not None:
+            # The app's own JSON-RPC error passes through unchanged, with the request's id.
+            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+        if status == 404:  # nothing at that path: most often a --url without the endpoint's path
+            url = self.token_context().base_url or "the configured URL"
+            raise HTTPStatusError(
+                f"{self._app} answered HTTP 404 (Not Found) at {url}, so that is not its MCP endpoint. "
+                "Check --url or the discovery file: the endpoint's path is often /mcp.",
+                status,
+            )
+        raise HTTPStatusError(f"{self._app} answered the request with HTTP status {status}.", status)
+
+
+_SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expired", b"terminated", b"missing")
+
+
+def _says_session_unknown(body: bytes) -> bool:
+    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
+    servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
+    text = body.lower()
+    return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)
+
+
+def _jsonrpc_error_in(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = loads_strict(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        return None
+    error = value.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return error
+    return None
