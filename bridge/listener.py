@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ListenerUnverifiedError
+from .errors import AppUnreachableError, ListenerUnverifiedError
 
 __all__ = ["TcpEntry", "parse_proc_net_tcp", "ListenerCheck", "find_listeners", "LISTEN"]
 
@@ -157,8 +157,14 @@ class ListenerCheck:
             ListenerUnverifiedError: another user's socket, not the named pid's, or the OS
                 would not say. Nothing has been sent; the caller closes the socket.
         """
-        local = sock.getsockname()
-        peer = sock.getpeername()
+        try:
+            local = sock.getsockname()
+            peer = sock.getpeername()
+        except OSError as exc:  # ENOTCONN: the app reset the connection at once (it is going away)
+            raise AppUnreachableError(
+                f"{self._app} closed the connection as soon as it was opened ({exc.strerror or exc}); "
+                "nothing was sent."
+            ) from None
         self._verify(_normal(peer[0]), int(peer[1]), (_normal(local[0]), int(local[1])))
 
     def verify_address(self, host: str, port: int) -> None:
@@ -219,6 +225,10 @@ class ListenerCheck:
             if not wanted:
                 return
         holder = self._holder(wanted)
+        if holder is None and _is_exiting(self._proc, expected):
+            # No process holds the listener, and the named one is exiting: its fds are being
+            # closed (the soak's restarts showed this). Not a squatter, which holds its socket.
+            raise self._going_away(where, expected)
         raise self._not_the_app(where, expected, holder)
 
     def _proc_net_entries(self, where: str, port: int) -> list[TcpEntry]:
@@ -354,9 +364,37 @@ class ListenerCheck:
         return self._cannot_tell(where, "the connection was accepted, but no socket listening there is visible to "
                                  "this user (another network namespace?)")
 
+    def _going_away(self, where: str, expected: int) -> AppUnreachableError:
+        """The discovery file's pid is exiting (or gone), and no process holds the listener any
+        more: the app is going away, as after a dead pid (the file counts as absent). Recoverable: the
+        request waits for the app (``ensure_running``), then its next connection is checked."""
+        return AppUnreachableError(
+            f"{self._app} (pid {expected}, as its discovery file says) is exiting and no longer holds the "
+            f"socket listening at {where}; nothing was sent."
+        )
+
     def _cannot_tell(self, where: str, why: str) -> ListenerUnverifiedError:
         return ListenerUnverifiedError(
             f"{self._app} could not be verified at {where}: {why}; no credential and no request were sent. "
             "Where the check cannot work (a container, an app run as another user on purpose), "
             "give --no-verify-listener."
         )
+
+
+#: ``PF_EXITING`` in the flags of ``/proc/PID/stat`` (field 9): set when a process starts to
+#: exit, before its file descriptors are closed (Linux ``include/linux/sched.h``).
+_PF_EXITING = 0x4
+
+
+def _is_exiting(proc: str, pid: int) -> bool:
+    """Whether ``pid`` is gone, a zombie, or exiting (its fds are being closed), from
+    ``/proc/PID/stat``: then it no longer holding its listener proves nothing."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return True
+    try:
+        return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & _PF_EXITING)
+    except (IndexError, ValueError):
+        return False

@@ -25,7 +25,7 @@ import pytest
 
 import bridge
 from bridge._sockdiag import parse_inet_diag
-from bridge.errors import ListenerUnverifiedError
+from bridge.errors import AppUnreachableError, ListenerUnverifiedError
 from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
 
@@ -318,3 +318,39 @@ async def test_a_refused_connection_is_closed_before_one_byte_is_written_and_nev
     assert seen == [port, port] and connections == 2
     assert received[0] == b""  # the refused connection carried nothing
     assert b"secret-token" not in b"".join(received)
+
+
+def fake_proc(root: Path, port: int, *, app_flags: int) -> None:
+    """A /proc where this user's socket listens on ``port`` (inode 777) and no process holds
+    it, and pid 4242 (the app) has the given ``flags`` (field 9 of its stat)."""
+    (root / "net").mkdir()
+    listen = f"   0: 0100007F:{port:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000 {os.geteuid():5d}        0 777 1 0\n"
+    (root / "net" / "tcp").write_text(TCP_SAMPLE.splitlines()[0] + "\n" + listen)
+    (root / "4242" / "fd").mkdir(parents=True)
+    (root / "4242" / "stat").write_text(f"4242 (app) S 1 4242 4242 0 -1 {app_flags} 0 0 0 0\n")
+
+
+@pytest.mark.parametrize("exiting", [True, False])
+def test_a_named_pid_that_is_exiting_means_the_app_is_going_away_and_the_request_may_wait_for_it(
+    listening_socket: socket.socket, tmp_path: Path, exiting: bool
+) -> None:
+    """Found by the soak: a connection made while the app shuts down reaches a listener that
+    its exiting process (PF_EXITING, fds being closed) no longer holds, and no process does.
+    That is "app unreachable" (recoverable: the request waits for the app, and its next
+    connection is checked afresh), not a squatter. The same listener while the named pid is
+    not exiting stays refused."""
+    port = listening_socket.getsockname()[1]
+    fake_proc(tmp_path, port, app_flags=0x4 if exiting else 0)
+    expected: type[Exception] = AppUnreachableError if exiting else ListenerUnverifiedError
+    with connect(port) as client, pytest.raises(expected) as caught:
+        check(4242, backend="proc", proc_root=str(tmp_path)).verify_socket(client)
+    assert "pid 4242" in caught.value.message and ("nothing was sent" if exiting else "no credential") in caught.value.message
+    assert caught.value.recoverable is exiting  # type: ignore[attr-defined]
+
+
+def test_a_connection_the_app_reset_at_once_is_app_unreachable_not_a_bridge_failure() -> None:
+    """Found by the soak: getpeername() on a connection the app reset right away raised
+    ENOTCONN out of the check, which the client saw as bridge_error."""
+    with socket.socket() as unconnected, pytest.raises(AppUnreachableError) as caught:
+        check(None, backend="proc").verify_socket(unconnected)
+    assert caught.value.recoverable and "nothing was sent" in caught.value.message
