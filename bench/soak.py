@@ -23,7 +23,8 @@ stops everything it started. What it does:
 
 It reports requests, replies, duplicates, missing replies, lines that are not valid
 JSON-RPC, the error replies by reason, the maximum latency, and the bridge's RSS and open
-file descriptors after the warm-up and at the end. It exits 1 when a reply is duplicated
+file descriptors after the warm-up and at the end (and RSS at 20 points in between: a leak
+grows steadily, while the allocator's high-water mark for 1 MiB replies levels off). It exits 1 when a reply is duplicated
 or missing, a line is invalid, or the bridge did not exit 0 on stdin EOF.
 
 A request whose reply is an error may still be right: a call that was in flight when the
@@ -233,6 +234,7 @@ async def run(args: argparse.Namespace) -> int:
     assert proc.stdin is not None and proc.stdout is not None
     reader = asyncio.create_task(soak.read_stdout(proc.stdout))
     status: int | None = None
+    samples: list[float] = []
     try:
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "soak", "version": "1"}}
         await asyncio.wait_for(soak.call(proc.stdin, "initialize", init), 30)
@@ -243,10 +245,19 @@ async def run(args: argparse.Namespace) -> int:
         warm_up = [soak.worker(proc.stdin, time.monotonic() + 2) for _ in range(args.workers)]
         await asyncio.wait_for(asyncio.gather(*warm_up), 60)
         rss_start, fds_start = rss_and_fds(proc.pid)
+        samples: list[float] = []
+
+        async def sample_rss() -> None:  # a leak grows steadily; fragmentation levels off
+            while True:
+                await asyncio.sleep(args.seconds / 20)
+                samples.append(round(rss_and_fds(proc.pid)[0], 1))
+
+        sampler = asyncio.create_task(sample_rss())
         faults = asyncio.create_task(soak.faults_loop(app, stop_at, started))
         workers = [asyncio.create_task(soak.worker(proc.stdin, stop_at)) for _ in range(args.workers)]
         done, pending = await asyncio.wait(workers, timeout=args.seconds + args.drain_seconds)
         faults.cancel()
+        sampler.cancel()
         for task in pending:
             task.cancel()
         for task in done:
@@ -280,6 +291,7 @@ async def run(args: argparse.Namespace) -> int:
         "restart_errors": restart_errors,
         "max_latency_seconds": round(soak.max_latency, 2),
         "rss_mib": [round(rss_start, 1), round(rss_end, 1)],
+        "rss_samples_mib": samples,
         "open_fds": [fds_start, fds_end],
         "bridge_exit_status": status,
         "logs": str(workdir),
