@@ -1,6 +1,6 @@
 """A scripted session with the reference "everything" server, run the same way direct and through the bridge.
 
-``run_session(client)`` drives an entered ``mcp.Client`` built with ``handlers()`` through
+``run_session(client, peer)`` drives an entered ``mcp.Client`` built with ``client_options(peer)`` through
 ``STEPS`` in order and returns one ``(step, summary)`` pair per step. A summary is plain JSON
 data that is the same on every run against the same server (session ids, task ids and random
 values are left out or replaced), so two runs compare step by step with ``==``. A step that
