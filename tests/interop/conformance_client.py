@@ -42,8 +42,8 @@ from mcp.types import ElicitResult, Implementation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import VIA, transport  # noqa: E402
 
-STEP_TIMEOUT_SECONDS = 30.0
-"""Bound on each request (``read_timeout_seconds``)."""
+STEP_TIMEOUT_SECONDS = 15.0
+"""Bound on each request (``read_timeout_seconds``): a lost server request costs this long."""
 SCENARIO_TIMEOUT_SECONDS = 60.0
 """Bound on the whole scenario, shutdown included (the CLI's own timeout is longer, see the test).
 Generous: the CLI runs a suite's clients in parallel, on a machine that may be loaded."""
