@@ -158,7 +158,8 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     if result is None:
         return
     server = result.get("serverInfo") or {}
-    report.line(f"server {server.get('name', '?')} {server.get('version', '')}, protocol {result.get('protocolVersion')}")
+    version = f" {server['version']}" if server.get("version") else ""
+    report.line(f"server {server.get('name', '?')}{version}, protocol {result.get('protocolVersion')}")
     try:
         await driver.deliver(encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1],
                              "notification notifications/initialized")
@@ -169,7 +170,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     if tools is None:
         return
     names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
-    report.line(f"{len(names)} tools: {', '.join(names) if names else '(none)'}")
+    report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
     await _request(driver, report, "ping", None)
 
 

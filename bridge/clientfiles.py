@@ -215,4 +215,7 @@ def _toml_uninstall(path: Path, client: str, text: str, name: str) -> tuple[str,
         if values is not None and hasattr(values, "keys"):
             for variable in list(values.keys()):
                 values[variable] = REDACTED
-    return tomlkit.dumps(document), tomlkit.dumps(backup)
+    new = tomlkit.dumps(document)
+    if new.endswith("\n\n") and not text.endswith("\n\n"):
+        new = new[:-1]  # the blank line install put after the entry, now at the end
+    return new, tomlkit.dumps(backup)

@@ -54,7 +54,16 @@ model = "gpt-5-mini"
 """
 
 
-@pytest.mark.parametrize(("client", "before"), [("vscode", VSCODE), ("zed", ZED), ("codex", CODEX)])
+# Codex's file with the servers table last, and with none: the entry then ends the file
+# (a newcomer found one newline too many left there after remove).
+CODEX_SERVERS_LAST = CODEX.split("\n\n[profiles")[0] + "\n"
+CODEX_NO_SERVERS = "# Codex settings\nmodel = \"gpt-5\"\n"
+
+
+@pytest.mark.parametrize(
+    ("client", "before"),
+    [("vscode", VSCODE), ("zed", ZED), ("codex", CODEX), ("codex", CODEX_SERVERS_LAST), ("codex", CODEX_NO_SERVERS)],
+)
 def test_install_then_remove_gives_back_the_file_byte_for_byte(tmp_path: Path, client: str, before: str) -> None:
     """The entry is added with every comment, trailing comma and key order in place, and
     removing it restores the original bytes."""
