@@ -89,11 +89,13 @@ class Dispatcher:
         driver: the app side (``request``, ``deliver``).
         outbox: the stdout writer.
         tasks: where per-message tasks run.
-        on_initialized: called once the app accepted ``notifications/initialized``.
+        on_initialized: called once the app accepted ``notifications/initialized``, with the
+            barrier to lift once the GET stream is open (messages read after the
+            notification wait for it).
     """
 
     def __init__(
-        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[], None]
+        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[anyio.Event], None]
     ) -> None:
         self._driver = driver
         self._outbox = outbox
@@ -139,7 +141,14 @@ class Dispatcher:
             if isinstance(message, Notification) and message.method == "notifications/cancelled":
                 if self._cancel(message, gate):
                     return
-            self._deliver_soon(message, gate)
+            opens = None
+            if isinstance(message, Notification) and message.method == "notifications/initialized":
+                # A second barrier: messages read after it wait until the GET stream is open
+                # (or refused, or a bound passed), as the official SDK clients open it before
+                # their next request. A server may send its first server-to-client request
+                # there at once, and drops it while no stream is open.
+                opens = self._handshake = anyio.Event()
+            self._deliver_soon(message, gate, opens=opens)
             return
         if opened.line is not None:
             await self._outbox.put(opened.line)
@@ -264,21 +273,34 @@ class Dispatcher:
             await self._limiter.acquire()
 
     def _deliver_soon(
-        self, message: Message, gate: anyio.Event | None = None, then_cancel: anyio.CancelScope | None = None
+        self,
+        message: Message,
+        gate: anyio.Event | None = None,
+        then_cancel: anyio.CancelScope | None = None,
+        *,
+        opens: anyio.Event | None = None,
     ) -> None:
         self._admission.notifying += 1
-        self._tasks.spawn(self._handle_message(message, gate, then_cancel))
+        self._tasks.spawn(self._handle_message(message, gate, then_cancel, opens))
 
     async def _handle_message(
-        self, message: Message, gate: anyio.Event | None = None, then_cancel: anyio.CancelScope | None = None
+        self,
+        message: Message,
+        gate: anyio.Event | None = None,
+        then_cancel: anyio.CancelScope | None = None,
+        opens: anyio.Event | None = None,
     ) -> None:
         """Forward a notification or a client response (after ``gate``), then cancel
-        ``then_cancel``. Never writes to stdout."""
+        ``then_cancel``. Never writes to stdout. ``opens`` (``notifications/initialized``
+        only): the barrier it holds, lifted once the GET stream is open (``on_initialized``)
+        or at once when the notification was not delivered."""
         what = f"notification {message.method}" if isinstance(message, Notification) else "response"
+        delivered = False
         try:
             if gate is not None and not gate.is_set():
                 await gate.wait()
             await self._driver.deliver(message.body, what)
+            delivered = True
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)
             return
@@ -290,8 +312,10 @@ class Dispatcher:
             if then_cancel is not None:
                 then_cancel.cancel()
             self._made_room()
+            if opens is not None and not delivered:
+                opens.set()
         if isinstance(message, Notification) and message.method == "notifications/initialized":
-            self._on_initialized()
+            self._on_initialized(opens if opens is not None else anyio.Event())
 
     # -- stdout --------------------------------------------------------------------------
 

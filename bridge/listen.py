@@ -13,6 +13,7 @@ no such stream.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,13 +33,14 @@ log = logging.getLogger("bridge.upstream")
 MAX_LISTEN_FAILURES = 5
 
 
-async def listen(upstream: Upstream, emit: Emit) -> None:
+async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
     """Relay the server's GET stream (server-initiated messages) until cancelled.
 
     Reconnects with ``Last-Event-ID`` after the server's ``retry`` delay (default 1 s,
     growing ×1.5 up to 30 s while tries fail); gives up quietly on 405 (no stream
     offered) or after :data:`MAX_LISTEN_FAILURES` tries in a row that delivered nothing.
     Never raises for upstream failures: nothing about this stream goes to stdout.
+    ``on_open`` is called once, when the first GET has its status (open or refused) or failed.
     """
     state = _StreamState()
     failures = 0
@@ -60,6 +62,9 @@ async def listen(upstream: Upstream, emit: Emit) -> None:
             url, headers, _ = await upstream._prepare_get(state)
             with map_transport_errors(upstream._app):
                 async with upstream._exchange("GET", url, headers, timeout=upstream._listen_timeout()) as response:
+                    if on_open is not None:
+                        on_open()
+                        on_open = None
                     if response.status_code == 405:
                         log.debug("the app offers no GET stream (HTTP 405)")
                         return
@@ -71,6 +76,9 @@ async def listen(upstream: Upstream, emit: Emit) -> None:
                     await upstream._relay_events(response, state, relay)
         except UpstreamError as exc:
             log.info("GET stream: %s", exc.message)
+            if on_open is not None:
+                on_open()
+                on_open = None
         except Exception:  # never let the optional stream take the connection down
             log.exception("GET stream failed inside the bridge")
         failures = 0 if delivered else failures + 1

@@ -156,17 +156,25 @@ class Bridge:
                 except Exception:  # a bug must cost one line, never the whole connection
                     log.exception("a stdin line could not be handled")
 
-    def _start_listening(self) -> None:
+    def _start_listening(self, opened: anyio.Event | None = None) -> None:
+        """Open the GET stream (if not open); set ``opened`` once it is open, refused or
+        failed, or after :data:`LISTEN_OPEN_WAIT_SECONDS` at most."""
         if self._listening or self._stopping.is_set():
+            if opened is not None:
+                opened.set()
             return
         self._listening = True
-        self._tasks.spawn(self._listen())
+        if opened is not None:
+            self._tasks.spawn(_set_after(opened, LISTEN_OPEN_WAIT_SECONDS))
+        self._tasks.spawn(self._listen(opened))
 
-    async def _listen(self) -> None:
+    async def _listen(self, opened: anyio.Event | None) -> None:
         try:
-            await self._driver.upstream.listen(self._dispatcher.relay)
+            await self._driver.upstream.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
         finally:
             self._listening = False
+            if opened is not None:
+                opened.set()
 
     async def _session_rebuilt(self) -> None:
         """After a rebuild: reopen the GET stream, tell the client its lists may differ."""
@@ -230,3 +238,15 @@ def run_stdio(config: BridgeConfig) -> int:
         return await bridge.run()
 
     return anyio.run(serve)
+
+
+#: The longest that messages after ``notifications/initialized`` wait for the GET stream to
+#: open (an app that is slow to answer its GET must not hold the client up for long).
+LISTEN_OPEN_WAIT_SECONDS = 1.0
+
+
+async def _set_after(event: anyio.Event, seconds: float) -> None:
+    if not event.is_set():
+        with anyio.move_on_after(seconds):
+            await event.wait()
+        event.set()

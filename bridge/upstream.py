@@ -366,10 +366,11 @@ class Upstream:
 
     # -- GET stream and DELETE -----------------------------------------------------------
 
-    async def listen(self, emit: Emit) -> None:
+    async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
         """Relay the server's GET stream (server-initiated messages) until cancelled; never
-        raises for upstream failures (``listen.py``: its reconnects and backoff)."""
-        await listen(self, emit)
+        raises for upstream failures (``listen.py``: its reconnects and backoff). ``on_open``
+        is called once, when the first GET has its answer (open, refused) or failed."""
+        await listen(self, emit, on_open=on_open)
 
     def _listen_timeout(self) -> dict[str, float | None]:
         # The GET stream is idle for as long as the server has nothing to say: no read bound.

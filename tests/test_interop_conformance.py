@@ -136,25 +136,8 @@ def checked() -> None:
     require_packages()
 
 
-GET_STREAM_RACE = (
-    "finding (bridge on main at 4919e46, intermittent: 2 of 6 runs here): the bridge's GET stream "
-    "reaches the app after the tools/list, and sometimes after the tools/call, that follow "
-    "notifications/initialized (the SDK's own client opens it before its next request). This "
-    "scenario's server sends elicitation/create on the GET stream (no related request) and drops it "
-    "while none is open, so the call times out through the bridge. Not strict: it passes when the "
-    "GET wins the race. Fix in the bridge (hold requests after notifications/initialized until the "
-    "GET stream answered, briefly), then remove this mark"
-)
-
-
-def _core(scenario: str) -> object:
-    if scenario == "elicitation-sep1034-client-defaults":
-        return pytest.param(scenario, marks=pytest.mark.xfail(strict=False, reason=GET_STREAM_RACE))
-    return scenario
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("scenario", [_core(scenario) for scenario in CORE_SCENARIOS])
+@pytest.mark.parametrize("scenario", CORE_SCENARIOS)
 def test_core_scenario_verdict_through_the_bridge_equals_direct(checked: None, scenario: str, tmp_path: Path) -> None:
     runs = {}
     for via, run in run_both(tmp_path, "--scenario", scenario).items():

@@ -419,6 +419,9 @@ async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebu
     async with running_bridge(handle) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
+        with anyio.fail_after(5):  # the handshake's notification reached the first instance
+            while "notifications/initialized" not in [b.get("method") for b in app.bodies]:
+                await anyio.sleep(0.01)
         app.restart()
         h.stdin.feed(request_line(12, "tools/list"))
         reply = (await h.stdout.wait_for(2))[1]
