@@ -16,20 +16,31 @@ session, give up); this module does it, with the pieces that own each resource:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .config import BridgeConfig
 from .discovery import Endpoint
-from .errors import AuthRejectedError, SessionLostError, UpstreamError
+from .errors import SessionLostError, UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import Launcher, default_lock_path
 from .modern import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
-from .policy import EnsureRunning, RefreshToken, Send, forward_flow
+from .policy import (
+    HEADER_MISMATCH_REPLY,
+    MAX_TOOL_PAGES,
+    EnsureRunning,
+    Outcome,
+    RebuildSession,
+    RefreshToken,
+    RelistTools,
+    Send,
+    forward_flow,
+)
 from .tokens import CallableTokenSource, DiscoveryTokenSource, EnvTokenSource, TokenContext, TokenSource, TokenStore
 from .upstream import Emit, Upstream
 
@@ -39,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["Driver", "FixedTokenSource", "token_source_for"]
 
 log = logging.getLogger("bridge")
-
-T = TypeVar("T")
 
 _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: The lists a client caches; after a rebuild it is told they may have changed.
@@ -138,23 +147,8 @@ class Driver:
                 self.modern = False
             return await self._run(lambda: self.upstream.send_request(request, emit))
         self.modern = True
-        line = await self._send_modern(request, emit, version)
-        if request.method == "tools/list":
-            return self._filter_tool_list(line)
-        if request.method == "tools/call" and _error_code(line) == HEADER_MISMATCH:
-            # The app's tool schemas changed since the client listed them (SPEC-CHECKLIST
-            # item 69): list again, privately, and send the call once more.
-            log.info("tools/call %r: the app reports a header mismatch; listing its tools again", request.id)
-            try:
-                await self._relist_tools(request.params, version)
-            except UpstreamError as exc:
-                log.warning("listing the tools again failed: %s", exc.message)
-                return line
-            line = await self._send_modern(request, emit, version)
-        return line
-
-    async def _send_modern(self, request: Request, emit: Emit, version: str) -> bytes:
-        return await self._run(
+        relist = (lambda: self._relist_tools(request, version)) if request.method == "tools/call" else None
+        line = await self._run(
             lambda: self.upstream.send_request(
                 request,
                 emit,
@@ -162,7 +156,11 @@ class Driver:
                 endless=request.method == "subscriptions/listen",
             ),
             can_rebuild=False,
+            relist=relist,
         )
+        if request.method == "tools/list":
+            return self._filter_tool_list(line)
+        return line
 
     def _filter_tool_list(self, line: bytes) -> bytes:
         """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
@@ -175,25 +173,38 @@ class Driver:
             log.warning("tools/list: hiding tool %r from the client: %s", name, reason)
         return encode_message({**reply, "result": result}) if dropped else line
 
-    async def _relist_tools(self, params: Any, version: str) -> None:
-        meta = {key: value for key, value in params["_meta"].items() if key != "progressToken"}
+    async def _relist_tools(self, call: Request, version: str) -> None:
+        """List the tools again, privately, after the app said a call's headers do not match
+        its tool schemas (SPEC-CHECKLIST item 69), to learn their annotations anew.
+
+        Raises:
+            UpstreamError: the listing failed (logged; the client gets the app's reply).
+        """
+        log.info("tools/call %r: the app reports a header mismatch; listing its tools again", call.id)
+        meta = {key: value for key, value in call.params["_meta"].items() if key != "progressToken"}
         cursor: Any = None
-        for _ in range(_MAX_TOOL_PAGES):
-            self._replays += 1
-            list_params: dict[str, Any] = {"_meta": meta}
-            if cursor is not None:
-                list_params["cursor"] = cursor
-            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
-            listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
-            reply = json.loads(await self._send_modern(listing, _drop, version))
-            result = reply.get("result") if isinstance(reply, dict) else None
-            if not isinstance(result, dict):
-                return
-            filter_tools(result, self._tool_headers)
-            cursor = result.get("nextCursor")
-            if cursor is None:
-                return
-        log.warning("tools/list: stopped after %d pages", _MAX_TOOL_PAGES)
+        try:
+            for _ in range(MAX_TOOL_PAGES):
+                self._replays += 1
+                list_params: dict[str, Any] = {"_meta": meta}
+                if cursor is not None:
+                    list_params["cursor"] = cursor
+                message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
+                listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
+                headers = request_headers("tools/list", list_params, version, self._tool_headers)
+                send = functools.partial(self.upstream.send_request, listing, _drop, modern_headers=headers)
+                reply = json.loads(await self._run(send, can_rebuild=False))
+                result = reply.get("result") if isinstance(reply, dict) else None
+                if not isinstance(result, dict):
+                    return
+                filter_tools(result, self._tool_headers)
+                cursor = result.get("nextCursor")
+                if cursor is None:
+                    return
+        except UpstreamError as exc:
+            log.warning("listing the tools again failed: %s", exc.message)
+            raise
+        log.warning("tools/list: stopped after %d pages", MAX_TOOL_PAGES)
 
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).
@@ -201,39 +212,58 @@ class Driver:
         Raises:
             UpstreamError: the error that ended the recovery flow (the caller logs it).
         """
-        await self._run(lambda: self.upstream.send_message(body, what))
+        await self._run(self._post_message(body, what))
 
-    async def _run(self, send: Callable[[], Awaitable[T]], *, replay: bool = False, can_rebuild: bool = True) -> T:
-        flow = forward_flow(can_rebuild=can_rebuild and not replay)
+    def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
+        """A ``Send`` for a message that is owed no reply (its "line" is empty)."""
+
+        async def send() -> bytes:
+            await self.upstream.send_message(body, what, during_rebuild=during_rebuild)
+            return b""
+
+        return send
+
+    async def _run(
+        self,
+        send: Callable[[], Awaitable[bytes]],
+        *,
+        replay: bool = False,
+        can_rebuild: bool = True,
+        relist: Callable[[], Awaitable[None]] | None = None,
+    ) -> bytes:
+        """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
+        the last ``Send``. ``relist``: how to list the tools again after a header mismatch
+        (a 2026-07-28 ``tools/call``), else a mismatch is the answer."""
+        flow = forward_flow(can_rebuild=can_rebuild and not replay, can_relist=relist is not None)
         action = next(flow)
-        result: T | None = None
-        last: UpstreamError | None = None
+        line = b""
         while True:
-            outcome: UpstreamError | None = None
+            outcome: Outcome = None
             try:
                 if isinstance(action, Send):
                     # A message that carries the session waits inside the upstream while a
                     # rebuild runs (Upstream.session_rebuild), right before it reads the session.
-                    result = await send()
+                    line = await send()
+                    if relist is not None and _error_code(line) == HEADER_MISMATCH:
+                        outcome = HEADER_MISMATCH_REPLY
                 elif isinstance(action, RefreshToken):
-                    used = last.token_generation if isinstance(last, AuthRejectedError) else None
-                    await self.upstream.refresh_token(self.tokens.generation if used is None else used)
+                    await self.upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
                     await self.launcher.ensure_running()
-                else:
-                    used = last.session_generation if isinstance(last, SessionLostError) else None
-                    await self.rebuild_session(self.upstream.session_generation if used is None else used)
+                elif isinstance(action, RebuildSession):
+                    await self.rebuild_session(action.lost_generation)
+                elif isinstance(action, RelistTools) and relist is not None:
+                    await relist()
             except UpstreamError as exc:
                 outcome = exc
-                if isinstance(action, Send):
-                    last = exc
             try:
                 action = flow.send(outcome)
             except StopIteration:
-                return result  # type: ignore[return-value]  # a Send succeeded, so result is set
+                return line
 
-    async def rebuild_session(self, lost_generation: int) -> None:
-        """Get a new MCP session after the app forgot the one of ``lost_generation``.
+    async def rebuild_session(self, lost_generation: int | None) -> None:
+        """Get a new MCP session after the app forgot the one of ``lost_generation``
+        (``None``: the one current now).
 
         Single-flight: a caller whose session was already replaced returns at once.
 
@@ -241,6 +271,8 @@ class Driver:
             SessionLostError: (not recoverable) no ``initialize`` to replay, or the replay
                 failed; the old session state is kept so the next request tries again.
         """
+        if lost_generation is None:
+            lost_generation = self.upstream.session_generation
         async with self._rebuild_lock:
             if self.upstream.session_generation != lost_generation:
                 return
@@ -279,8 +311,7 @@ class Driver:
                     recoverable=False,
                 )
             await self._run(
-                lambda: self.upstream.send_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True),
-                replay=True,
+                self._post_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True), replay=True
             )
         except UpstreamError as exc:
             self.upstream.session_id, self.upstream.protocol_version = old
@@ -296,9 +327,6 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
-
-
-_MAX_TOOL_PAGES = 50
 
 
 def _error_code(line: bytes) -> int | None:

@@ -165,10 +165,15 @@ class AuthRejectedError(UpstreamError):
     could be obtained at all."""
 
     reason = "auth_rejected"
-    #: The token generation the rejected request used (see ``TokenStore``), if any.
-    token_generation: int | None = None
-    #: For a token source that failed: why, without the surrounding sentence.
-    reason_text: str = ""
+
+    def __init__(
+        self, message: str, *, recoverable: bool = True, token_generation: int | None = None, reason_text: str = ""
+    ) -> None:
+        super().__init__(message, recoverable=recoverable)
+        #: The token generation the rejected request used (see ``TokenStore``), if known.
+        self.token_generation = token_generation
+        #: For a token source that failed: why, without the surrounding sentence.
+        self.reason_text = reason_text
 
 
 class UpstreamTimeoutError(UpstreamError):
@@ -211,8 +216,11 @@ class SessionLostError(UpstreamError):
     rebuilt. The next request tries again."""
 
     reason = "session_lost"
-    #: The session generation the failed request used (see ``Upstream``), if any.
-    session_generation: int | None = None
+
+    def __init__(self, message: str, *, recoverable: bool = True, session_generation: int | None = None) -> None:
+        super().__init__(message, recoverable=recoverable)
+        #: The session generation the failed request used (see ``McpSession``), if known.
+        self.session_generation = session_generation
 
 
 class MessageTooLargeError(UpstreamError):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .errors import HTTPStatusError, UpstreamError
+from .policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
 from .replies import _SSE, DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit, _media_type, _StreamState
 from .upstream_errors import map_transport_errors
 
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["listen", "MAX_LISTEN_FAILURES"]
 
 log = logging.getLogger("bridge.upstream")
-
-#: How many tries in a row that deliver nothing the GET stream gets before it gives up.
-MAX_LISTEN_FAILURES = 5
 
 
 async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:

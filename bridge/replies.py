@@ -44,6 +44,7 @@ from .errors import (
     UpstreamTimeoutError,
 )
 from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from .policy import MAX_RESUME_ATTEMPTS
 from .transport.base import Response
 from .upstream_errors import map_transport_errors
 
@@ -61,9 +62,6 @@ log = logging.getLogger("bridge.upstream")
 #: ``emit(line, message)``, the stdout line and its parsed value (the session's reply ledger
 #: validates it and decides whether it reaches stdout).
 Emit = Callable[[bytes, Any], Awaitable[None]]
-
-#: Tries to resume a broken SSE stream by GET + ``Last-Event-ID`` (both official SDKs use 2).
-MAX_RESUME_ATTEMPTS = 2
 
 #: Wait before reconnecting when the server sent no ``retry`` (both official SDKs: 1 s).
 DEFAULT_RETRY_SECONDS = 1.0

@@ -382,6 +382,6 @@ class TokenStore:
         self.generation += 1
 
     def _failure(self, reason: str) -> AuthRejectedError:
-        error = AuthRejectedError(f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False)
-        error.reason_text = reason
-        return error
+        return AuthRejectedError(
+            f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False, reason_text=reason
+        )

@@ -185,14 +185,16 @@ class Upstream:
         finally:
             self.session_ready.set()
 
-    async def refresh_token(self, used_generation: int) -> None:
-        """Re-read the discovery file and replace the token rejected with a 401.
+    async def refresh_token(self, used_generation: int | None) -> None:
+        """Re-read the discovery file and replace the token rejected with a 401: the one of
+        ``used_generation`` (``None``: the one current now).
 
         Raises:
             AuthRejectedError: (not recoverable) the token source failed.
         """
         self._endpoint.reload()
-        await self._tokens.refresh(self.token_context(), used_generation)
+        generation = self._tokens.generation if used_generation is None else used_generation
+        await self._tokens.refresh(self.token_context(), generation)
 
     # -- headers -------------------------------------------------------------------------
 

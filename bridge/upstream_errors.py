@@ -118,20 +118,17 @@ class StatusCheck:
                 text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source."
             else:
                 text = f"{self._app} requires a token (HTTP 401) and the bridge had none to send; configure a token source."
-            error = AuthRejectedError(text)
-            error.token_generation = sent.token_generation
-            raise error
+            raise AuthRejectedError(text, token_generation=sent.token_generation)
         raw = await self._read_body(
             response, MAX_ERROR_BODY_BYTES, truncate=True, timeout_seconds=self._config.request_timeout_seconds
         )
         if sent.session_generation is not None and (
             status == 404 or (status == 400 and self._config.session_400_heuristic and _says_session_unknown(raw))
         ):
-            lost = SessionLostError(
-                f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted."
+            raise SessionLostError(
+                f"{self._app} no longer knows this MCP session (HTTP {status}); it was probably restarted.",
+                session_generation=sent.session_generation,
             )
-            lost.session_generation = sent.session_generation
-            raise lost
         return raw
 
     async def error_status(self, request: Request, response: Response, sent: _Sent) -> bytes:

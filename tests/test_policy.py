@@ -13,10 +13,23 @@ from bridge.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from bridge.policy import ENSURE_RUNNING, REBUILD_SESSION, REFRESH_TOKEN, SEND, Action, forward_flow
+from bridge.policy import (
+    ENSURE_RUNNING,
+    HEADER_MISMATCH_REPLY,
+    RELIST_TOOLS,
+    SEND,
+    Action,
+    Outcome,
+    RebuildSession,
+    RefreshToken,
+    forward_flow,
+)
+
+#: A refresh or rebuild asked for by an error that did not say which generation failed.
+REFRESH_TOKEN, REBUILD_SESSION = RefreshToken(None), RebuildSession(None)
 
 
-def drive(outcomes: list[UpstreamError | None], **kwargs: bool) -> tuple[list[Action], UpstreamError | None]:
+def drive(outcomes: list[Outcome], **kwargs: bool) -> tuple[list[Action], UpstreamError | None]:
     """Feed ``outcomes`` to the flow in order; return the actions it asked for and the
     error it ended with (None for success)."""
     flow = forward_flow(**kwargs)
@@ -74,7 +87,7 @@ def test_rebuild_can_be_switched_off_for_the_replayed_initialize() -> None:
 
 
 def test_recoveries_combine_each_at_most_once() -> None:
-    outcomes: list[UpstreamError | None] = [
+    outcomes: list[Outcome] = [
         AppUnreachableError("down"), None,  # relaunch
         SessionLostError("new instance"), None,  # rebuild
         AuthRejectedError("rotated token"), None,  # refresh
@@ -89,3 +102,48 @@ def test_recoveries_combine_each_at_most_once() -> None:
 )
 def test_errors_after_the_request_may_have_reached_the_app_are_never_retried(final: UpstreamError) -> None:
     assert drive([final]) == ([SEND], final)
+
+
+def test_a_refresh_carries_the_token_generation_the_rejected_request_used() -> None:
+    actions, _ = drive([AuthRejectedError("401", token_generation=3), None, None])
+    assert actions == [SEND, RefreshToken(used_generation=3), SEND]
+
+
+def test_a_rebuild_carries_the_session_generation_that_was_lost() -> None:
+    actions, _ = drive([SessionLostError("404", session_generation=7), None, None])
+    assert actions == [SEND, RebuildSession(lost_generation=7), SEND]
+
+
+def test_a_second_401_with_another_generation_is_still_final() -> None:
+    second = AuthRejectedError("401 again", token_generation=2)
+    actions, error = drive([AuthRejectedError("401", token_generation=1), None, second])
+    assert actions == [SEND, RefreshToken(1), SEND] and error is second
+
+
+def test_header_mismatch_lists_the_tools_again_and_sends_once_more() -> None:
+    assert drive([HEADER_MISMATCH_REPLY, None, None], can_relist=True) == ([SEND, RELIST_TOOLS, SEND], None)
+
+
+def test_header_mismatch_twice_gives_the_client_the_apps_reply() -> None:
+    outcomes: list[Outcome] = [HEADER_MISMATCH_REPLY, None, HEADER_MISMATCH_REPLY]
+    assert drive(outcomes, can_relist=True) == ([SEND, RELIST_TOOLS, SEND], None)
+
+
+def test_failed_listing_gives_the_client_the_apps_reply_not_the_listing_error() -> None:
+    outcomes: list[Outcome] = [HEADER_MISMATCH_REPLY, StreamClosedError("listing broke")]
+    assert drive(outcomes, can_relist=True) == ([SEND, RELIST_TOOLS], None)
+
+
+def test_header_mismatch_is_the_answer_where_no_relist_is_allowed() -> None:
+    assert drive([HEADER_MISMATCH_REPLY]) == ([SEND], None)
+
+
+def test_relist_combines_with_the_other_recoveries() -> None:
+    outcomes: list[Outcome] = [
+        AppUnreachableError("down"), None,  # relaunch
+        HEADER_MISMATCH_REPLY, None,  # the restarted app has new tool schemas
+        AuthRejectedError("rotated token", token_generation=4), None,  # refresh
+        None,
+    ]
+    actions, error = drive(outcomes, can_relist=True)
+    assert actions == [SEND, ENSURE_RUNNING, SEND, RELIST_TOOLS, SEND, RefreshToken(4), SEND] and error is None
