@@ -32,6 +32,7 @@ import anyio
 from .admission import Admission
 from .config import BridgeConfig
 from .driver import Driver
+from .era import modern_version
 from .errors import (
     BridgeError,
     BridgeInternalError,
@@ -53,7 +54,6 @@ from .jsonrpc import (
     loads_strict,
 )
 from .ledger import Ledger, Outcome, Pending, Slot
-from .modern import modern_version
 from .outbox import Outbox
 from .taskset import TaskSet
 

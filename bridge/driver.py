@@ -26,10 +26,10 @@ import anyio
 
 from .config import BridgeConfig
 from .discovery import Endpoint
+from .era import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
 from .errors import SessionLostError, UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import Launcher, default_lock_path
-from .modern import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
 from .policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
