@@ -32,7 +32,6 @@ import anyio
 from .admission import Admission
 from .config import BridgeConfig
 from .driver import Driver
-from .era import modern_version
 from .errors import (
     BridgeError,
     BridgeInternalError,
@@ -75,10 +74,10 @@ _NEVER_SENT = None  # Slot.handle of a request whose task has not started
 
 @dataclass(eq=False, slots=True)
 class _Exchange:
-    """``Slot.handle`` of a started request: what stops it, and its era."""
+    """``Slot.handle`` of a started request: what stops it, and how its era cancels it."""
 
     scope: anyio.CancelScope
-    modern: bool
+    cancel_by_closing: bool  # request.era.cancel_by_closing (2026-07-28, item 67)
 
 
 class Dispatcher:
@@ -172,7 +171,7 @@ class Dispatcher:
             slot = self._ledger.slot(request.id)
             if slot is None or slot.pending is not pending or slot.handle is not _NEVER_SENT:
                 continue  # cancelled while it waited, or a repeated id the ledger refused
-            slot.handle = _Exchange(anyio.CancelScope(), modern_version(request.params) is not None)
+            slot.handle = _Exchange(anyio.CancelScope(), request.era.cancel_by_closing)
             self._admission.started += 1
             self._tasks.spawn(self._handle_request(slot, request, gate, opens))
             opens = None  # (only a single request carries one)
@@ -207,7 +206,7 @@ class Dispatcher:
         outcome = self._ledger.cancel(request_id) if is_valid_id(request_id) else Outcome()
         slot = outcome.answered
         if slot is None:
-            return self._driver.modern  # nothing in flight to close: nothing to send either
+            return self._driver.client_era.cancel_by_closing  # nothing in flight to close: nothing to send either
         log.info("request %r cancelled by the client; no reply will be written for it", request_id)
         if outcome.line is not None:  # the rest of its batch was answered already
             self._tasks.spawn(self._outbox.put(outcome.line))
@@ -215,7 +214,7 @@ class Dispatcher:
         exchange = slot.handle
         if not isinstance(exchange, _Exchange):
             return True  # it was still waiting: it never reached the app
-        if exchange.modern:
+        if exchange.cancel_by_closing:
             exchange.scope.cancel()  # 2026-07-28: closing the exchange is the cancellation (item 67)
             return True
         # Earlier revisions: the app hears of it from the notification first (a dropped
@@ -248,7 +247,7 @@ class Dispatcher:
         except UpstreamError as exc:
             if slot.state == "open":
                 log.warning("request %r (%s): %s", request.id, request.method, exc.message)
-            if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize" and not exchange.modern:
+            if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize" and request.era.sends_timeout_cancellation:
                 # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64;
                 # 2026-07-28: the closed stream says it).
                 self._deliver_soon(_cancellation(request.id))

@@ -26,7 +26,7 @@ import anyio
 
 from .config import BridgeConfig
 from .discovery import Endpoint
-from .era import HEADER_MISMATCH, HeaderMap, filter_tools, modern_version, request_headers
+from .era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from .errors import SessionLostError, UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import Launcher, default_lock_path
@@ -130,8 +130,9 @@ class Driver:
         #: How many session rebuilds succeeded (logs and tests read it).
         self.rebuilds = 0
         self._replays = 0
-        #: Whether the client speaks 2026-07-28 (its last request said so; initialize resets it).
-        self.modern = False
+        #: The client's era: that of its last 2026-07-28 request or ``initialize`` (what a
+        #: message that names no request, a cancellation of an unknown id, goes by).
+        self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
 
     async def request(self, request: Request, emit: Emit) -> bytes:
@@ -140,27 +141,23 @@ class Driver:
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
-        version = modern_version(request.params)
-        if version is None:
-            if request.method == "initialize":
-                self._initialize = request
-                self.modern = False
-            return await self._run(lambda: self.upstream.send_request(request, emit))
-        self.modern = True
-        relist = (lambda: self._relist_tools(request, version)) if request.method == "tools/call" else None
+        era = request.era
+        if request.method == "initialize" or era.stateless:
+            self.client_era = era
+        if request.method == "initialize" and era.may_rebuild:
+            self._initialize = request  # what a session rebuild replays
+        relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
         line = await self._run(
             lambda: self.upstream.send_request(
                 request,
                 emit,
-                modern_headers=request_headers(request.method, request.params, version, self._tool_headers),
-                endless=request.method == "subscriptions/listen",
+                modern_headers=era.headers(request.method, request.params, self._tool_headers),
+                endless=era.endless(request.method),
             ),
-            can_rebuild=False,
+            can_rebuild=era.may_rebuild,
             relist=relist,
         )
-        if request.method == "tools/list":
-            return self._filter_tool_list(line)
-        return line
+        return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
 
     def _filter_tool_list(self, line: bytes) -> bytes:
         """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
@@ -173,7 +170,7 @@ class Driver:
             log.warning("tools/list: hiding tool %r from the client: %s", name, reason)
         return encode_message({**reply, "result": result}) if dropped else line
 
-    async def _relist_tools(self, call: Request, version: str) -> None:
+    async def _relist_tools(self, call: Request) -> None:
         """List the tools again, privately, after the app said a call's headers do not match
         its tool schemas (SPEC-CHECKLIST item 69), to learn their annotations anew.
 
@@ -191,7 +188,7 @@ class Driver:
                     list_params["cursor"] = cursor
                 message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
                 listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
-                headers = request_headers("tools/list", list_params, version, self._tool_headers)
+                headers = listing.era.headers("tools/list", list_params, self._tool_headers)
                 send = functools.partial(self.upstream.send_request, listing, _drop, modern_headers=headers)
                 reply = json.loads(await self._run(send, can_rebuild=False))
                 result = reply.get("result") if isinstance(reply, dict) else None
@@ -244,7 +241,7 @@ class Driver:
                     # A message that carries the session waits inside the upstream while a
                     # rebuild runs (Upstream.session_rebuild), right before it reads the session.
                     line = await send()
-                    if relist is not None and _error_code(line) == HEADER_MISMATCH:
+                    if relist is not None and is_header_mismatch(line):
                         outcome = HEADER_MISMATCH_REPLY
                 elif isinstance(action, RefreshToken):
                     await self.upstream.refresh_token(action.used_generation)
@@ -327,16 +324,6 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
-
-
-def _error_code(line: bytes) -> int | None:
-    """The error code of a reply line, read only when it may hold -32020 (cheap test first)."""
-    if b"-32020" not in line:
-        return None
-    reply = json.loads(line)
-    error = reply.get("error") if isinstance(reply, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, int) else None
 
 
 async def _drop(line: bytes, message: Any = None) -> None:

@@ -1,6 +1,26 @@
-"""MCP 2026-07-28 ("modern", stateless) request headers, and the tool annotations they use.
+"""The protocol era of one request, legacy or 2026-07-28, and the rules that follow from it.
 
 Pure: imports only the standard library.
+
+The era is decided once per request, when the request is classified
+(:attr:`bridge.jsonrpc.Request.era`, from :func:`era_of`). Every layer then asks that
+:class:`Era` object instead of looking at ``_meta`` itself:
+
+| question (who asks)                                   | legacy (≤ 2025-11-25)      | 2026-07-28 (stateless)       |
+|-------------------------------------------------------|----------------------------|------------------------------|
+| ``headers(...)``: the era's request headers (driver)  | none: the MCP session's    | per request (below)          |
+| ``may_rebuild``: rebuild a lost session? (driver)     | yes                        | no: there is no session      |
+| ``resumable``: resume a broken SSE stream? (upstream) | yes, with event ids        | no (items 41, 70)            |
+| ``cancel_by_closing`` (session)                       | no: POST the notification  | yes: close the exchange (67) |
+| ``sends_timeout_cancellation`` (session)              | yes (item 64)              | no: the closed stream says it |
+| ``relists_on_mismatch(method)`` (driver)              | never                      | ``tools/call`` (item 69)     |
+| ``filters_tool_list(method)`` (driver)                | never                      | ``tools/list`` (item 69)     |
+| ``endless(method)``: no read timeout (driver)         | never                      | ``subscriptions/listen``     |
+
+Why an object and not a flag: the era was once parsed again in the session, the driver
+and the upstream, and a mutable "the client is modern" flag was read across modules; a
+value decided at classification cannot disagree with itself, and the table above is the
+one place its consequences are written down.
 
 The bridge follows the client (SPEC-CHECKLIST item 74, DESIGN.md §2.12): a request whose
 ``params._meta["io.modelcontextprotocol/protocolVersion"]`` names a version is a modern
@@ -26,8 +46,10 @@ on a ``string``/``integer``/``boolean`` property, and unique (ignoring case) in 
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .config import HTTP_TOKEN
@@ -35,7 +57,10 @@ from .config import HTTP_TOKEN
 __all__ = [
     "PROTOCOL_VERSION_META_KEY",
     "HEADER_MISMATCH",
-    "modern_version",
+    "Era",
+    "LEGACY",
+    "era_of",
+    "is_header_mismatch",
     "encode_header_value",
     "invalid_header_annotation",
     "header_annotations",
@@ -66,13 +91,91 @@ _SCHEMA_MAPS = frozenset({"patternProperties", "dependentSchemas", "$defs", "def
 HeaderMap = dict[tuple[str, ...], str]
 
 
-def modern_version(params: Any) -> str | None:
-    """The protocol version a request's ``_meta`` names, or ``None`` for a legacy request."""
+@dataclass(frozen=True, slots=True)
+class Era:
+    """The rules of one request's era (see the module's table).
+
+    Attributes:
+        version: the protocol version the request's ``_meta`` names (2026-07-28 and
+            later: stateless), or ``None`` for a legacy request (the MCP session's version
+            applies).
+    """
+
+    version: str | None = None
+
+    @property
+    def stateless(self) -> bool:
+        """Whether this is a 2026-07-28 request: no MCP session, headers per request."""
+        return self.version is not None
+
+    @property
+    def may_rebuild(self) -> bool:
+        """Whether a lost MCP session may be rebuilt for this request (there is none to
+        rebuild in the stateless era: a 404 there is the app's answer)."""
+        return self.version is None
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a broken SSE response stream may be resumed with ``Last-Event-ID``
+        (SPEC-CHECKLIST items 41, 70: not in the stateless era)."""
+        return self.version is None
+
+    @property
+    def cancel_by_closing(self) -> bool:
+        """Whether the client's ``notifications/cancelled`` is carried out by closing the
+        request's HTTP exchange, never POSTed (item 67), rather than forwarded (item 63)."""
+        return self.version is not None
+
+    @property
+    def sends_timeout_cancellation(self) -> bool:
+        """Whether the bridge, giving up on a request after its timeout, tells the app with
+        ``notifications/cancelled`` (item 64); in the stateless era the closed stream says it."""
+        return self.version is None
+
+    def relists_on_mismatch(self, method: str) -> bool:
+        """Whether a header-mismatch reply (-32020) to ``method`` is recovered by listing
+        the tools again and sending once more (item 69)."""
+        return self.version is not None and method == "tools/call"
+
+    def filters_tool_list(self, method: str) -> bool:
+        """Whether the reply to ``method`` is a tool list to filter (item 69)."""
+        return self.version is not None and method == "tools/list"
+
+    def endless(self, method: str) -> bool:
+        """Whether ``method``'s reply stream has no read timeout (``subscriptions/listen``
+        stays open for as long as the client listens)."""
+        return self.version is not None and method == "subscriptions/listen"
+
+    def headers(self, method: str, params: Any, tools: Mapping[str, HeaderMap]) -> dict[str, str] | None:
+        """The era's headers for one request: ``None`` for a legacy request (the MCP
+        session's id and version go instead), else :func:`request_headers`."""
+        if self.version is None:
+            return None
+        return request_headers(method, params, self.version, tools)
+
+
+#: The era of every request that names no version in its ``_meta``.
+LEGACY = Era()
+
+
+def era_of(params: Any) -> Era:
+    """The era a request's ``params`` ask for: a version named by
+    ``_meta["io.modelcontextprotocol/protocolVersion"]`` (a non-empty string), else :data:`LEGACY`."""
     if not isinstance(params, dict):
-        return None
+        return LEGACY
     meta = params.get("_meta")
     version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) and version else None
+    return Era(version) if isinstance(version, str) and version else LEGACY
+
+
+def is_header_mismatch(line: bytes) -> bool:
+    """Whether a reply line is the error -32020 (read only when it may be: cheap test first)."""
+    if b"-32020" not in line:
+        return False
+    reply = json.loads(line)
+    error = reply.get("error") if isinstance(reply, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return isinstance(code, int) and code == HEADER_MISMATCH
 
 
 def encode_header_value(value: str) -> str:

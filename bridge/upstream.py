@@ -309,7 +309,7 @@ class Upstream:
                         await emit(extra, item)
                 elif media_type == _SSE:
                     line, message = await self._answer_from_sse(
-                        request, response, emit, resumable=modern_headers is None,
+                        request, response, emit, resumable=request.era.resumable,
                         idle_seconds=None if endless else self._config.request_timeout_seconds,
                     )
                 else:

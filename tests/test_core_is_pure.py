@@ -14,6 +14,7 @@ CORE = [
     "jsonrpc.py",
     "config.py",
     "policy.py",
+    "era.py",
     "ledger.py",
     "admission.py",
     "sse.py",
