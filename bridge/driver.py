@@ -41,48 +41,19 @@ from .policy import (
     Send,
     forward_flow,
 )
-from .tokens import CallableTokenSource, DiscoveryTokenSource, EnvTokenSource, TokenContext, TokenSource, TokenStore
+from .tokens import EnvTokenSource, TokenStore, token_source_for
 from .upstream import Emit, Upstream
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Driver", "FixedTokenSource", "token_source_for"]
+__all__ = ["Driver"]
 
 log = logging.getLogger("bridge")
 
 _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: The lists a client caches; after a rebuild it is told they may have changed.
 _LISTS = ("tools", "prompts", "resources")
-
-
-class FixedTokenSource:
-    """A token given once (``BridgeConfig.token``)."""
-
-    description = "configured token"
-
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    async def fetch(self, context: TokenContext) -> str | None:
-        return self._token
-
-
-def token_source_for(config: BridgeConfig, endpoint: Endpoint) -> TokenSource | None:
-    """Pick the token source: ``token_source`` (an object or a callable), else the fixed
-    ``token``, else the discovery file's token, else none."""
-    source = config.token_source
-    if source is not None:
-        if hasattr(source, "fetch"):
-            return source  # type: ignore[no-any-return]
-        if callable(source):
-            return CallableTokenSource(source)
-        raise TypeError("token_source must have an async fetch(context) method or be a callable")
-    if config.token is not None:
-        return FixedTokenSource(config.token)
-    if config.discovery_file is not None:
-        return DiscoveryTokenSource(endpoint.token)
-    return None
 
 
 class Driver:

@@ -37,6 +37,9 @@ from .errors import AppUnreachableError, AuthRejectedError, ListenerUnverifiedEr
 if TYPE_CHECKING:
     import httpx
 
+    from .config import BridgeConfig
+    from .discovery import Endpoint
+
 __all__ = [
     "TokenContext",
     "TokenSource",
@@ -49,6 +52,8 @@ __all__ = [
     "AuthRouteTokenSource",
     "DiscoveryTokenSource",
     "CallableTokenSource",
+    "FixedTokenSource",
+    "token_source_for",
     "read_private_file",
     "split_command",
 ]
@@ -288,6 +293,35 @@ class CallableTokenSource:
         if value is not None and not isinstance(value, str):
             raise TokenSourceError(f"the {self.description} returned {type(value).__name__}, not a string")
         return value or None
+
+
+class FixedTokenSource:
+    """A token given once (``BridgeConfig.token``)."""
+
+    description = "configured token"
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        return self._token
+
+
+def token_source_for(config: BridgeConfig, endpoint: Endpoint) -> TokenSource | None:
+    """Pick the token source: ``token_source`` (an object or a callable), else the fixed
+    ``token``, else the discovery file's token, else none."""
+    source = config.token_source
+    if source is not None:
+        if hasattr(source, "fetch"):
+            return source  # type: ignore[no-any-return]
+        if callable(source):
+            return CallableTokenSource(source)
+        raise TypeError("token_source must have an async fetch(context) method or be a callable")
+    if config.token is not None:
+        return FixedTokenSource(config.token)
+    if config.discovery_file is not None:
+        return DiscoveryTokenSource(endpoint.token)
+    return None
 
 
 class TokenStore:
