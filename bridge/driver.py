@@ -210,7 +210,7 @@ class Driver:
             try:
                 if isinstance(action, Send):
                     # A message that carries the session waits inside the upstream while a
-                    # rebuild runs (Upstream.session_rebuild), right before it reads the session.
+                    # rebuild runs (McpSession.rebuilding), right before it reads the session.
                     line = await send()
                     if relist is not None and is_header_mismatch(line):
                         outcome = HEADER_MISMATCH_REPLY
@@ -239,17 +239,18 @@ class Driver:
             SessionLostError: (not recoverable) no ``initialize`` to replay, or the replay
                 failed; the old session state is kept so the next request tries again.
         """
+        session = self.upstream.session
         if lost_generation is None:
-            lost_generation = self.upstream.session_generation
+            lost_generation = session.generation
         async with self._rebuild_lock:
-            if self.upstream.session_generation != lost_generation:
+            if session.generation != lost_generation:
                 return
             if self._initialize is None:
                 raise SessionLostError(
                     f"{self._app} no longer knows this MCP session and the bridge has no initialize to replay.",
                     recoverable=False,
                 )
-            with self.upstream.session_rebuild():
+            with session.rebuilding():
                 await self._replay_initialize(lost_generation)
         self.rebuilds += 1
         log.warning("%s was restarted; the MCP session was rebuilt", self._app)
@@ -267,14 +268,15 @@ class Driver:
         # The old session stays until the replay succeeds (the replayed initialize carries
         # no session header): a request that read it just before the gate closed gets the
         # app's 404 and waits for this rebuild, where none would have got "missing session".
-        old = (self.upstream.session_id, self.upstream.protocol_version)
+        session = self.upstream.session
+        old = session.snapshot()
         try:
             await self._run(lambda: self.upstream.send_request(replay, _drop), replay=True)
-            if self.upstream.session_generation == lost_generation:
+            if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
-            if old[1] is not None and self.upstream.protocol_version != old[1]:
+            if old.protocol_version is not None and session.protocol_version != old.protocol_version:
                 raise SessionLostError(
-                    f"{self._app} now speaks protocol version {self.upstream.protocol_version}, not {old[1]}; "
+                    f"{self._app} now speaks protocol version {session.protocol_version}, not {old.protocol_version}; "
                     "restart the AI client's connection.",
                     recoverable=False,
                 )
@@ -282,7 +284,7 @@ class Driver:
                 self._post_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True), replay=True
             )
         except UpstreamError as exc:
-            self.upstream.session_id, self.upstream.protocol_version = old
+            session.restore(old)
             raise SessionLostError(
                 f"{self._app} was restarted and the MCP session could not be rebuilt: {exc.message}", recoverable=False
             ) from exc
@@ -291,7 +293,7 @@ class Driver:
         """``notifications/<list>/list_changed`` lines for each list the server said may change."""
         lines = []
         for name in _LISTS:
-            capability = self.upstream.server_capabilities.get(name)
+            capability = self.upstream.session.capabilities.get(name)
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines

@@ -43,7 +43,7 @@ async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] 
     state = _StreamState()
     failures = 0
     delay = DEFAULT_RETRY_SECONDS
-    session = upstream.session_id
+    session = upstream.session.id
     delivered = False
 
     async def relay(line: bytes, message: dict[str, Any]) -> bool:
@@ -54,8 +54,8 @@ async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] 
 
     while True:
         delivered = False
-        if upstream.session_id != session:  # event ids belong to a session: a new one starts afresh
-            state, session = _StreamState(), upstream.session_id
+        if upstream.session.id != session:  # event ids belong to a session: a new one starts afresh
+            state, session = _StreamState(), upstream.session.id
         try:
             url, headers, _ = await upstream._prepare_get(state)
             with map_transport_errors(upstream._app):

@@ -31,10 +31,9 @@ SPEC-CHECKLIST items 28–55):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +46,9 @@ from .errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusErr
 from .exchange import AppTransport
 from .jsonrpc import Request
 from .listen import listen
+from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
 from .tokens import TokenContext, TokenStore
-from .transport.base import Response
 from .upstream_errors import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:
@@ -90,12 +89,9 @@ class Upstream:
             check (``bridge/listener.py``) when ``config.verify_listener`` is on.
 
     Attributes:
-        session_id: the ``Mcp-Session-Id`` from the last successful ``initialize``, or ``None``.
-        protocol_version: the version the server chose in that ``initialize`` result.
-        server_capabilities: the ``capabilities`` of that result.
-        session_generation: increases with every successful ``initialize``; a
-            ``SessionLostError`` carries the generation the failed request used, so that
-            many requests failing together cause one rebuild.
+        session: the MCP session (``bridge/mcpsession.py``): its id, version, capabilities
+            and generation, and the rebuild gate. This object adopts an ``initialize``
+            result into it and forgets it after the ``DELETE``.
     """
 
     def __init__(
@@ -133,13 +129,7 @@ class Upstream:
         )
         self._exchange = self._transport.exchange
         self._client: httpx.AsyncClient | None = None
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
-        self.server_capabilities: dict[str, Any] = {}
-        self.session_generation = 0
-        #: Set while no session rebuild runs (``session_rebuild``).
-        self.session_ready = anyio.Event()
-        self.session_ready.set()
+        self.session = McpSession()
         # Reading replies (replies.py): its methods bound once here, so that the per-request
         # path calls them as it called this class's own, with the same arguments.
         reader = ReplyReader(config, prepare_get=self._prepare_get, exchange=self._exchange)
@@ -168,22 +158,6 @@ class Upstream:
         await self._transport.aclose()
         if self._client is not None:
             await self._client.aclose()
-
-    @contextlib.contextmanager
-    def session_rebuild(self) -> Iterator[None]:
-        """Close the session gate while a rebuild runs; open it again however it ends.
-
-        While the gate is closed, a request waits before it reads the session's id and
-        version, so it never goes out with no session id (the app's "missing session"
-        -32600, which no recovery rule can repair) or with a new session whose
-        ``notifications/initialized`` has not been sent yet. The old session stays in place
-        until the replayed ``initialize`` succeeds: a request that read it just before the
-        gate closed gets the app's 404 and waits for this rebuild (``SessionLostError``)."""
-        self.session_ready = anyio.Event()
-        try:
-            yield
-        finally:
-            self.session_ready.set()
 
     async def refresh_token(self, used_generation: int | None) -> None:
         """Re-read the discovery file and replace the token rejected with a 401: the one of
@@ -224,7 +198,7 @@ class Upstream:
         ``modern_headers`` (a 2026-07-28 request) replace the session's id and version.
         ``during_rebuild``: a message of the rebuild itself, which must not wait for it.
         Any other message that carries the session waits while a rebuild runs (see
-        ``session_rebuild``); nothing awaits between that check and the headers below,
+        ``McpSession.rebuilding``); nothing awaits between that check and the headers below,
         so the id, version and generation it sends are one consistent snapshot."""
         while True:
             try:
@@ -234,9 +208,9 @@ class Upstream:
                     raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
                 raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
             token, token_generation = await self._tokens.current(TokenContext(base_url=url, http_client_factory=lambda: self.client, verify_listener=self._verify_address))
-            if for_initialize or modern_headers is not None or during_rebuild or self.session_ready.is_set():
+            if for_initialize or modern_headers is not None or during_rebuild or self.session.ready:
                 break
-            await self.session_ready.wait()  # then read the endpoint and token again: they may have changed
+            await self.session.wait_ready()  # then read the endpoint and token again: they may have changed
         headers = dict(self._config.headers)
         headers["User-Agent"] = _USER_AGENT
         headers["Accept"] = accept
@@ -246,11 +220,12 @@ class Upstream:
         if modern_headers is not None:
             headers.update(modern_headers)
         elif not for_initialize:
-            if self.session_id is not None:
-                headers["Mcp-Session-Id"] = self.session_id
-                sent.session_generation = self.session_generation
-            if self.protocol_version is not None:
-                headers["MCP-Protocol-Version"] = self.protocol_version
+            session = self.session
+            if session.id is not None:
+                headers["Mcp-Session-Id"] = session.id
+                sent.session_generation = session.generation
+            if session.protocol_version is not None:
+                headers["MCP-Protocol-Version"] = session.protocol_version
         return url, headers, sent
 
     async def _prepare_post(
@@ -318,7 +293,7 @@ class Upstream:
                         "which is neither application/json nor text/event-stream."
                     )
                 if initialize:
-                    self._remember_session(response, message)
+                    self.session.adopt(message.get("result"), response.headers)
                 return line
 
     async def send_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> None:
@@ -341,25 +316,6 @@ class Upstream:
                 await self._check_status(response, sent)
         raise HTTPStatusError(f"{self._app} refused the {what} (HTTP {response.status_code}).", response.status_code)
 
-    def _remember_session(self, response: Response, message: dict[str, Any]) -> None:
-        result = message.get("result")
-        if not isinstance(result, dict):
-            return  # an error: the handshake failed, the old state (if any) stays
-        session_id = response.headers.get("mcp-session-id")
-        if session_id is not None and not _is_visible_ascii(session_id):
-            log.warning("ignoring an Mcp-Session-Id that is not visible ASCII")
-            session_id = None
-        self.session_id = session_id
-        version = result.get("protocolVersion")
-        self.protocol_version = version if isinstance(version, str) and _is_visible_ascii(version) else None
-        capabilities = result.get("capabilities")
-        self.server_capabilities = capabilities if isinstance(capabilities, dict) else {}
-        self.session_generation += 1
-        log.info(
-            "MCP session %s, protocol version %s",
-            _short(session_id) if session_id else "(none)",
-            self.protocol_version or "(unknown)",
-        )
     async def _prepare_get(self, state: _StreamState) -> tuple[str, dict[str, str], _Sent]:
         url, headers, sent = await self._prepare(accept=_SSE)
         if state.last_event_id is not None:
@@ -381,7 +337,7 @@ class Upstream:
     async def terminate_session(self) -> None:
         """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``.
         A 405 or any failure is ignored (SPEC-CHECKLIST item 47)."""
-        if self.session_id is None or self._config.delete_timeout_seconds <= 0:
+        if self.session.id is None or self._config.delete_timeout_seconds <= 0:
             return
         with anyio.move_on_after(self._config.delete_timeout_seconds):
             try:
@@ -390,14 +346,4 @@ class Upstream:
                     log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
             except Exception as exc:  # best effort: nothing may stop the exit
                 log.debug("DELETE of the MCP session failed: %s", str(exc) or type(exc).__name__)
-        self.session_id = None
-
-
-
-def _is_visible_ascii(value: str) -> bool:
-    return bool(value) and all(0x21 <= ord(ch) <= 0x7E for ch in value)
-
-
-def _short(session_id: str) -> str:
-    """A session id shortened for logs (SPEC-CHECKLIST item 49: never log it whole)."""
-    return session_id[:4] + "…" if len(session_id) > 4 else "…"
+        self.session.forget()
