@@ -33,6 +33,7 @@ from .driver import Driver
 from .errors import UpstreamError
 from .jsonrpc import Request, encode_message
 from .launcher import tcp_probe
+from .parts import build_driver
 
 __all__ = ["run_check", "FIXES"]
 
@@ -84,7 +85,7 @@ async def run_check(config: BridgeConfig, echo: Echo, style: Callable[..., str])
         style: ``click.style``-like colouring (the caller decides whether colour shows).
     """
     report = _Report(echo, style)
-    driver = Driver(config)
+    driver = build_driver(config)
     try:
         await _walk(config, driver, report)
     finally:

@@ -20,16 +20,16 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from .config import BridgeConfig
+from .config import DEFAULT_APP_NAME
 from .discovery import Endpoint
 from .era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from .errors import SessionLostError, UpstreamError
 from .jsonrpc import Request, encode_message
-from .launcher import Launcher, default_lock_path
+from .launcher import Launcher
 from .policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -41,11 +41,8 @@ from .policy import (
     Send,
     forward_flow,
 )
-from .tokens import EnvTokenSource, TokenStore, token_source_for
+from .tokens import TokenStore
 from .upstream import Emit, Upstream
-
-if TYPE_CHECKING:
-    import httpx
 
 __all__ = ["Driver"]
 
@@ -59,42 +56,32 @@ _LISTS = ("tools", "prompts", "resources")
 class Driver:
     """Forward messages to the app, recovering as ``policy.forward_flow`` allows.
 
+    Takes its parts (``bridge/parts.py`` builds them from a configuration: ``build_driver``).
+
     Args:
-        config: the run's configuration.
-        http_transport: an injected ``httpx.AsyncBaseTransport`` (tests), else the bridge
-            builds its own connection pool.
-        app_probe: an injected ``async (url) -> bool`` telling whether the app accepts
-            connections (tests), else a TCP connect.
+        upstream: the HTTP exchange and the MCP session.
+        tokens: the bearer token store the upstream uses.
+        launcher: ``ensure_running`` for the app.
+        endpoint: where the app listens (the one the upstream and the launcher use).
+        app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
     """
 
     def __init__(
         self,
-        config: BridgeConfig,
+        upstream: Upstream,
+        tokens: TokenStore,
+        launcher: Launcher,
+        endpoint: Endpoint,
         *,
-        http_transport: httpx.AsyncBaseTransport | None = None,
-        app_probe: Callable[[str], Awaitable[bool]] | None = None,
+        app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self._config = config
-        self._app = config.app_name
-        self.endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
-        source = token_source_for(config, self.endpoint)
-        self.tokens = TokenStore(source, timeout_seconds=config.token_timeout_seconds, app_name=self._app)
-        self.upstream = Upstream(config, endpoint=self.endpoint, tokens=self.tokens, transport=http_transport)
-        configured = config.launch_command is not None or config.ensure_running is not None
-        lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
-        self.launcher = Launcher(
-            self.endpoint,
-            command=config.launch_command,
-            ensure_running=config.ensure_running,
-            timeout_seconds=config.launch_timeout_seconds,
-            app_name=self._app,
-            lock_path=default_lock_path(lock_key) if configured else None,
-            log_file=config.launch_log_file,
-            probe=app_probe,
-            secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
-        )
+        self._app = app_name
+        self.endpoint = endpoint
+        self.tokens = tokens
+        self.upstream = upstream
+        self.launcher = launcher
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None
         self._rebuild_lock = anyio.Lock()

@@ -39,6 +39,7 @@ from .errors import LineTooLongError
 from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from .jsonrpc import error_line, read_id_from_head
 from .outbox import Outbox
+from .parts import build_driver
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
 from .taskset import TaskSet
 
@@ -78,7 +79,7 @@ class Bridge:
     ) -> None:
         self._config = config
         self._stdin = stdin
-        self._driver = Driver(
+        self._driver = build_driver(
             config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
         )
         self._handle_signals = handle_signals

@@ -1,0 +1,103 @@
+"""The composition root: the one place that builds the bridge's parts from a configuration.
+
+STYLE rule 9 ("inject, don't patch"): every part takes the parts it uses as arguments, and
+only this module decides which concrete ones a run gets. A test, a library app or
+``check`` builds them here, or builds its own and hands them to :class:`~bridge.driver.Driver`.
+
+The parts, and who uses whom (DESIGN.md §6, ARCHITECTURE §5):
+
+- :class:`~bridge.discovery.Endpoint`: where the app listens (``--url`` or its discovery file);
+- :class:`~bridge.tokens.TokenStore`: the bearer token, from :func:`~bridge.tokens.token_source_for`;
+- :class:`~bridge.upstream.Upstream`: the HTTP exchange and the MCP session (over the endpoint
+  and the token store);
+- :class:`~bridge.launcher.Launcher`: ``ensure_running``, single-flight across bridges
+  (over the endpoint);
+- :class:`~bridge.driver.Driver`, built by :func:`build_driver`: performs the recovery
+  policy's actions with the four.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .config import BridgeConfig
+from .discovery import Endpoint
+from .driver import Driver
+from .launcher import Launcher, default_lock_path
+from .tokens import EnvTokenSource, TokenStore, token_source_for
+from .upstream import Upstream
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Parts", "build_parts", "build_driver"]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The parts one run of the bridge is made of (see the module docstring)."""
+
+    endpoint: Endpoint
+    tokens: TokenStore
+    upstream: Upstream
+    launcher: Launcher
+
+
+def build_parts(
+    config: BridgeConfig,
+    *,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+    app_probe: Callable[[str], Awaitable[bool]] | None = None,
+) -> Parts:
+    """Build the parts ``config`` asks for.
+
+    Args:
+        config: the run's configuration.
+        http_transport: an injected ``httpx.AsyncBaseTransport`` (tests), else the bridge
+            builds its own connection pool.
+        app_probe: an injected ``async (url) -> bool`` telling whether the app accepts
+            connections (tests), else a TCP connect.
+
+    Raises:
+        TypeError: ``config.token_source`` is neither a token source nor a callable.
+    """
+    endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
+    source = token_source_for(config, endpoint)
+    tokens = TokenStore(source, timeout_seconds=config.token_timeout_seconds, app_name=config.app_name)
+    upstream = Upstream(config, endpoint=endpoint, tokens=tokens, transport=http_transport)
+    configured = config.launch_command is not None or config.ensure_running is not None
+    lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
+    launcher = Launcher(
+        endpoint,
+        command=config.launch_command,
+        ensure_running=config.ensure_running,
+        timeout_seconds=config.launch_timeout_seconds,
+        app_name=config.app_name,
+        lock_path=default_lock_path(lock_key) if configured else None,
+        log_file=config.launch_log_file,
+        probe=app_probe,
+        secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
+    )
+    return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)
+
+
+def build_driver(
+    config: BridgeConfig,
+    *,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+    app_probe: Callable[[str], Awaitable[bool]] | None = None,
+    on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
+) -> Driver:
+    """A :class:`~bridge.driver.Driver` over the parts of :func:`build_parts` (same arguments);
+    ``on_session_rebuilt`` is awaited after every successful session rebuild."""
+    parts = build_parts(config, http_transport=http_transport, app_probe=app_probe)
+    return Driver(
+        parts.upstream,
+        parts.tokens,
+        parts.launcher,
+        parts.endpoint,
+        app_name=config.app_name,
+        on_session_rebuilt=on_session_rebuilt,
+    )
