@@ -90,8 +90,8 @@ async def run_check(config: BridgeConfig, echo: Echo, style: Callable[..., str])
         await _walk(config, driver, report)
     finally:
         with anyio.CancelScope(shield=True):
-            await driver.upstream.terminate_session()
-            await driver.upstream.aclose()
+            await driver.terminate_session()
+            await driver.aclose()
     echo("")
     echo(style("all checks passed", fg="green") if not report.failed else style("the check failed", fg="red", bold=True))
     return not report.failed
@@ -110,7 +110,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
             detail += f", app pid {discovery.pid} " + ("running" if pid_is_alive(discovery.pid) else "not running")
         report.step("endpoint", True, detail, time.monotonic() - started)
     except DiscoveryError as exc:
-        startable = exc.missing and driver.launcher.configured
+        startable = exc.missing and driver.can_launch
         fix = FIXES["app_unreachable"] if exc.missing else (
             "Fix the discovery file as the message says: mode 0600, owned by you, its url on 127.0.0.1 or [::1]."
         )
@@ -126,9 +126,9 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         listening = False
     if listening:
         report.step("connect", True, "the app accepts connections", time.monotonic() - started)
-    elif driver.launcher.configured:
+    elif driver.can_launch:
         try:
-            await driver.launcher.ensure_running()
+            await driver.ensure_running()
             report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {endpoint.url()}",
                         time.monotonic() - started)
         except UpstreamError as exc:
@@ -142,9 +142,9 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         return
 
     started = time.monotonic()
-    source = driver.tokens.source_description
+    source = driver.token_source_description
     try:
-        token, _ = await driver.tokens.current(driver.upstream.token_context())
+        token = await driver.current_token()
         detail = f"from {source}, {len(token)} characters" if token else "none configured (the app must not need one)"
         report.step("token", True, detail, time.monotonic() - started)
     except UpstreamError as exc:
@@ -205,7 +205,7 @@ async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) 
     """Who listens on the endpoint's port: the check the bridge makes on every new connection."""
     started = time.monotonic()
     url = driver.endpoint.url()
-    check = driver.upstream.listener_check
+    check = driver.listener_check
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, time.monotonic() - started)

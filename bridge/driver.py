@@ -20,7 +20,7 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -43,6 +43,9 @@ from .policy import (
 )
 from .tokens import TokenStore
 from .upstream import Emit, Upstream
+
+if TYPE_CHECKING:
+    from .listener import ListenerCheck
 
 __all__ = ["Driver"]
 
@@ -78,10 +81,11 @@ class Driver:
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._app = app_name
+        #: Where the app listens (read by ``check``).
         self.endpoint = endpoint
-        self.tokens = tokens
-        self.upstream = upstream
-        self.launcher = launcher
+        self._tokens = tokens
+        self._upstream = upstream
+        self._launcher = launcher
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None
         self._rebuild_lock = anyio.Lock()
@@ -106,7 +110,7 @@ class Driver:
             self._initialize = request  # what a session rebuild replays
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
         line = await self._run(
-            lambda: self.upstream.send_request(
+            lambda: self._upstream.send_request(
                 request,
                 emit,
                 modern_headers=era.headers(request.method, request.params, self._tool_headers),
@@ -147,7 +151,7 @@ class Driver:
                 message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
                 listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
                 headers = listing.era.headers("tools/list", list_params, self._tool_headers)
-                send = functools.partial(self.upstream.send_request, listing, _drop, modern_headers=headers)
+                send = functools.partial(self._upstream.send_request, listing, _drop, modern_headers=headers)
                 reply = json.loads(await self._run(send, can_rebuild=False))
                 result = reply.get("result") if isinstance(reply, dict) else None
                 if not isinstance(result, dict):
@@ -173,7 +177,7 @@ class Driver:
         """A ``Send`` for a message that is owed no reply (its "line" is empty)."""
 
         async def send() -> bytes:
-            await self.upstream.send_message(body, what, during_rebuild=during_rebuild)
+            await self._upstream.send_message(body, what, during_rebuild=during_rebuild)
             return b""
 
         return send
@@ -202,9 +206,9 @@ class Driver:
                     if relist is not None and is_header_mismatch(line):
                         outcome = HEADER_MISMATCH_REPLY
                 elif isinstance(action, RefreshToken):
-                    await self.upstream.refresh_token(action.used_generation)
+                    await self._upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
-                    await self.launcher.ensure_running()
+                    await self._launcher.ensure_running()
                 elif isinstance(action, RebuildSession):
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
@@ -226,7 +230,7 @@ class Driver:
             SessionLostError: (not recoverable) no ``initialize`` to replay, or the replay
                 failed; the old session state is kept so the next request tries again.
         """
-        session = self.upstream.session
+        session = self._upstream.session
         if lost_generation is None:
             lost_generation = session.generation
         async with self._rebuild_lock:
@@ -255,10 +259,10 @@ class Driver:
         # The old session stays until the replay succeeds (the replayed initialize carries
         # no session header): a request that read it just before the gate closed gets the
         # app's 404 and waits for this rebuild, where none would have got "missing session".
-        session = self.upstream.session
+        session = self._upstream.session
         old = session.snapshot()
         try:
-            await self._run(lambda: self.upstream.send_request(replay, _drop), replay=True)
+            await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
             if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
             if old.protocol_version is not None and session.protocol_version != old.protocol_version:
@@ -276,11 +280,61 @@ class Driver:
                 f"{self._app} was restarted and the MCP session could not be rebuilt: {exc.message}", recoverable=False
             ) from exc
 
+    # -- what the session loop and check ask of the app side -----------------------------
+
+    async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
+        """Relay the app's GET stream (server-initiated messages) until cancelled; never
+        raises for upstream failures (``Upstream.listen``). ``on_open`` is called once, when
+        the first GET has its answer (open, refused) or failed."""
+        await self._upstream.listen(emit, on_open=on_open)
+
+    async def terminate_session(self) -> None:
+        """Best-effort, bounded ``DELETE`` of the MCP session (``Upstream.terminate_session``)."""
+        await self._upstream.terminate_session()
+
+    async def aclose(self) -> None:
+        """Close the connections the bridge opened."""
+        await self._upstream.aclose()
+
+    @property
+    def can_launch(self) -> bool:
+        """Whether a launch command or ``ensure_running`` hook is configured."""
+        return self._launcher.configured
+
+    async def ensure_running(self) -> None:
+        """Start the app if it is not listening and wait until it is (``Launcher.ensure_running``).
+
+        Raises:
+            UpstreamError: ``app_launch_failed`` or ``app_unreachable``, as the launcher says.
+        """
+        await self._launcher.ensure_running()
+
+    @property
+    def listener_check(self) -> ListenerCheck | None:
+        """The check made on every new ``http://`` connection (``bridge/listener.py``), or
+        ``None`` when it is off (``--no-verify-listener``, or a test's injected transport)."""
+        return self._upstream.listener_check
+
+    @property
+    def token_source_description(self) -> str:
+        """How the token source is named in messages ("no token source" when none)."""
+        return self._tokens.source_description
+
+    async def current_token(self) -> str | None:
+        """The token the next request would carry (fetched on first use), or ``None``.
+
+        Raises:
+            AuthRejectedError: (not recoverable) the source failed or timed out.
+            AppUnreachableError: the source needs the app, which is not running.
+        """
+        token, _ = await self._tokens.current(self._upstream.token_context())
+        return token
+
     def list_changed_notifications(self) -> list[bytes]:
         """``notifications/<list>/list_changed`` lines for each list the server said may change."""
         lines = []
         for name in _LISTS:
-            capability = self.upstream.session.capabilities.get(name)
+            capability = self._upstream.session.capabilities.get(name)
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines

@@ -118,7 +118,7 @@ class Bridge:
                     work.cancel_scope.cancel()
                 await self._tasks.cancel_and_wait(FLUSH_TIMEOUT_SECONDS)
                 with anyio.CancelScope(shield=True):
-                    await self._driver.upstream.terminate_session()
+                    await self._driver.terminate_session()
                 self._outbox.close()
                 if self._signal_scope is not None:
                     self._signal_scope.cancel()
@@ -126,7 +126,7 @@ class Bridge:
         finally:
             self._tasks.cancel()  # only left when the run itself was cancelled
             with anyio.CancelScope(shield=True):
-                await self._driver.upstream.aclose()
+                await self._driver.aclose()
         return 0
 
     # -- stdin ---------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class Bridge:
 
     async def _listen(self, opened: anyio.Event | None) -> None:
         try:
-            await self._driver.upstream.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
+            await self._driver.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
         finally:
             self._listening = False
             if opened is not None:
