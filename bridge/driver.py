@@ -1,7 +1,8 @@
 """The flow driver: performs what the recovery policy asks for, for every message.
 
 ``policy.forward_flow`` decides (send, refresh the token, start the app, rebuild the
-session, give up); this module does it, with the pieces that own each resource:
+session, list the tools again, give up); this module does it, with the parts that own
+each resource, given to it by the composition root (``bridge/parts.py``):
 
 - :class:`~bridge.discovery.Endpoint` — where the app listens;
 - :class:`~bridge.tokens.TokenStore` — the bearer token, refreshed single-flight;
@@ -12,6 +13,10 @@ session, give up); this module does it, with the pieces that own each resource:
   ``notifications/initialized``, then let the session loop reopen the GET stream and tell
   the client its lists may have changed. Many requests failing together cause one rebuild;
   while it runs, other requests wait for it instead of going out without a session.
+
+Each request's era (``request.era``, ``bridge/era.py``) says which rules apply: its headers,
+whether a lost session may be rebuilt, whether a header mismatch is recovered. The session
+loop and ``check`` use this class's public methods, never the parts behind it.
 """
 
 from __future__ import annotations
