@@ -5,7 +5,7 @@ session, list the tools again, give up); this module does it, with the parts tha
 each resource, given to it by the composition root (``bridge/parts.py``):
 
 - :class:`~bridge.discovery.Endpoint` — where the app listens;
-- :class:`~bridge.tokens.TokenStore` — the bearer token, refreshed single-flight;
+- :class:`~bridge.tokenstore.TokenStore` — the bearer token, refreshed single-flight;
 - :class:`~bridge.launcher.Launcher` — ``ensure_running``, single-flight across bridges;
 - :class:`~bridge.upstream.Upstream` — the HTTP exchange and the MCP session;
 - the session rebuild itself (DESIGN.md §2.10, SPEC-CHECKLIST item 45): replay the
@@ -46,7 +46,7 @@ from .policy import (
     Send,
     forward_flow,
 )
-from .tokens import TokenStore
+from .tokenstore import TokenStore
 from .upstream import Emit, Upstream
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ only this module decides which concrete ones a run gets. A test, a library app o
 The parts, and who uses whom (DESIGN.md §6, ARCHITECTURE §5):
 
 - :class:`~bridge.discovery.Endpoint`: where the app listens (``--url`` or its discovery file);
-- :class:`~bridge.tokens.TokenStore`: the bearer token, from :func:`~bridge.tokens.token_source_for`;
+- :class:`~bridge.tokenstore.TokenStore`: the bearer token, from :func:`~bridge.tokens.token_source_for`;
 - :class:`~bridge.upstream.Upstream`: the HTTP exchange and the MCP session (over the endpoint
   and the token store);
 - :class:`~bridge.launcher.Launcher`: ``ensure_running``, single-flight across bridges
@@ -26,7 +26,8 @@ from .config import BridgeConfig
 from .discovery import Endpoint
 from .driver import Driver
 from .launcher import Launcher, default_lock_path
-from .tokens import EnvTokenSource, TokenStore, token_source_for
+from .tokens import EnvTokenSource, token_source_for
+from .tokenstore import TokenStore
 from .upstream import Upstream
 
 if TYPE_CHECKING:

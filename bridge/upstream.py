@@ -48,7 +48,8 @@ from .jsonrpc import Request
 from .listen import listen
 from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
-from .tokens import TokenContext, TokenStore
+from .tokens import TokenContext
+from .tokenstore import TokenStore
 from .upstream_errors import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:

@@ -174,7 +174,7 @@ import asyncio, sys
 from bridge.config import BridgeConfig
 from bridge.discovery import Endpoint
 from bridge.jsonrpc import Request
-from bridge.tokens import TokenStore
+from bridge.tokenstore import TokenStore
 from bridge.upstream import Upstream
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'

@@ -1,0 +1,114 @@
+"""The bearer token in use: fetched lazily, cached, refreshed single-flight (DESIGN.md §2.8).
+
+Moved out of ``tokens.py`` (the token sources) so that each module holds one noun: the
+sources say where a token comes from, the store which token the next request carries
+and when to fetch another. No token ever appears in a message, a log line or an
+exception: failures name the source and the reason only.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from .config import in_sentence
+from .errors import AppUnreachableError, AuthRejectedError
+from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError
+
+__all__ = ["TokenStore"]
+
+
+class TokenStore:
+    """The current token: fetched lazily, cached, refreshed single-flight.
+
+    Args:
+        source: where tokens come from, or ``None`` for no authentication.
+        timeout_seconds: bound on one fetch; a source that hangs fails the request.
+        app_name: how the app is named in error messages.
+
+    Attributes:
+        generation: increases whenever the cached token is replaced; a request remembers
+            the generation it used so that N requests rejected together cause one refresh.
+    """
+
+    def __init__(self, source: TokenSource | None, *, timeout_seconds: float = 10.0, app_name: str = "The app") -> None:
+        self._source = source
+        self._timeout_seconds = timeout_seconds
+        self._app = app_name
+        self._token: str | None = None
+        self._fetched = False
+        self._lock = anyio.Lock()
+        self._last_failure: tuple[float, str] | None = None  # when the last fetch failed, and why
+        self.generation = 0
+
+    @property
+    def source_description(self) -> str:
+        """How the token source is named in messages ("no token source" when none)."""
+        return self._source.description if self._source is not None else "no token source"
+
+    async def current(self, context: TokenContext) -> tuple[str | None, int]:
+        """Return ``(token or None, generation)``, fetching on first use.
+
+        Raises:
+            AuthRejectedError: (not recoverable) the source failed or timed out.
+        """
+        if not self._fetched:
+            arrived = anyio.current_time()
+            async with self._lock:
+                if not self._fetched:
+                    await self._fetch(context, arrived)
+        return self._token, self.generation
+
+    async def refresh(self, context: TokenContext, used_generation: int) -> None:
+        """Replace the token after the app rejected the one of ``used_generation``.
+
+        Single-flight: if another request refreshed since, this returns at once and the
+        caller retries with that newer token.
+
+        Raises:
+            AuthRejectedError: (not recoverable) no source, or the source failed.
+        """
+        arrived = anyio.current_time()
+        async with self._lock:
+            if self.generation != used_generation:
+                return
+            if self._source is None:
+                raise AuthRejectedError(
+                    f"{self._app} requires authentication (HTTP 401) and no token source is configured; "
+                    "use --token-env, --token-file, --token-command, --auth-url or the discovery file.",
+                    recoverable=False,
+                )
+            await self._fetch(context, arrived)
+
+    async def _fetch(self, context: TokenContext, arrived: float) -> None:
+        if self._last_failure is not None and self._last_failure[0] >= arrived:
+            # Waited while a fetch failed: the same answer, not one more fetch after another.
+            raise self._failure(self._last_failure[1])
+        try:
+            await self._fetch_now(context)
+        except AuthRejectedError as exc:
+            self._last_failure = (anyio.current_time(), exc.reason_text)
+            raise
+
+    async def _fetch_now(self, context: TokenContext) -> None:
+        token: str | None = None
+        if self._source is not None:
+            try:
+                with anyio.fail_after(self._timeout_seconds):
+                    token = await self._source.fetch(context)
+            except TimeoutError:
+                raise self._failure(f"the {self._source.description} did not answer within {self._timeout_seconds:g} s") from None
+            except TokenSourceUnreachableError as exc:
+                raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+            except TokenSourceError as exc:
+                raise self._failure(str(exc)) from None
+        if token is not None and any(not 0x21 <= ord(ch) <= 0x7E for ch in token):
+            assert self._source is not None
+            raise self._failure(f"the token from the {self._source.description} is not printable ASCII without spaces")
+        self._token = token
+        self._fetched = True
+        self.generation += 1
+
+    def _failure(self, reason: str) -> AuthRejectedError:
+        return AuthRejectedError(
+            f"Could not get a token for {in_sentence(self._app)}: {reason}.", recoverable=False, reason_text=reason
+        )
