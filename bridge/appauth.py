@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from .privatefile import UnsafeFileError, check_folders, read_private_file
+from .privatefile import UnsafeFileError, check_folders, credential_text, read_private_file
 
 __all__ = ["AUTH_PATH", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret"]
 
@@ -93,14 +93,7 @@ def _create_with_content(path: Path, content: bytes) -> bool:
 
 
 def _read_private(path: Path, what: str) -> str:
-    raw = read_private_file(path, what, max_bytes=MAX_CREDENTIAL_FILE_BYTES)
-    try:
-        value = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise ValueError(f"the {what} {path} is not UTF-8 text") from None
-    if not value:
-        raise ValueError(f"the {what} {path} is empty")
-    return value
+    return credential_text(read_private_file(path, what, max_bytes=MAX_CREDENTIAL_FILE_BYTES), path, what)
 
 
 # -- the middleware --------------------------------------------------------------------------

@@ -115,6 +115,21 @@ def read_private_file(path: Path, what: str, *, secret: bool = True, max_bytes: 
         return handle.read(max_bytes)
 
 
+def credential_text(raw: bytes, path: Path, what: str) -> str:
+    """A credential file's content as text: UTF-8, surrounding white space stripped.
+
+    Raises:
+        ValueError: not UTF-8, or nothing but white space (the message names ``what``).
+    """
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"the {what} {path} is not UTF-8 text") from None
+    if not text:
+        raise ValueError(f"the {what} {path} is empty")
+    return text
+
+
 def _link(path: Path, what: str) -> UnsafeFileError:
     return UnsafeFileError(f"refusing the {what} '{path}': it is a symbolic link (credential files are never followed through one)")
 

@@ -128,7 +128,7 @@ def read_private_file(path: Path, what: str) -> str:
     Raises:
         TokenSourceError: missing, unreadable, unsafe (the message says why and the fix), or empty.
     """
-    from .privatefile import UnsafeFileError
+    from .privatefile import UnsafeFileError, credential_text
     from .privatefile import read_private_file as read_safely
 
     try:
@@ -138,12 +138,9 @@ def read_private_file(path: Path, what: str) -> str:
     except OSError as exc:
         raise TokenSourceError(f"cannot read the {what} {path}: {exc.strerror}") from None
     try:
-        text = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise TokenSourceError(f"the {what} {path} is not UTF-8 text") from None
-    if not text:
-        raise TokenSourceError(f"the {what} {path} is empty")
-    return text
+        return credential_text(raw, path, what)
+    except ValueError as exc:
+        raise TokenSourceError(str(exc)) from None
 
 
 def split_command(command: str) -> list[str]:
