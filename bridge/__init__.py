@@ -5,8 +5,8 @@ The public surface is re-exported here; everything else is internal.
 """
 
 from ._version import __version__
-from .config import BridgeConfig, ConfigError
-from .errors import REASONS, BridgeError, UpstreamError
+from .core.config import BridgeConfig, ConfigError
+from .core.errors import REASONS, BridgeError, UpstreamError
 
 __all__ = [
     "__version__",

@@ -27,11 +27,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .config import BridgeConfig, in_sentence
+from .core.config import BridgeConfig, in_sentence
 from .discovery import DiscoveryError, pid_is_alive
 from .driver import Driver
-from .errors import UpstreamError
-from .jsonrpc import Request, encode_message
+from .core.errors import UpstreamError
+from .core.jsonrpc import Request, encode_message
 from .launcher import tcp_probe
 from .parts import build_driver
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from ._version import __version__
-from .config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from .core.config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
 
 __all__ = ["main", "mcp_stdio_option", "setup_logging"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .config import ConfigError
+from .core.config import ConfigError
 
 __all__ = [
     "DISCOVERY_FILE_NAME",

@@ -29,10 +29,10 @@ from typing import Any
 
 import anyio
 
-from .admission import Admission
-from .config import BridgeConfig
+from .core.admission import Admission
+from .core.config import BridgeConfig
 from .driver import Driver
-from .errors import (
+from .core.errors import (
     BridgeError,
     BridgeInternalError,
     InboundError,
@@ -40,7 +40,7 @@ from .errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from .jsonrpc import (
+from .core.jsonrpc import (
     Batch,
     Message,
     Notification,
@@ -52,7 +52,7 @@ from .jsonrpc import (
     is_valid_id,
     loads_strict,
 )
-from .ledger import Ledger, Outcome, Pending, Slot
+from .core.ledger import Ledger, Outcome, Pending, Slot
 from .outbox import Outbox
 from .taskset import TaskSet
 

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .config import DEFAULT_APP_NAME
+from .core.config import DEFAULT_APP_NAME
 from .discovery import Endpoint
-from .era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from .errors import SessionLostError, UpstreamError
-from .jsonrpc import Request, encode_message
+from .core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
+from .core.errors import SessionLostError, UpstreamError
+from .core.jsonrpc import Request, encode_message
 from .launcher import Launcher
-from .policy import (
+from .core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
     EnsureRunning,

@@ -14,7 +14,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from .config import BridgeConfig
+from .core.config import BridgeConfig
 from .transport import make_transport
 from .transport.base import Response, Transport
 

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from .config import in_sentence
+from .core.config import in_sentence
 from .discovery import DiscoveryError, Endpoint, pid_is_alive
-from .errors import AppLaunchFailedError, AppUnreachableError
+from .core.errors import AppLaunchFailedError, AppUnreachableError
 from .logsink import open_log_file
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import AppUnreachableError, ListenerUnverifiedError
+from .core.errors import AppUnreachableError, ListenerUnverifiedError
 
 __all__ = ["TcpEntry", "parse_proc_net_tcp", "ListenerCheck", "find_listeners", "LISTEN"]
 

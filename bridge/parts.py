@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import BridgeConfig
+from .core.config import BridgeConfig
 from .discovery import Endpoint
 from .driver import Driver
 from .launcher import Launcher, default_lock_path

@@ -34,17 +34,17 @@ from typing import Any
 
 import anyio
 
-from . import sse
-from .config import BridgeConfig
-from .errors import (
+from .core import sse
+from .core.config import BridgeConfig
+from .core.errors import (
     AppUnreachableError,
     BadUpstreamResponseError,
     MessageTooLargeError,
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from .jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
-from .policy import MAX_RESUME_ATTEMPTS
+from .core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from .core.policy import MAX_RESUME_ATTEMPTS
 from .transport.base import Response
 from .upstream_errors import map_transport_errors
 

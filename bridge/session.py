@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .config import BridgeConfig
+from .core.config import BridgeConfig
 from .dispatch import Dispatcher
 from .driver import Driver
-from .errors import LineTooLongError
-from .framing import EOF, NEED_DATA, LineFramer, OverlongLine
-from .jsonrpc import error_line, read_id_from_head
+from .core.errors import LineTooLongError
+from .core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
+from .core.jsonrpc import error_line, read_id_from_head
 from .outbox import Outbox
 from .parts import build_driver
 from .stdio import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent

@@ -32,12 +32,12 @@ from urllib.parse import urljoin, urlsplit
 
 import anyio
 
-from .errors import ListenerUnverifiedError
+from .core.errors import ListenerUnverifiedError
 
 if TYPE_CHECKING:
     import httpx
 
-    from .config import BridgeConfig
+    from .core.config import BridgeConfig
     from .discovery import Endpoint
 
 __all__ = [

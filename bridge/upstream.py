@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._version import __version__
-from .config import BridgeConfig
+from .core.config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
-from .errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
+from .core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
 from .exchange import AppTransport
-from .jsonrpc import Request
+from .core.jsonrpc import Request
 from .listen import listen
 from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState

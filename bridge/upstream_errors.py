@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .config import BridgeConfig
-from .errors import (
+from .core.config import BridgeConfig
+from .core.errors import (
     AppUnreachableError,
     AuthRejectedError,
     BadUpstreamResponseError,
@@ -28,7 +28,7 @@ from .errors import (
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from .jsonrpc import Request, encode_message, loads_strict
+from .core.jsonrpc import Request, encode_message, loads_strict
 from .transport.base import (
     ConnectFailed,
     ConnectionBroken,

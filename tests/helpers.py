@@ -11,7 +11,7 @@ import anyio
 import httpx
 import respx
 
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.session import Bridge
 
 URL = "http://127.0.0.1:8765/mcp"

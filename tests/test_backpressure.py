@@ -1,4 +1,4 @@
-"""Backpressure on stdin (bridge/admission.py), through a real Bridge against a scripted app
+"""Backpressure on stdin (bridge/core/admission.py), through a real Bridge against a scripted app
 that stalls: reading pauses while the open requests' lines fill the byte budget, resumes as
 replies go out, and every request still gets exactly one reply; notifications reach the app
 while requests queue."""
@@ -14,10 +14,10 @@ import pytest
 from helpers import FakeStdout, request_line
 from test_upstream_http11 import App, Peer, Seen, json_reply, serve
 
-from bridge.admission import MAX_HELD_BYTES, REQUEST_BOOKKEEPING_BYTES, Admission
-from bridge.config import BridgeConfig
-from bridge.errors import ShuttingDownError
-from bridge.ledger import Ledger
+from bridge.core.admission import MAX_HELD_BYTES, REQUEST_BOOKKEEPING_BYTES, Admission
+from bridge.core.config import BridgeConfig
+from bridge.core.errors import ShuttingDownError
+from bridge.core.ledger import Ledger
 from bridge.session import Bridge
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bridge.era import LEGACY, PROTOCOL_VERSION_META_KEY, Era, era_of, is_header_mismatch
-from bridge.jsonrpc import Request, classify, encode_message
+from bridge.core.era import LEGACY, PROTOCOL_VERSION_META_KEY, Era, era_of, is_header_mismatch
+from bridge.core.jsonrpc import Request, classify, encode_message
 
 MODERN = "2026-07-28"
 

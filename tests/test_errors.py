@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bridge
 from bridge import errors
-from bridge.errors import (
+from bridge.core.errors import (
     INTERNAL_ERROR,
     REASONS,
     BridgeInternalError,

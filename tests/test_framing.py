@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.framing import EOF, NEED_DATA, LineFramer, OverlongLine
+from bridge.core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
 
 
 def frame(chunks: list[bytes], max_line_bytes: int = 1 << 20, head_bytes: int = 64) -> list[object]:

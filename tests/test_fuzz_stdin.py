@@ -19,7 +19,7 @@ import pytest
 from helpers import request_line
 from test_upstream_http11 import WAIT, App, bridge_to, serve
 
-from bridge.jsonrpc import message_problem
+from bridge.core.jsonrpc import message_problem
 
 pytestmark = pytest.mark.anyio
 

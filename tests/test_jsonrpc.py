@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.errors import INVALID_REQUEST, PARSE_ERROR, InboundError, InvalidRequestError, ParseError
-from bridge.jsonrpc import (
+from bridge.core.errors import INVALID_REQUEST, PARSE_ERROR, InboundError, InvalidRequestError, ParseError
+from bridge.core.jsonrpc import (
     Batch,
     Notification,
     Request,

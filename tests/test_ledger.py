@@ -1,4 +1,4 @@
-"""The reply ledger (bridge/ledger.py), purely: exactly one reply per request id, whatever
+"""The reply ledger (bridge/core/ledger.py), purely: exactly one reply per request id, whatever
 path the app's lines take, and nothing invalid on its way to stdout."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.errors import ShuttingDownError
-from bridge.jsonrpc import encode_message, message_problem
-from bridge.ledger import ANSWERED, CANCELLED, Ledger
+from bridge.core.errors import ShuttingDownError
+from bridge.core.jsonrpc import encode_message, message_problem
+from bridge.core.ledger import ANSWERED, CANCELLED, Ledger
 
 
 def reply(request_id: Any, result: Any = None) -> tuple[bytes, dict[str, Any]]:

@@ -25,7 +25,7 @@ import pytest
 
 import bridge
 from bridge._sockdiag import parse_inet_diag
-from bridge.errors import AppUnreachableError, ListenerUnverifiedError
+from bridge.core.errors import AppUnreachableError, ListenerUnverifiedError
 from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
 
@@ -213,7 +213,7 @@ def test_run_as_a_second_user_the_bridge_refuses_roots_listener(listening_socket
         f"""
         import socket, sys
         from bridge.listener import ListenerCheck
-        from bridge.errors import ListenerUnverifiedError
+        from bridge.core.errors import ListenerUnverifiedError
         c = socket.create_connection(("127.0.0.1", {port}))
         try:
             ListenerCheck(lambda port: {os.getpid()}).verify_socket(c)

@@ -16,7 +16,7 @@ from helpers import init, running_bridge
 
 from bridge.clientconfig import ClientConfigError, ServerEntry, install_entry
 from bridge.discovery import Endpoint, write_discovery_file
-from bridge.errors import AppLaunchFailedError
+from bridge.core.errors import AppLaunchFailedError
 from bridge.launcher import Launcher
 
 pytestmark = pytest.mark.anyio

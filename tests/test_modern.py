@@ -13,7 +13,7 @@ import pytest
 from helpers import event, json_response, request_line, running_bridge, sse
 from scripted_server import wire  # noqa: F401  (the fixture)
 
-from bridge.era import encode_header_value, filter_tools, invalid_header_annotation, request_headers
+from bridge.core.era import encode_header_value, filter_tools, invalid_header_annotation, request_headers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 VERSION = "2026-07-28"

@@ -1,5 +1,5 @@
 """Exactly one reply per request, and only valid JSON-RPC on stdout, whatever path the app's
-lines take (bridge/ledger.py through a real Bridge, its own HTTP/1.1 client and a scripted
+lines take (bridge/core/ledger.py through a real Bridge, its own HTTP/1.1 client and a scripted
 app on 127.0.0.1): JSON batches, SSE streams carrying another request's response, the GET
 stream, cancellation."""
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from helpers import TOKEN, URL, init, json_response
 
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.driver import Driver
-from bridge.jsonrpc import Request, classify
+from bridge.core.jsonrpc import Request, classify
 from bridge.parts import build_parts
 from bridge.tokens import FixedTokenSource, token_source_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.errors import (
+from bridge.core.errors import (
     AppLaunchFailedError,
     AppUnreachableError,
     AuthRejectedError,
@@ -13,7 +13,7 @@ from bridge.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from bridge.policy import (
+from bridge.core.policy import (
     ENSURE_RUNNING,
     HEADER_MISMATCH_REPLY,
     RELIST_TOOLS,

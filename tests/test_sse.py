@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.sse import COMMENT, EOF, NEED_DATA, Event, EventTooLarge, SSEDecoder
+from bridge.core.sse import COMMENT, EOF, NEED_DATA, Event, EventTooLarge, SSEDecoder
 
 TOO_LARGE = "too large"
 

@@ -32,7 +32,7 @@ import pytest
 import respx
 from helpers import URL, event, request_line, sse
 
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.session import Bridge
 from bridge.stdio import DEFAULT_READ_BYTES, MAX_READ_BYTES, WIRE_PIPE_BYTES, FdReader, FdWriter, _grow_pipe
 

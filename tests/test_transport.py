@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import bridge.transport.base as base
-from bridge.errors import (
+from bridge.core.errors import (
     AppUnreachableError,
     BadUpstreamResponseError,
     BridgeInternalError,
@@ -171,9 +171,9 @@ def anyio_backend() -> str:
 
 _SERVE_ONE_HTTP_EXCHANGE = r"""
 import asyncio, sys
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.discovery import Endpoint
-from bridge.jsonrpc import Request
+from bridge.core.jsonrpc import Request
 from bridge.tokenstore import TokenStore
 from bridge.upstream import Upstream
 

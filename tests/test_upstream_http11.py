@@ -25,10 +25,10 @@ import pytest
 from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 from scripted_server import WAIT, Peer, Seen, closed_port, serve
 
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.discovery import Endpoint
-from bridge.errors import BridgeInternalError
-from bridge.jsonrpc import Request
+from bridge.core.errors import BridgeInternalError
+from bridge.core.jsonrpc import Request
 from bridge.session import Bridge
 from bridge.tokens import TokenContext
 from bridge.upstream import Upstream

@@ -25,7 +25,7 @@ import anyio
 import pytest
 from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 
-from bridge.config import BridgeConfig
+from bridge.core.config import BridgeConfig
 from bridge.session import Bridge
 
 pytestmark = pytest.mark.anyio

@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from ..config import HTTP_TOKEN
+from ..core.config import HTTP_TOKEN
 from .base import Headers, LocalProtocolError, ProtocolViolation
 
 __all__ = [
