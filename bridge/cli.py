@@ -36,7 +36,7 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
     Records are written by a daemon thread (:class:`~bridge.logsink.ThreadedHandler`), so
     the event loop never waits on a stderr the client does not read.
     """
-    from .logsink import ThreadedHandler, open_log_file
+    from .system.logsink import ThreadedHandler, open_log_file
 
     handler: logging.Handler
     if log_file is not None:
@@ -100,7 +100,7 @@ def _token_source(
 def _refuse_open_file(path: Path, option: str) -> None:
     """A secret file that exists must pass OpenSSH's rules (``bridge/privatefile.py``); it
     may appear later: the app can create it when it starts."""
-    from .privatefile import UnsafeFileError, read_private_file
+    from .system.privatefile import UnsafeFileError, read_private_file
 
     try:
         read_private_file(path, option.lstrip("-").replace("-", " "))

@@ -128,8 +128,8 @@ def read_private_file(path: Path, what: str) -> str:
     Raises:
         TokenSourceError: missing, unreadable, unsafe (the message says why and the fix), or empty.
     """
-    from .privatefile import UnsafeFileError, credential_text
-    from .privatefile import read_private_file as read_safely
+    from .system.privatefile import UnsafeFileError, credential_text
+    from .system.privatefile import read_private_file as read_safely
 
     try:
         raw = read_safely(path, what)

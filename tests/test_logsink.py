@@ -1,4 +1,4 @@
-"""Logging never blocks the bridge: records go to a daemon thread (``bridge/logsink.py``)."""
+"""Logging never blocks the bridge: records go to a daemon thread (``bridge/system/logsink.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from bridge import logsink
-from bridge.logsink import ThreadedHandler
+from bridge.system.logsink import ThreadedHandler
 
 
 class _Blocked(logging.Handler):

@@ -1,4 +1,4 @@
-"""Credential files by OpenSSH's rules, and the log file (``bridge/privatefile.py``, ``bridge/logsink.py``).
+"""Credential files by OpenSSH's rules, and the log file (``bridge/system/privatefile.py``, ``bridge/system/logsink.py``).
 
 What another local user could do to the bridge's files: point a symbolic link at another
 of the user's secrets, own the file, or own (or be allowed to write) a folder above it and
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bridge.discovery import DiscoveryError, read_discovery_file, write_discovery_file
-from bridge.logsink import open_log_file
-from bridge.privatefile import UnsafeFileError, read_private_file, write_private_file
+from bridge.system.logsink import open_log_file
+from bridge.system.privatefile import UnsafeFileError, read_private_file, write_private_file
 from bridge.tokens import TokenSourceError
 from bridge.tokens import read_private_file as read_token_file
 

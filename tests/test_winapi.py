@@ -1,4 +1,4 @@
-"""The bridge's Windows decisions (bridge/winapi.py), run on every OS with stand-ins for the
+"""The bridge's Windows decisions (bridge/system/winapi.py), run on every OS with stand-ins for the
 Win32 API: which standard handles a windowed app adopts, leaving the client's job object,
 the parent watchdog's wait, and the pid check."""
 
