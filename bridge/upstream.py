@@ -43,7 +43,7 @@ from ._version import __version__
 from .core.config import BridgeConfig
 from .discovery import DiscoveryError, Endpoint
 from .core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
-from .exchange import AppTransport
+from .transport.byscheme import AppTransport
 from .core.jsonrpc import Request
 from .listen import listen
 from .mcpsession import McpSession

@@ -14,9 +14,9 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from .core.config import BridgeConfig
-from .transport import make_transport
-from .transport.base import Response, Transport
+from ..core.config import BridgeConfig
+from . import make_transport
+from .base import Response, Transport
 
 __all__ = ["AppTransport"]
 
