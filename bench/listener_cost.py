@@ -1,4 +1,4 @@
-"""Cost of the listener check (bridge/listener.py), once per new connection.
+"""Cost of the listener check (bridge/app/listener.py), once per new connection.
 
 Run: python bench/listener_cost.py [N]. Prints µs per check (median of 5 runs of N checks)
 for a connection to a listener in this process: uid rule only, uid + pid rule, the
@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from bridge.listener import ListenerCheck
+from bridge.app.listener import ListenerCheck
 
 
 def per_check(function, count: int) -> float:

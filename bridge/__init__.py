@@ -36,7 +36,7 @@ def __getattr__(name: str) -> object:
 
         return cli.mcp_stdio_option
     if name in ("write_discovery_file", "remove_discovery_file", "default_discovery_path"):
-        from . import discovery
+        from .app import discovery
 
         return getattr(discovery, name)
     if name == "clientconfig":  # `bridge.clientconfig.install_entry(...)` after `import bridge`

@@ -52,7 +52,7 @@ from .appauth import (
     UnsafeFileError,
     load_or_create_secret,
 )
-from .discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+from .app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
 
 if TYPE_CHECKING:
     import uvicorn

@@ -28,11 +28,11 @@ import anyio
 import anyio.abc
 
 from .core.config import BridgeConfig, in_sentence
-from .discovery import DiscoveryError, pid_is_alive
+from .app.discovery import DiscoveryError, pid_is_alive
 from .driver import Driver
 from .core.errors import UpstreamError
 from .core.jsonrpc import Request, encode_message
-from .launcher import tcp_probe
+from .app.launcher import tcp_probe
 from .parts import build_driver
 
 __all__ = ["run_check", "FIXES"]

@@ -71,7 +71,7 @@ def _token_source(
         raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
     if (auth_url is None) != (secret_file is None):
         raise click.UsageError("--auth-url and --secret-file go together")
-    from . import tokens  # the I/O side: imported only once the options are known to be good
+    from .app import tokens  # the I/O side: imported only once the options are known to be good
 
     if token_env is not None:
         if not os.environ.get(token_env, "").strip():
@@ -152,7 +152,7 @@ def _build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridg
     if url is None and discovery_file is None and app_name is None:
         raise click.UsageError("give the app's endpoint: --url URL, --discovery-file PATH or --app-name NAME")
     if discovery_file is None and url is None and app_name is not None:
-        from .discovery import default_discovery_path
+        from .app.discovery import default_discovery_path
 
         discovery_file = default_discovery_path(app_name)
     source = _token_source(
@@ -168,7 +168,7 @@ def _build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridg
         raise click.UsageError("give at most one token source")
     launch_command = None
     if options["launch"] is not None:
-        from .tokens import split_command
+        from .app.tokens import split_command
 
         try:
             launch_command = tuple(split_command(options["launch"]))

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .core.config import DEFAULT_APP_NAME
-from .discovery import Endpoint
+from .app.discovery import Endpoint
 from .core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from .core.errors import SessionLostError, UpstreamError
 from .core.jsonrpc import Request, encode_message
-from .launcher import Launcher
+from .app.launcher import Launcher
 from .core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -46,11 +46,11 @@ from .core.policy import (
     Send,
     forward_flow,
 )
-from .tokenstore import TokenStore
+from .app.tokenstore import TokenStore
 from .upstream import Emit, Upstream
 
 if TYPE_CHECKING:
-    from .listener import ListenerCheck
+    from .app.listener import ListenerCheck
 
 __all__ = ["Driver"]
 

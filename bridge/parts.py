@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .core.config import BridgeConfig
-from .discovery import Endpoint
+from .app.discovery import Endpoint
 from .driver import Driver
-from .launcher import Launcher, default_lock_path
-from .tokens import EnvTokenSource, token_source_for
-from .tokenstore import TokenStore
+from .app.launcher import Launcher, default_lock_path
+from .app.tokens import EnvTokenSource, token_source_for
+from .app.tokenstore import TokenStore
 from .upstream import Upstream
 
 if TYPE_CHECKING:

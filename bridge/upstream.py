@@ -41,21 +41,21 @@ import anyio
 
 from ._version import __version__
 from .core.config import BridgeConfig
-from .discovery import DiscoveryError, Endpoint
+from .app.discovery import DiscoveryError, Endpoint
 from .core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
 from .transport.byscheme import AppTransport
 from .core.jsonrpc import Request
 from .listen import listen
 from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
-from .tokens import TokenContext
-from .tokenstore import TokenStore
+from .app.tokens import TokenContext
+from .app.tokenstore import TokenStore
 from .upstream_errors import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:
     import httpx
 
-    from .listener import ListenerCheck
+    from .app.listener import ListenerCheck
 
 __all__ = ["Upstream", "map_transport_errors", "TRANSPORT_ERRORS", "Emit", "MAX_RESUME_ATTEMPTS"]
 
@@ -118,7 +118,7 @@ class Upstream:
         #: (an injected transport is a test's stand-in: no socket to check).
         self.listener_check: ListenerCheck | None = None
         if config.verify_listener and transport is None:
-            from .listener import ListenerCheck
+            from .app.listener import ListenerCheck
 
             self.listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
         if verify_connection is None and self.listener_check is not None:

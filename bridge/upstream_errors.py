@@ -43,7 +43,7 @@ from .transport.base import (
 )
 
 if TYPE_CHECKING:
-    from .tokens import TokenContext
+    from .app.tokens import TokenContext
     from .upstream import _Sent
 
 __all__ = ["TRANSPORT_ERRORS", "map_transport_errors", "StatusCheck", "MAX_ERROR_BODY_BYTES"]

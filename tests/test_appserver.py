@@ -30,7 +30,7 @@ from conftest import REPO_ROOT, isolated_env, process_alive
 from test_process import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
 
 from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
-from bridge.tokens import AuthRouteTokenSource, TokenContext
+from bridge.app.tokens import AuthRouteTokenSource, TokenContext
 
 TOKEN = "tok-Aa0_appserver-test-token"
 SECRET = "sec-Zz9_appserver-test-secret"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bridge.discovery import (
+from bridge.app.discovery import (
     DiscoveryError,
     Endpoint,
     read_discovery_file,
     remove_discovery_file,
     write_discovery_file,
 )
-from bridge.launcher import launch_environment
-from bridge.tokens import TokenSourceError, read_private_file
+from bridge.app.launcher import launch_environment
+from bridge.app.tokens import TokenSourceError, read_private_file
 
 posix = pytest.mark.posix_only("file modes (0600, 0644) are POSIX")
 

@@ -1,4 +1,4 @@
-"""The listener check (``bridge/listener.py``): who listens on the app's port.
+"""The listener check (``bridge/app/listener.py``): who listens on the app's port.
 
 Three levels: the pure ``/proc/net/tcp`` parser on sample text; the check against real
 sockets on 127.0.0.1 (held by this process, a child, a stranger's pid, another uid); and
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 import bridge
-from bridge._sockdiag import parse_inet_diag
+from bridge.app.sockdiag import parse_inet_diag
 from bridge.core.errors import AppUnreachableError, ListenerUnverifiedError
-from bridge.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
+from bridge.app.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
 
 linux = pytest.mark.linux_only("reads /proc")
@@ -212,7 +212,7 @@ def test_run_as_a_second_user_the_bridge_refuses_roots_listener(listening_socket
     code = textwrap.dedent(
         f"""
         import socket, sys
-        from bridge.listener import ListenerCheck
+        from bridge.app.listener import ListenerCheck
         from bridge.core.errors import ListenerUnverifiedError
         c = socket.create_connection(("127.0.0.1", {port}))
         try:

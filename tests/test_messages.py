@@ -15,9 +15,9 @@ import pytest
 from helpers import init, running_bridge
 
 from bridge.clientconfig import ClientConfigError, ServerEntry, install_entry
-from bridge.discovery import Endpoint, write_discovery_file
+from bridge.app.discovery import Endpoint, write_discovery_file
 from bridge.core.errors import AppLaunchFailedError
-from bridge.launcher import Launcher
+from bridge.app.launcher import Launcher
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from bridge.core.config import BridgeConfig
 from bridge.driver import Driver
 from bridge.core.jsonrpc import Request, classify
 from bridge.parts import build_parts
-from bridge.tokens import FixedTokenSource, token_source_for
+from bridge.app.tokens import FixedTokenSource, token_source_for
 
 pytestmark = pytest.mark.anyio
 

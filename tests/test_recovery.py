@@ -13,7 +13,7 @@ import pytest
 from helpers import NOTIF_INIT, URL, init, json_response, request_line, running_bridge
 from scripted_server import wire  # noqa: F401  (the fixture)
 
-from bridge.tokens import CommandTokenSource, TokenContext
+from bridge.app.tokens import CommandTokenSource, TokenContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 
@@ -175,7 +175,7 @@ async def test_token_command_output_is_the_token_and_a_failing_command_is_an_err
     context = TokenContext(base_url=URL, http_client=client)
     good = CommandTokenSource([sys.executable, "-c", "print('tok-from-command')"])
     assert await good.fetch(context) == "tok-from-command"
-    from bridge.tokens import TokenSourceError
+    from bridge.app.tokens import TokenSourceError
 
     with pytest.raises(TokenSourceError, match="exited with status 3"):
         await CommandTokenSource([sys.executable, "-c", "import sys; print('secret'); sys.exit(3)"]).fetch(context)
@@ -185,7 +185,7 @@ async def test_token_command_output_is_the_token_and_a_failing_command_is_an_err
 
 
 async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on_401(tmp_path: Path) -> None:
-    from bridge.tokens import AuthRouteTokenSource
+    from bridge.app.tokens import AuthRouteTokenSource
 
     secret = tmp_path / "secret"
     secret.write_text("s3cret-value\n")
@@ -451,7 +451,7 @@ async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching
     """The app is starting (its pid lives) but does not listen yet: no second instance."""
     import os
 
-    from bridge.discovery import write_discovery_file
+    from bridge.app.discovery import write_discovery_file
 
     discovery = tmp_path / "mcp-endpoint.json"
     write_discovery_file(discovery, url=URL, pid=os.getpid())
@@ -471,8 +471,8 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
     thread; a lock tied to its thread would stay held and block the next launch."""
     import time
 
-    from bridge.discovery import Endpoint
-    from bridge.launcher import Launcher
+    from bridge.app.discovery import Endpoint
+    from bridge.app.launcher import Launcher
 
     app = FakeApp(stateless=True)
     starter = Starter(app)
@@ -490,7 +490,7 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
 
 @pytest.mark.httpx_only
 async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path: Path) -> None:
-    from bridge.discovery import write_discovery_file
+    from bridge.app.discovery import write_discovery_file
 
     discovery = tmp_path / "mcp-endpoint.json"
     write_discovery_file(discovery, url=URL)  # no token in it
@@ -515,7 +515,7 @@ async def test_requests_queued_behind_a_failed_launch_share_its_failure() -> Non
 
 
 async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure() -> None:
-    from bridge.tokens import TokenSourceError
+    from bridge.app.tokens import TokenSourceError
 
     class Failing:
         description = "failing source"

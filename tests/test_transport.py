@@ -172,9 +172,9 @@ def anyio_backend() -> str:
 _SERVE_ONE_HTTP_EXCHANGE = r"""
 import asyncio, sys
 from bridge.core.config import BridgeConfig
-from bridge.discovery import Endpoint
+from bridge.app.discovery import Endpoint
 from bridge.core.jsonrpc import Request
-from bridge.tokenstore import TokenStore
+from bridge.app.tokenstore import TokenStore
 from bridge.upstream import Upstream
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'

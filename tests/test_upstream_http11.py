@@ -26,11 +26,11 @@ from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 from scripted_server import WAIT, Peer, Seen, closed_port, serve
 
 from bridge.core.config import BridgeConfig
-from bridge.discovery import Endpoint
+from bridge.app.discovery import Endpoint
 from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
 from bridge.session import Bridge
-from bridge.tokens import TokenContext
+from bridge.app.tokens import TokenContext
 from bridge.upstream import Upstream
 
 pytestmark = pytest.mark.anyio

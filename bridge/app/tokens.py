@@ -32,12 +32,12 @@ from urllib.parse import urljoin, urlsplit
 
 import anyio
 
-from .core.errors import ListenerUnverifiedError
+from ..core.errors import ListenerUnverifiedError
 
 if TYPE_CHECKING:
     import httpx
 
-    from .core.config import BridgeConfig
+    from ..core.config import BridgeConfig
     from .discovery import Endpoint
 
 __all__ = [
@@ -128,8 +128,8 @@ def read_private_file(path: Path, what: str) -> str:
     Raises:
         TokenSourceError: missing, unreadable, unsafe (the message says why and the fix), or empty.
     """
-    from .system.privatefile import UnsafeFileError, credential_text
-    from .system.privatefile import read_private_file as read_safely
+    from ..system.privatefile import UnsafeFileError, credential_text
+    from ..system.privatefile import read_private_file as read_safely
 
     try:
         raw = read_safely(path, what)
@@ -228,7 +228,7 @@ class AuthRouteTokenSource:
     async def fetch(self, context: TokenContext) -> str | None:
         secret = read_private_file(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
-        from .transport.base import ConnectFailed, TransportError
+        from ..transport.base import ConnectFailed, TransportError
 
         parts = urlsplit(auth_url)
         if parts.scheme == "http" and context.verify_listener is not None and parts.hostname:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .core.errors import AppUnreachableError, ListenerUnverifiedError
+from ..core.errors import AppUnreachableError, ListenerUnverifiedError
 
 __all__ = ["TcpEntry", "parse_proc_net_tcp", "ListenerCheck", "find_listeners", "LISTEN"]
 
@@ -203,7 +203,7 @@ class ListenerCheck:
     def _verify_proc(
         self, where: str, address: _Address, port: int, client: tuple[_Address, int] | None, expected: int | None
     ) -> None:
-        from ._sockdiag import port_entries
+        from .sockdiag import port_entries
 
         found = port_entries(address, port, client) if self._backend == "proc" and self._proc == "/proc" else None
         entries = found if found is not None else self._proc_net_entries(where, port)

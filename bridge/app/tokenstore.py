@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import anyio
 
-from .core.config import in_sentence
-from .core.errors import AppUnreachableError, AuthRejectedError
+from ..core.config import in_sentence
+from ..core.errors import AppUnreachableError, AuthRejectedError
 from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError
 
 __all__ = ["TokenStore"]

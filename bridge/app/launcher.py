@@ -33,10 +33,10 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from .core.config import in_sentence
+from ..core.config import in_sentence
 from .discovery import DiscoveryError, Endpoint, pid_is_alive
-from .core.errors import AppLaunchFailedError, AppUnreachableError
-from .system.logsink import open_log_file
+from ..core.errors import AppLaunchFailedError, AppUnreachableError
+from ..system.logsink import open_log_file
 
 if TYPE_CHECKING:
     import filelock
@@ -344,7 +344,7 @@ def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str,
     }
     if sys.platform != "win32":
         return subprocess.Popen(command, start_new_session=True, **options)
-    from .system.winapi import spawn_outside_job  # pragma: no cover - Windows only
+    from ..system.winapi import spawn_outside_job  # pragma: no cover - Windows only
 
     started: subprocess.Popen[bytes] = spawn_outside_job(subprocess.Popen, command, options)  # pragma: no cover
     return started  # pragma: no cover - Windows only

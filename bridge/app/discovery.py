@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .core.config import ConfigError
+from ..core.config import ConfigError
 
 __all__ = [
     "DISCOVERY_FILE_NAME",
@@ -88,7 +88,7 @@ def read_discovery_file(path: Path) -> Discovery:
             group or others, belongs to another user, is not the JSON described above, or
             names an endpoint that is not an explicit loopback address.
     """
-    from .system.privatefile import UnsafeFileError, read_private_file
+    from ..system.privatefile import UnsafeFileError, read_private_file
 
     try:
         raw = read_private_file(path, "discovery file", secret=False)
@@ -150,7 +150,7 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
     document: dict[str, object] = {"url": url, "pid": os.getpid() if pid is None else pid}
     if token is not None:
         document["token"] = token
-    from .system.privatefile import write_private_file
+    from ..system.privatefile import write_private_file
 
     write_private_file(path, json.dumps(document).encode("utf-8"))
 
@@ -176,7 +176,7 @@ def pid_is_alive(pid: int) -> bool:
     if sys.platform == "win32":  # pragma: no cover - Windows only
         import ctypes
 
-        from .system.winapi import pid_is_alive as windows_pid_is_alive
+        from ..system.winapi import pid_is_alive as windows_pid_is_alive
 
         return windows_pid_is_alive(ctypes.windll.kernel32, pid)
     try:
