@@ -47,7 +47,7 @@ from .core.policy import (
     forward_flow,
 )
 from .app.tokenstore import TokenStore
-from .upstream import Emit, Upstream
+from .streamable.upstream import Emit, Upstream
 
 if TYPE_CHECKING:
     from .app.listener import ListenerCheck

@@ -28,7 +28,7 @@ from .driver import Driver
 from .app.launcher import Launcher, default_lock_path
 from .app.tokens import EnvTokenSource, token_source_for
 from .app.tokenstore import TokenStore
-from .upstream import Upstream
+from .streamable.upstream import Upstream
 
 if TYPE_CHECKING:
     import httpx

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bridge.mcpsession import McpSession
+from bridge.streamable.mcpsession import McpSession
 
 RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}}}
 

@@ -22,7 +22,7 @@ from bridge.transport import make_transport
 from bridge.transport.httpx_adapter import HTTPX_ERRORS, HttpxTransport, translate_httpx_errors
 from bridge.transport.memory import MemoryRequest, MemoryResponse, MemoryTransport
 from bridge.transport.pool import Http11Pool
-from bridge.upstream import TRANSPORT_ERRORS, map_transport_errors
+from bridge.streamable.upstream import TRANSPORT_ERRORS, map_transport_errors
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bridge"
 SECRET = "sk-live-0a1b2c3d4e5f"
@@ -175,7 +175,7 @@ from bridge.core.config import BridgeConfig
 from bridge.app.discovery import Endpoint
 from bridge.core.jsonrpc import Request
 from bridge.app.tokenstore import TokenStore
-from bridge.upstream import Upstream
+from bridge.streamable.upstream import Upstream
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'

@@ -31,7 +31,7 @@ from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
 from bridge.session import Bridge
 from bridge.app.tokens import TokenContext
-from bridge.upstream import Upstream
+from bridge.streamable.upstream import Upstream
 
 pytestmark = pytest.mark.anyio
 

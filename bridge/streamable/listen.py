@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .core.errors import HTTPStatusError, UpstreamError
-from .core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
+from ..core.errors import HTTPStatusError, UpstreamError
+from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
 from .replies import _SSE, DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit, _media_type, _StreamState
-from .upstream_errors import map_transport_errors
+from .failures import map_transport_errors
 
 if TYPE_CHECKING:
     from .upstream import Upstream

@@ -34,19 +34,19 @@ from typing import Any
 
 import anyio
 
-from .core import sse
-from .core.config import BridgeConfig
-from .core.errors import (
+from ..core import sse
+from ..core.config import BridgeConfig
+from ..core.errors import (
     AppUnreachableError,
     BadUpstreamResponseError,
     MessageTooLargeError,
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from .core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
-from .core.policy import MAX_RESUME_ATTEMPTS
-from .transport.base import Response
-from .upstream_errors import map_transport_errors
+from ..core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from ..core.policy import MAX_RESUME_ATTEMPTS
+from ..transport.base import Response
+from .failures import map_transport_errors
 
 __all__ = [
     "ReplyReader",

@@ -39,23 +39,23 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._version import __version__
-from .core.config import BridgeConfig
-from .app.discovery import DiscoveryError, Endpoint
-from .core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
-from .transport.byscheme import AppTransport
-from .core.jsonrpc import Request
+from .._version import __version__
+from ..core.config import BridgeConfig
+from ..app.discovery import DiscoveryError, Endpoint
+from ..core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
+from ..transport.byscheme import AppTransport
+from ..core.jsonrpc import Request
 from .listen import listen
 from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
-from .app.tokens import TokenContext
-from .app.tokenstore import TokenStore
-from .upstream_errors import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
+from ..app.tokens import TokenContext
+from ..app.tokenstore import TokenStore
+from .failures import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:
     import httpx
 
-    from .app.listener import ListenerCheck
+    from ..app.listener import ListenerCheck
 
 __all__ = ["Upstream", "map_transport_errors", "TRANSPORT_ERRORS", "Emit", "MAX_RESUME_ATTEMPTS"]
 
@@ -118,7 +118,7 @@ class Upstream:
         #: (an injected transport is a test's stand-in: no socket to check).
         self.listener_check: ListenerCheck | None = None
         if config.verify_listener and transport is None:
-            from .app.listener import ListenerCheck
+            from ..app.listener import ListenerCheck
 
             self.listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
         if verify_connection is None and self.listener_check is not None:
@@ -148,7 +148,7 @@ class Upstream:
         no proxies from the environment, no redirects; its failures arrive as the bridge's
         ``TransportError`` subclasses. Built (and httpx imported) on first use."""
         if self._client is None:
-            from .transport.httpx_adapter import auth_client
+            from ..transport.httpx_adapter import auth_client
 
             inner = self._injected if hasattr(self._injected, "handle_async_request") else None
             self._client = auth_client(inner, timeout_seconds=self._config.token_timeout_seconds)

@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .core.config import BridgeConfig
-from .core.errors import (
+from ..core.config import BridgeConfig
+from ..core.errors import (
     AppUnreachableError,
     AuthRejectedError,
     BadUpstreamResponseError,
@@ -28,8 +28,8 @@ from .core.errors import (
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from .core.jsonrpc import Request, encode_message, loads_strict
-from .transport.base import (
+from ..core.jsonrpc import Request, encode_message, loads_strict
+from ..transport.base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
@@ -43,7 +43,7 @@ from .transport.base import (
 )
 
 if TYPE_CHECKING:
-    from .app.tokens import TokenContext
+    from ..app.tokens import TokenContext
     from .upstream import _Sent
 
 __all__ = ["TRANSPORT_ERRORS", "map_transport_errors", "StatusCheck", "MAX_ERROR_BODY_BYTES"]

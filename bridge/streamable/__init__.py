@@ -1,0 +1,1 @@
+"""MCP Streamable HTTP over one transport: requests and replies, the GET stream, the MCP session."""
