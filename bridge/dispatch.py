@@ -53,7 +53,7 @@ from .core.jsonrpc import (
     loads_strict,
 )
 from .core.ledger import Ledger, Outcome, Pending, Slot
-from .outbox import Outbox
+from .stdio.outbox import Outbox
 from .taskset import TaskSet
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]

@@ -18,7 +18,7 @@ import pytest
 from conftest import process_alive
 from test_process import BRIDGE_EXE_VAR, handshake, start_bridge, wait_until
 
-from bridge.stdio import is_onefile_child
+from bridge.stdio.fds import is_onefile_child
 
 SPEC = Path(__file__).resolve().parent.parent / "build" / "mcp-app-bridge.spec"
 

@@ -1,4 +1,4 @@
-"""The one stdout writer (bridge/outbox.py): order across its fast path and its queue, a
+"""The one stdout writer (bridge/stdio/outbox.py): order across its fast path and its queue, a
 closed stdout, and a client that reads slowly."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bridge.outbox import Outbox
+from bridge.stdio.outbox import Outbox
 
 pytestmark = pytest.mark.anyio
 

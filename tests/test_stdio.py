@@ -1,4 +1,4 @@
-"""The stdio ends (``bridge/stdio.py``) on real descriptors: pipes, socket pairs, regular files,
+"""The stdio ends (``bridge/stdio/fds.py``) on real descriptors: pipes, socket pairs, regular files,
 ``/dev/null`` and terminals (pseudo-terminals), no mocks.
 
 What a client notices: every byte it writes reaches the bridge, whole and in order, however it
@@ -34,7 +34,7 @@ from helpers import URL, event, request_line, sse
 
 from bridge.core.config import BridgeConfig
 from bridge.session import Bridge
-from bridge.stdio import DEFAULT_READ_BYTES, MAX_READ_BYTES, WIRE_PIPE_BYTES, FdReader, FdWriter, _grow_pipe
+from bridge.stdio.fds import DEFAULT_READ_BYTES, MAX_READ_BYTES, WIRE_PIPE_BYTES, FdReader, FdWriter, _grow_pipe
 
 pytestmark = [
     pytest.mark.anyio,

@@ -296,7 +296,7 @@ def claim_stdio() -> tuple[int, int]:
             pipes, e.g. by a double click). Nothing was changed in that case.
     """
     if sys.platform == "win32":
-        from .system.winapi import adopt_std_handles
+        from ..system.winapi import adopt_std_handles
 
         adopt_std_handles()
     os.fstat(0)
@@ -361,7 +361,7 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
     if sys.platform == "win32":  # pragma: no cover - Windows only
         import ctypes
 
-        from .system.winapi import parent_waiter
+        from ..system.winapi import parent_waiter
 
         watch = parent_waiter(ctypes.windll.kernel32, parent, on_parent_gone)
         if watch is None:

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import anyio
 
-from .stdio import ByteSink
+from .fds import ByteSink
 
 __all__ = ["Outbox", "ImmediateSink", "OUTPUT_QUEUE_LINES"]
 
