@@ -28,7 +28,7 @@ def __getattr__(name: str) -> object:
     # The I/O side imports anyio and httpx; load it only when asked for, so importing the
     # package (or running `--help`) stays fast.
     if name in ("Bridge", "run_stdio"):
-        from . import session
+        from .serve import loop as session
 
         return getattr(session, name)
     if name == "mcp_stdio_option":

@@ -29,11 +29,11 @@ import anyio.abc
 
 from .core.config import BridgeConfig, in_sentence
 from .app.discovery import DiscoveryError, pid_is_alive
-from .driver import Driver
+from .serve.driver import Driver
 from .core.errors import UpstreamError
 from .core.jsonrpc import Request, encode_message
 from .app.launcher import tcp_probe
-from .parts import build_driver
+from .serve.parts import build_driver
 
 __all__ = ["run_check", "FIXES"]
 

@@ -224,7 +224,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     config = _build_config(options)
     setup_logging(options["log_level"], options["log_file"])
 
-    from .session import run_stdio  # imported late: `--help` and bad options stay fast
+    from .serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
     sys.exit(run_stdio(config))
 
@@ -340,7 +340,7 @@ def mcp_stdio_option(
                 return command(*args, **params)
             setup_logging(log_level, log_file)
             config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
-            from .session import run_stdio
+            from .serve.loop import run_stdio
 
             click.get_current_context().exit(run_stdio(config))
 

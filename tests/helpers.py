@@ -12,7 +12,7 @@ import httpx
 import respx
 
 from bridge.core.config import BridgeConfig
-from bridge.session import Bridge
+from bridge.serve.loop import Bridge
 
 URL = "http://127.0.0.1:8765/mcp"
 TOKEN = "tok-PLACEHOLDER-0123456789"

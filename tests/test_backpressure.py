@@ -18,7 +18,7 @@ from bridge.core.admission import MAX_HELD_BYTES, REQUEST_BOOKKEEPING_BYTES, Adm
 from bridge.core.config import BridgeConfig
 from bridge.core.errors import ShuttingDownError
 from bridge.core.ledger import Ledger
-from bridge.session import Bridge
+from bridge.serve.loop import Bridge
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ import pytest
 from helpers import TOKEN, URL, init, json_response
 
 from bridge.core.config import BridgeConfig
-from bridge.driver import Driver
+from bridge.serve.driver import Driver
 from bridge.core.jsonrpc import Request, classify
-from bridge.parts import build_parts
+from bridge.serve.parts import build_parts
 from bridge.app.tokens import FixedTokenSource, token_source_for
 
 pytestmark = pytest.mark.anyio

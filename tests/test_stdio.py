@@ -33,7 +33,7 @@ import respx
 from helpers import URL, event, request_line, sse
 
 from bridge.core.config import BridgeConfig
-from bridge.session import Bridge
+from bridge.serve.loop import Bridge
 from bridge.stdio.fds import DEFAULT_READ_BYTES, MAX_READ_BYTES, WIRE_PIPE_BYTES, FdReader, FdWriter, _grow_pipe
 
 pytestmark = [

@@ -29,7 +29,7 @@ from bridge.core.config import BridgeConfig
 from bridge.app.discovery import Endpoint
 from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
-from bridge.session import Bridge
+from bridge.serve.loop import Bridge
 from bridge.app.tokens import TokenContext
 from bridge.streamable.upstream import Upstream
 

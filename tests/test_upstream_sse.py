@@ -26,7 +26,7 @@ import pytest
 from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 
 from bridge.core.config import BridgeConfig
-from bridge.session import Bridge
+from bridge.serve.loop import Bridge
 
 pytestmark = pytest.mark.anyio
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import anyio
 
-from .core.admission import Admission
-from .core.config import BridgeConfig
+from ..core.admission import Admission
+from ..core.config import BridgeConfig
 from .driver import Driver
-from .core.errors import (
+from ..core.errors import (
     BridgeError,
     BridgeInternalError,
     InboundError,
@@ -40,7 +40,7 @@ from .core.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from .core.jsonrpc import (
+from ..core.jsonrpc import (
     Batch,
     Message,
     Notification,
@@ -52,8 +52,8 @@ from .core.jsonrpc import (
     is_valid_id,
     loads_strict,
 )
-from .core.ledger import Ledger, Outcome, Pending, Slot
-from .stdio.outbox import Outbox
+from ..core.ledger import Ledger, Outcome, Pending, Slot
+from ..stdio.outbox import Outbox
 from .taskset import TaskSet
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]

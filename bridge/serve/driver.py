@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .core.config import DEFAULT_APP_NAME
-from .app.discovery import Endpoint
-from .core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from .core.errors import SessionLostError, UpstreamError
-from .core.jsonrpc import Request, encode_message
-from .app.launcher import Launcher
-from .core.policy import (
+from ..core.config import DEFAULT_APP_NAME
+from ..app.discovery import Endpoint
+from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
+from ..core.errors import SessionLostError, UpstreamError
+from ..core.jsonrpc import Request, encode_message
+from ..app.launcher import Launcher
+from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
     EnsureRunning,
@@ -46,11 +46,11 @@ from .core.policy import (
     Send,
     forward_flow,
 )
-from .app.tokenstore import TokenStore
-from .streamable.upstream import Emit, Upstream
+from ..app.tokenstore import TokenStore
+from ..streamable.upstream import Emit, Upstream
 
 if TYPE_CHECKING:
-    from .app.listener import ListenerCheck
+    from ..app.listener import ListenerCheck
 
 __all__ = ["Driver"]
 
