@@ -280,7 +280,7 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     app_name = parsed.params["app_name"]
     if name is None and app_name is None:
         raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
-    from .bundle import BundleError, bundle_manifest, write_bundle
+    from .clients.bundle import BundleError, bundle_manifest, write_bundle
 
     if platform is None:
         platform = "win32" if executable.suffix.lower() == ".exe" else ("linux" if sys.platform.startswith("linux") else sys.platform)

@@ -24,7 +24,7 @@ from conftest import isolated_env, launch_app_server
 from test_process import BRIDGE_EXE_VAR, INITIALIZED, initialize
 
 from bridge import __version__
-from bridge.bundle import MANIFEST_VERSION, read_manifest
+from bridge.clients.bundle import MANIFEST_VERSION, read_manifest
 from bridge.cli import main
 
 BUNDLE_DIR_VAR = "MCP_APP_BRIDGE_BUNDLE_DIR"

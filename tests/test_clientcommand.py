@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import main
-from bridge.clientcommand import bridge_command, isolate_python, resolve_command
+from bridge.clients.command import bridge_command, isolate_python, resolve_command
 
 URL = "http://127.0.0.1:8765/mcp"
 TOKEN = "tok-SECRET-0123456789abcdef"

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import AppServer, make_secret_file
 
 from bridge.cli import main
-from bridge.clientconfig import (
+from bridge.clients.catalog import (
     CLIENT_INFO,
     CLIENTS,
     ClientConfigError,
@@ -50,7 +50,7 @@ def golden(client: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_each_clients_entry_matches_its_golden_file_and_cites_its_docs(client: str) -> None:
-    from bridge.clientfiles import render_document
+    from bridge.clients.files import render_document
 
     url, body = golden(client)
     assert url == CLIENT_INFO[client].doc_url
@@ -416,7 +416,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
         "import sys, bridge, bridge.cli\n"
         "loaded = [m for m in ('tomlkit', 'bridge.clientconfig', 'bridge.clientfiles', 'bridge.jsonc') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
-        "assert 'claude-desktop' in bridge.clientconfig.CLIENTS\n"
+        "assert 'claude-desktop' in bridge.clients.catalog.CLIENTS\n"
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -425,7 +425,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
 @pytest.mark.posix_only("HOME decides the path on POSIX only")
 def test_the_readmes_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("  import bridge.clientconfig as cc")
+    start = readme.index("  import bridge.clients.catalog as cc")
     snippet = "\n".join(line[2:] for line in readme[start : readme.index("```", start)].splitlines())
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA")}
     env["HOME"] = str(tmp_path)

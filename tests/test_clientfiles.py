@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import main
-from bridge.clientconfig import CLIENT_INFO, CLIENTS, ClientConfigError, ServerEntry, install_entry, uninstall_entry
-from bridge.clientfiles import REDACTED
+from bridge.clients.catalog import CLIENT_INFO, CLIENTS, ClientConfigError, ServerEntry, install_entry, uninstall_entry
+from bridge.clients.files import REDACTED
 
 SECRET = "tok-SECRET-0123456789abcdef"
 ENTRY = ServerEntry(command="/opt/My App/app", args=("--mcp-stdio",), env={"MYAPP_TOKEN": SECRET})

@@ -56,7 +56,7 @@ class ClientConfigError(ValueError):
 def __getattr__(name: str) -> object:
     # The command helpers live in bridge.clientcommand; reachable here too, as before.
     if name in ("bridge_command", "isolate_python", "resolve_command", "command_warnings"):
-        from . import clientcommand
+        from . import command as clientcommand
 
         return getattr(clientcommand, name)
     raise AttributeError(f"module 'bridge.clientconfig' has no attribute {name!r}")
@@ -329,7 +329,7 @@ def install_entry(
         ClientConfigError: the file cannot be used or already has ``name`` (without
             ``force``); the file is left byte for byte unchanged.
     """
-    from . import clientfiles
+    from . import files as clientfiles
 
     check_name(client, name)
     return clientfiles.install(Path(path), client, name, entry_object(client, entry), force=force, warn=warn)
@@ -344,7 +344,7 @@ def uninstall_entry(path: Path | str, name: str, client: str | None = None) -> N
         ClientConfigError: no such file or entry, or a file that cannot be used (left
             unchanged).
     """
-    from . import clientfiles
+    from . import files as clientfiles
 
     clientfiles.uninstall(Path(path), client, name)
 

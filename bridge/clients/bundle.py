@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
+from .._version import __version__
 
 __all__ = ["MANIFEST_VERSION", "PLATFORMS", "BundleError", "bundle_manifest", "entry_point", "read_manifest", "write_bundle"]
 

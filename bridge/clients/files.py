@@ -19,7 +19,7 @@ from typing import Any
 
 from . import jsonc
 from .atomicfile import replace_bytes, write_private
-from .clientconfig import CLIENT_INFO, ClientConfigError, read_servers
+from .catalog import CLIENT_INFO, ClientConfigError, read_servers
 
 __all__ = ["install", "uninstall", "render_document", "REDACTED"]
 

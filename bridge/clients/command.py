@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from .clientconfig import ClientConfigError
+from .catalog import ClientConfigError
 
 __all__ = ["bridge_command", "isolate_python", "resolve_command", "command_warnings"]
 

@@ -1,0 +1,32 @@
+"""Getting an AI client to start the bridge (public): each client's configuration file and
+format, and the entry that starts the bridge. Loaded only by the ``config`` commands."""
+
+from .catalog import (
+    CLIENT_INFO,
+    CLIENTS,
+    ClientConfigError,
+    ClientInfo,
+    ServerEntry,
+    config_path,
+    entry_document,
+    entry_object,
+    install_entry,
+    read_servers,
+    split_secrets,
+    uninstall_entry,
+)
+
+__all__ = [
+    "CLIENTS",
+    "CLIENT_INFO",
+    "ClientConfigError",
+    "ClientInfo",
+    "ServerEntry",
+    "config_path",
+    "entry_document",
+    "entry_object",
+    "install_entry",
+    "read_servers",
+    "split_secrets",
+    "uninstall_entry",
+]
