@@ -1,4 +1,4 @@
-"""The server half for Python apps (``bridge/appserver.py``, issue 14 item 5).
+"""The server half for Python apps (``bridge/appserver/server.py``, issue 14 item 5).
 
 In process: the token middleware and the auth route as ASGI (through httpx's ASGI
 transport, and the bridge's own auth-route client against it), and the credential files.
@@ -29,7 +29,7 @@ import test_process
 from conftest import REPO_ROOT, isolated_env, process_alive
 from test_process import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
 
-from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
+from bridge.appserver.server import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
 
 TOKEN = "tok-Aa0_appserver-test-token"
@@ -374,7 +374,7 @@ WAITING_APP = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from bridge.appserver import serve_app
+    from bridge.appserver.server import serve_app
 
     GO = Path(sys.argv[1])
 

@@ -45,14 +45,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .appauth import (
+from .auth import (
     AUTH_PATH,
     ASGIApp,
     TokenAuthMiddleware,
     UnsafeFileError,
     load_or_create_secret,
 )
-from .app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+from ..app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
 
 if TYPE_CHECKING:
     import uvicorn

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from .system.privatefile import UnsafeFileError, check_folders, credential_text, read_private_file
+from ..system.privatefile import UnsafeFileError, check_folders, credential_text, read_private_file
 
 __all__ = ["AUTH_PATH", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret"]
 
