@@ -32,7 +32,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(session, name)
     if name == "mcp_stdio_option":
-        from . import cli
+        from .cli import commands as cli
 
         return cli.mcp_stdio_option
     if name in ("write_discovery_file", "remove_discovery_file", "default_discovery_path"):

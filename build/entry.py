@@ -1,6 +1,6 @@
 """PyInstaller entry point of the frozen executable: the same as ``python -m bridge``."""
 
-from bridge.cli import main
+from bridge.cli.commands import main
 
 if __name__ == "__main__":
     main()

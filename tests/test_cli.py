@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge import __version__
-from bridge.cli import main
+from bridge.cli.commands import main
 
 TOKEN = "tok-PLACEHOLDER-0123456789"
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 from click.testing import CliRunner
 
-from bridge.cli import main
+from bridge.cli.commands import main
 from bridge.clients.command import bridge_command, isolate_python, resolve_command
 
 URL = "http://127.0.0.1:8765/mcp"

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import AppServer, make_secret_file
 
-from bridge.cli import main
+from bridge.cli.commands import main
 from bridge.clients.catalog import (
     CLIENT_INFO,
     CLIENTS,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bridge.cli import main
+from bridge.cli.commands import main
 from bridge.clients.catalog import CLIENT_INFO, CLIENTS, ClientConfigError, ServerEntry, install_entry, uninstall_entry
 from bridge.clients.files import REDACTED
 

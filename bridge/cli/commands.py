@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ._version import __version__
-from .core.config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from .._version import __version__
+from ..core.config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
 
 __all__ = ["main", "mcp_stdio_option", "setup_logging"]
 
@@ -36,7 +36,7 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
     Records are written by a daemon thread (:class:`~bridge.logsink.ThreadedHandler`), so
     the event loop never waits on a stderr the client does not read.
     """
-    from .system.logsink import ThreadedHandler, open_log_file
+    from ..system.logsink import ThreadedHandler, open_log_file
 
     handler: logging.Handler
     if log_file is not None:
@@ -71,7 +71,7 @@ def _token_source(
         raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
     if (auth_url is None) != (secret_file is None):
         raise click.UsageError("--auth-url and --secret-file go together")
-    from .app import tokens  # the I/O side: imported only once the options are known to be good
+    from ..app import tokens  # the I/O side: imported only once the options are known to be good
 
     if token_env is not None:
         if not os.environ.get(token_env, "").strip():
@@ -100,7 +100,7 @@ def _token_source(
 def _refuse_open_file(path: Path, option: str) -> None:
     """A secret file that exists must pass OpenSSH's rules (``bridge/privatefile.py``); it
     may appear later: the app can create it when it starts."""
-    from .system.privatefile import UnsafeFileError, read_private_file
+    from ..system.privatefile import UnsafeFileError, read_private_file
 
     try:
         read_private_file(path, option.lstrip("-").replace("-", " "))
@@ -152,7 +152,7 @@ def _build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridg
     if url is None and discovery_file is None and app_name is None:
         raise click.UsageError("give the app's endpoint: --url URL, --discovery-file PATH or --app-name NAME")
     if discovery_file is None and url is None and app_name is not None:
-        from .app.discovery import default_discovery_path
+        from ..app.discovery import default_discovery_path
 
         discovery_file = default_discovery_path(app_name)
     source = _token_source(
@@ -168,7 +168,7 @@ def _build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridg
         raise click.UsageError("give at most one token source")
     launch_command = None
     if options["launch"] is not None:
-        from .app.tokens import split_command
+        from ..app.tokens import split_command
 
         try:
             launch_command = tuple(split_command(options["launch"]))
@@ -224,7 +224,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     config = _build_config(options)
     setup_logging(options["log_level"], options["log_file"])
 
-    from .serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
+    from ..serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
     sys.exit(run_stdio(config))
 
@@ -280,7 +280,7 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     app_name = parsed.params["app_name"]
     if name is None and app_name is None:
         raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
-    from .clients.bundle import BundleError, bundle_manifest, write_bundle
+    from ..clients.bundle import BundleError, bundle_manifest, write_bundle
 
     if platform is None:
         platform = "win32" if executable.suffix.lower() == ".exe" else ("linux" if sys.platform.startswith("linux") else sys.platform)
@@ -299,7 +299,7 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     click.echo(f"wrote {out} (mcp-app-bridge {manifest['version']}, {platform})")
 
 
-from .configcli import config  # noqa: E402 (click only: the config-file code loads when a config command runs)
+from .config import config  # noqa: E402 (click only: the config-file code loads when a config command runs)
 
 main.add_command(config)
 
@@ -340,7 +340,7 @@ def mcp_stdio_option(
                 return command(*args, **params)
             setup_logging(log_level, log_file)
             config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
-            from .serve.loop import run_stdio
+            from ..serve.loop import run_stdio
 
             click.get_current_context().exit(run_stdio(config))
 

@@ -85,9 +85,9 @@ def _token_variables(args: list[str]) -> list[str]:
 def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool, link: bool = False) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would. For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not."""
-    from .cli import _build_config, main
-    from .clients.command import bridge_command, command_warnings, isolate_python, resolve_command
-    from .clients.catalog import ClientConfigError, ServerEntry, split_secrets
+    from .commands import _build_config, main
+    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+    from ..clients.catalog import ClientConfigError, ServerEntry, split_secrets
 
     args = list(bridge_args)
     if command_path is None:
@@ -135,8 +135,8 @@ def config_print(
     client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], show_secrets: bool
 ) -> None:
     """Print the client's configuration document holding just this entry (JSON, or TOML for Codex)."""
-    from .clients.catalog import ClientConfigError, entry_document
-    from .clients.files import render_document
+    from ..clients.catalog import ClientConfigError, entry_document
+    from ..clients.files import render_document
 
     entry = _entry(command_path, bridge_args, reveal=show_secrets)
     try:
@@ -157,7 +157,7 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from .clients.catalog import CLIENT_INFO, ClientConfigError, config_path, install_entry
+    from ..clients.catalog import CLIENT_INFO, ClientConfigError, config_path, install_entry
 
     target = path or config_path(client)
     try:
@@ -180,7 +180,7 @@ def config_install(
 def config_remove(client: str, name: str, path: Path | None) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
-    from .clients.catalog import ClientConfigError, config_path, uninstall_entry
+    from ..clients.catalog import ClientConfigError, config_path, uninstall_entry
 
     target = path or config_path(client)
     try:
@@ -195,8 +195,8 @@ def config_remove(client: str, name: str, path: Path | None) -> None:
 def config_link(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...]) -> None:
     """Print the client's install URL for the entry. No secret value goes into it: VS Code
     asks for each --token-env value at install; Cursor's link leaves it out (with a warning)."""
-    from .clients.catalog import ClientConfigError
-    from .clients.links import LINK_CLIENTS, install_link
+    from ..clients.catalog import ClientConfigError
+    from ..clients.links import LINK_CLIENTS, install_link
 
     if client not in LINK_CLIENTS:
         raise click.BadParameter(
@@ -216,6 +216,6 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
 @_client_option()
 def config_path_command(client: str) -> None:
     """Print where the client keeps its MCP configuration on this OS."""
-    from .clients.catalog import config_path
+    from ..clients.catalog import config_path
 
     click.echo(str(config_path(client)))
