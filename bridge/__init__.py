@@ -39,8 +39,4 @@ def __getattr__(name: str) -> object:
         from .app import discovery
 
         return getattr(discovery, name)
-    if name == "clientconfig":  # `bridge.clientconfig.install_entry(...)` after `import bridge`
-        import importlib
-
-        return importlib.import_module(".clientconfig", __name__)
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")

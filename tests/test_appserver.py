@@ -29,8 +29,8 @@ import test_process
 from conftest import REPO_ROOT, isolated_env, process_alive
 from test_process import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
 
-from bridge.appserver.server import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
+from bridge.appserver.server import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
 
 TOKEN = "tok-Aa0_appserver-test-token"
 SECRET = "sec-Zz9_appserver-test-secret"
@@ -257,7 +257,7 @@ def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None
     )
     assert done.returncode == 0, done.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
-    assert "bridge.session" in imported  # the list is real: the bridge's own loop is in it
+    assert "bridge.serve.loop" in imported  # the list is real: the bridge's own loop is in it
     assert not {name for name in imported if name.startswith("uvicorn") or name == "bridge.appserver"}
 
 

@@ -24,8 +24,8 @@ from conftest import isolated_env, launch_app_server
 from test_process import BRIDGE_EXE_VAR, INITIALIZED, initialize
 
 from bridge import __version__
-from bridge.clients.bundle import MANIFEST_VERSION, read_manifest
 from bridge.cli.commands import main
+from bridge.clients.bundle import MANIFEST_VERSION, read_manifest
 
 BUNDLE_DIR_VAR = "MCP_APP_BRIDGE_BUNDLE_DIR"
 SECRET = "tok-PLACEHOLDER-5f1e2d3c4b5a"

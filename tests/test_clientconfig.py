@@ -404,7 +404,8 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
 
 def test_the_cli_offers_exactly_the_clients_config_knows() -> None:
     """`--client` choices and the config writer's list never drift apart."""
-    from bridge import clientconfig, configcli
+    from bridge.cli import config as configcli
+    from bridge.clients import catalog as clientconfig
 
     assert configcli._CLIENTS == clientconfig.CLIENTS
 
@@ -414,9 +415,10 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     writers load only for a `config` command. `bridge.clientconfig` works after `import bridge`."""
     code = (
         "import sys, bridge, bridge.cli\n"
-        "loaded = [m for m in ('tomlkit', 'bridge.clientconfig', 'bridge.clientfiles', 'bridge.jsonc') if m in sys.modules]\n"
+        "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.catalog', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
-        "assert 'claude-desktop' in bridge.clients.catalog.CLIENTS\n"
+        "import bridge.clients\n"
+        "assert 'claude-desktop' in bridge.clients.CLIENTS\n"
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

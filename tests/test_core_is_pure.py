@@ -9,15 +9,15 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 CORE = [
-    "errors.py",
-    "framing.py",
-    "jsonrpc.py",
-    "config.py",
-    "policy.py",
-    "era.py",
-    "ledger.py",
-    "admission.py",
-    "sse.py",
+    "core/errors.py",
+    "core/framing.py",
+    "core/jsonrpc.py",
+    "core/config.py",
+    "core/policy.py",
+    "core/era.py",
+    "core/ledger.py",
+    "core/admission.py",
+    "core/sse.py",
     "transport/base.py",
     "transport/http1.py",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bridge
-from bridge import errors
+from bridge.core import errors
 from bridge.core.errors import (
     INTERNAL_ERROR,
     REASONS,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge import jsonc
+from bridge.clients import jsonc
 
 # -- generated JSONC documents ----------------------------------------------------------------
 

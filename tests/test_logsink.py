@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from bridge import logsink
+from bridge.system import logsink
 from bridge.system.logsink import ThreadedHandler
 
 

@@ -14,10 +14,10 @@ import httpx
 import pytest
 from helpers import init, running_bridge
 
-from bridge.clients.catalog import ClientConfigError, ServerEntry, install_entry
 from bridge.app.discovery import Endpoint, write_discovery_file
-from bridge.core.errors import AppLaunchFailedError
 from bridge.app.launcher import Launcher
+from bridge.clients.catalog import ClientConfigError, ServerEntry, install_entry
+from bridge.core.errors import AppLaunchFailedError
 
 pytestmark = pytest.mark.anyio
 

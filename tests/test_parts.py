@@ -9,11 +9,11 @@ import httpx
 import pytest
 from helpers import TOKEN, URL, init, json_response
 
-from bridge.core.config import BridgeConfig
-from bridge.serve.driver import Driver
-from bridge.core.jsonrpc import Request, classify
-from bridge.serve.parts import build_parts
 from bridge.app.tokens import FixedTokenSource, token_source_for
+from bridge.core.config import BridgeConfig
+from bridge.core.jsonrpc import Request, classify
+from bridge.serve.driver import Driver
+from bridge.serve.parts import build_parts
 
 pytestmark = pytest.mark.anyio
 

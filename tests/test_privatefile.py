@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bridge.app.discovery import DiscoveryError, read_discovery_file, write_discovery_file
-from bridge.system.logsink import open_log_file
-from bridge.system.privatefile import UnsafeFileError, read_private_file, write_private_file
 from bridge.app.tokens import TokenSourceError
 from bridge.app.tokens import read_private_file as read_token_file
+from bridge.system.logsink import open_log_file
+from bridge.system.privatefile import UnsafeFileError, read_private_file, write_private_file
 
 pytestmark = pytest.mark.posix_only("POSIX ownership and modes")
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to give a file to another uid")

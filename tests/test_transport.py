@@ -18,11 +18,11 @@ from bridge.core.errors import (
     StreamClosedError,
     UpstreamTimeoutError,
 )
+from bridge.streamable.upstream import TRANSPORT_ERRORS, map_transport_errors
 from bridge.transport import make_transport
 from bridge.transport.httpx_adapter import HTTPX_ERRORS, HttpxTransport, translate_httpx_errors
 from bridge.transport.memory import MemoryRequest, MemoryResponse, MemoryTransport
 from bridge.transport.pool import Http11Pool
-from bridge.streamable.upstream import TRANSPORT_ERRORS, map_transport_errors
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bridge"
 SECRET = "sk-live-0a1b2c3d4e5f"

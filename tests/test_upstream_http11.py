@@ -25,12 +25,12 @@ import pytest
 from helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
 from scripted_server import WAIT, Peer, Seen, closed_port, serve
 
-from bridge.core.config import BridgeConfig
 from bridge.app.discovery import Endpoint
+from bridge.app.tokens import TokenContext
+from bridge.core.config import BridgeConfig
 from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
 from bridge.serve.loop import Bridge
-from bridge.app.tokens import TokenContext
 from bridge.streamable.upstream import Upstream
 
 pytestmark = pytest.mark.anyio

@@ -421,5 +421,5 @@ async def test_an_http_sse_reply_does_not_import_httpx() -> None:
         imports = (await asyncio.wait_for(proc.stderr.read(), WAIT)).decode()
         await asyncio.wait_for(proc.wait(), WAIT)
     imported = {line.rpartition("|")[2].strip() for line in imports.splitlines() if line.startswith("import time:")}
-    assert "bridge.sse" in imported and "bridge.transport.pool" in imported  # -X importtime worked
+    assert "bridge.core.sse" in imported and "bridge.transport.pool" in imported  # -X importtime worked
     assert not {name for name in imported if name.split(".")[0] in ("httpx", "httpcore", "httpx_sse")}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bridge import winapi
+from bridge.system import winapi
 
 INVALID = 2**64 - 1  # INVALID_HANDLE_VALUE as a 64-bit c_void_p
 

@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 import anyio
 
 from ..core.config import in_sentence
-from .discovery import DiscoveryError, Endpoint, pid_is_alive
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..system.logsink import open_log_file
+from .discovery import DiscoveryError, Endpoint, pid_is_alive
 
 if TYPE_CHECKING:
     import filelock

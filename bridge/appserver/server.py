@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
 from .auth import (
     AUTH_PATH,
     ASGIApp,
@@ -52,7 +53,6 @@ from .auth import (
     UnsafeFileError,
     load_or_create_secret,
 )
-from ..app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
 
 if TYPE_CHECKING:
     import uvicorn

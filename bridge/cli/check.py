@@ -27,12 +27,12 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..core.config import BridgeConfig, in_sentence
 from ..app.discovery import DiscoveryError, pid_is_alive
-from ..serve.driver import Driver
+from ..app.launcher import tcp_probe
+from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import UpstreamError
 from ..core.jsonrpc import Request, encode_message
-from ..app.launcher import tcp_probe
+from ..serve.driver import Driver
 from ..serve.parts import build_driver
 
 __all__ = ["run_check", "FIXES"]

@@ -85,9 +85,9 @@ def _token_variables(args: list[str]) -> list[str]:
 def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool, link: bool = False) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would. For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not."""
-    from .commands import _build_config, main
-    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
     from ..clients.catalog import ClientConfigError, ServerEntry, split_secrets
+    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+    from .commands import _build_config, main
 
     args = list(bridge_args)
     if command_path is None:

@@ -31,7 +31,6 @@ import anyio
 
 from ..core.admission import Admission
 from ..core.config import BridgeConfig
-from .driver import Driver
 from ..core.errors import (
     BridgeError,
     BridgeInternalError,
@@ -54,6 +53,7 @@ from ..core.jsonrpc import (
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
+from .driver import Driver
 from .taskset import TaskSet
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.config import DEFAULT_APP_NAME
 from ..app.discovery import Endpoint
+from ..app.launcher import Launcher
+from ..app.tokenstore import TokenStore
+from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from ..core.errors import SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
-from ..app.launcher import Launcher
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -46,7 +47,6 @@ from ..core.policy import (
     Send,
     forward_flow,
 )
-from ..app.tokenstore import TokenStore
 from ..streamable.upstream import Emit, Upstream
 
 if TYPE_CHECKING:

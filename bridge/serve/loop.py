@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..core.config import BridgeConfig
-from .dispatch import Dispatcher
-from .driver import Driver
 from ..core.errors import LineTooLongError
 from ..core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from ..core.jsonrpc import error_line, read_id_from_head
-from ..stdio.outbox import Outbox
-from .parts import build_driver
 from ..stdio.fds import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
+from ..stdio.outbox import Outbox
+from .dispatch import Dispatcher
+from .driver import Driver
+from .parts import build_driver
 from .taskset import TaskSet
 
 if TYPE_CHECKING:

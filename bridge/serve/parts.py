@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.config import BridgeConfig
 from ..app.discovery import Endpoint
-from .driver import Driver
 from ..app.launcher import Launcher, default_lock_path
 from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
+from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
+from .driver import Driver
 
 if TYPE_CHECKING:
     import httpx

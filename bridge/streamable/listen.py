@@ -20,8 +20,8 @@ import anyio
 
 from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
-from .replies import _SSE, DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit, _media_type, _StreamState
 from .failures import map_transport_errors
+from .replies import _SSE, DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit, _media_type, _StreamState
 
 if TYPE_CHECKING:
     from .upstream import Upstream

@@ -40,17 +40,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._version import __version__
-from ..core.config import BridgeConfig
 from ..app.discovery import DiscoveryError, Endpoint
+from ..app.tokens import TokenContext
+from ..app.tokenstore import TokenStore
+from ..core.config import BridgeConfig
 from ..core.errors import AppUnreachableError, BadUpstreamResponseError, HTTPStatusError
-from ..transport.byscheme import AppTransport
 from ..core.jsonrpc import Request
+from ..transport.byscheme import AppTransport
+from .failures import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 from .listen import listen
 from .mcpsession import McpSession
 from .replies import _JSON, _SSE, MAX_RESUME_ATTEMPTS, Emit, ReplyReader, _media_type, _StreamState
-from ..app.tokens import TokenContext
-from ..app.tokenstore import TokenStore
-from .failures import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 
 if TYPE_CHECKING:
     import httpx
