@@ -172,10 +172,8 @@ def anyio_backend() -> str:
 _SERVE_ONE_HTTP_EXCHANGE = r"""
 import asyncio, sys
 from bridge.core.config import BridgeConfig
-from bridge.app.discovery import Endpoint
 from bridge.core.jsonrpc import Request
-from bridge.app.tokenstore import TokenStore
-from bridge.streamable.upstream import Upstream
+from bridge.serve.parts import build_parts
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
@@ -188,7 +186,7 @@ async def main():
         await writer.drain()
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     url = "http://127.0.0.1:%d/mcp" % server.sockets[0].getsockname()[1]
-    upstream = Upstream(BridgeConfig(url=url), endpoint=Endpoint(url=url), tokens=TokenStore(None, timeout_seconds=1, app_name="x"))
+    upstream = build_parts(BridgeConfig(url=url)).upstream
     async def emit(line):
         pass
     line = await upstream.send_request(Request(1, "ping", None, REQUEST), emit)

@@ -32,6 +32,8 @@ from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
 from bridge.serve.loop import Bridge
 from bridge.streamable.upstream import Upstream
+from bridge.transport import AuthClient
+from bridge.transport.byscheme import ByScheme
 
 pytestmark = pytest.mark.anyio
 
@@ -956,7 +958,17 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
     is sent, without quoting the value."""
     async with serve(App()) as server:
         config = BridgeConfig(url=server.url())
-        upstream = Upstream(config, endpoint=Endpoint(url=server.url()), tokens=_FixedStore(INJECTED))  # type: ignore[arg-type]
+        transport = ByScheme(
+            config.url, max_connections=4, connect_timeout_seconds=5, pool_timeout_seconds=5, write_timeout_seconds=5
+        )
+        upstream = Upstream(
+            config,
+            endpoint=Endpoint(url=server.url()),
+            tokens=_FixedStore(INJECTED),  # type: ignore[arg-type]
+            transport=transport,
+            listener_check=None,
+            auth_client=AuthClient(timeout_seconds=1),
+        )
         request = Request(1, "ping", None, request_line(1, "ping")[:-1])
         emitted: list[bytes] = []
 

@@ -6,13 +6,19 @@ only this module decides which concrete ones a run gets. A test, a library app o
 
 The parts, and who uses whom (DESIGN.md §6, ARCHITECTURE §5):
 
-- :class:`~bridge.discovery.Endpoint`: where the app listens (``--url`` or its discovery file);
-- :class:`~bridge.tokenstore.TokenStore`: the bearer token, from :func:`~bridge.tokens.token_source_for`;
-- :class:`~bridge.upstream.Upstream`: the HTTP exchange and the MCP session (over the endpoint
-  and the token store);
-- :class:`~bridge.launcher.Launcher`: ``ensure_running``, single-flight across bridges
+- :class:`~bridge.app.discovery.Endpoint`: where the app listens (``--url`` or its discovery file);
+- :class:`~bridge.app.tokenstore.TokenStore`: the bearer token, from
+  :func:`~bridge.app.tokens.token_source_for`;
+- :class:`~bridge.app.listener.ListenerCheck`: who listens on the app's port (when on);
+- :class:`~bridge.transport.byscheme.ByScheme`: the transport to the app, chosen by URL
+  scheme, which runs the listener check on every new connection;
+- :class:`~bridge.transport.AuthClient`: the httpx client for the app's auth route, built on
+  first use;
+- :class:`~bridge.streamable.upstream.Upstream`: the MCP requests and the MCP session (over
+  the endpoint, the token store and the three above);
+- :class:`~bridge.app.launcher.Launcher`: ``ensure_running``, single-flight across bridges
   (over the endpoint);
-- :class:`~bridge.driver.Driver`, built by :func:`build_driver`: performs the recovery
+- :class:`~bridge.serve.driver.Driver`, built by :func:`build_driver`: performs the recovery
   policy's actions with the four.
 """
 
@@ -28,6 +34,8 @@ from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
+from ..transport import AuthClient
+from ..transport.byscheme import ByScheme
 from .driver import Driver
 
 if TYPE_CHECKING:
@@ -67,7 +75,30 @@ def build_parts(
     endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
     source = token_source_for(config, endpoint)
     tokens = TokenStore(source, timeout_seconds=config.token_timeout_seconds, app_name=config.app_name)
-    upstream = Upstream(config, endpoint=endpoint, tokens=tokens, transport=http_transport)
+    # The listener check, once per new `http://` connection and before a token source sends
+    # a secret; an injected transport is a test's stand-in, with no socket to check.
+    listener_check = None
+    if config.verify_listener and http_transport is None:
+        from ..app.listener import ListenerCheck
+
+        listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
+    transport = ByScheme(
+        config.url,
+        max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
+        connect_timeout_seconds=config.connect_timeout_seconds,
+        pool_timeout_seconds=config.request_timeout_seconds,
+        write_timeout_seconds=config.request_timeout_seconds,
+        injected=http_transport,
+        verify_connection=listener_check.verify_socket if listener_check is not None else None,
+    )
+    upstream = Upstream(
+        config,
+        endpoint=endpoint,
+        tokens=tokens,
+        transport=transport,
+        listener_check=listener_check,
+        auth_client=AuthClient(http_transport, timeout_seconds=config.token_timeout_seconds),
+    )
     configured = config.launch_command is not None or config.ensure_running is not None
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
     launcher = Launcher(

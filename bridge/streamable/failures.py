@@ -1,13 +1,10 @@
 """What the app's failures become: the one ``TransportError`` table, and HTTP error statuses.
 
-Split out of ``upstream.py`` (issue 11), which re-exports :data:`TRANSPORT_ERRORS` and
-:func:`map_transport_errors`: every part of the exchange with the app (``upstream.py``'s
-POSTs, ``replies.py``'s SSE resume loop, ``listen.py``'s GET stream) maps transport
-exceptions with the table, so it sits below all three and no import runs in a cycle. It is
-still the only place that turns a ``TransportError`` into a ``BridgeError`` (ARCHITECTURE
-§5: one dict). :class:`StatusCheck` reads a non-2xx reply: the statuses the recovery policy
-acts on (401, a lost session), the app's own JSON-RPC error, else ``HTTPStatusError``;
-``Upstream`` binds its methods once (they run only on a non-2xx reply).
+Every part of the exchange with the app (``upstream.py``'s POSTs, ``replies.py``'s SSE
+resume loop, ``listen.py``'s GET stream) maps transport exceptions with the one table
+(:data:`TRANSPORT_ERRORS`), the only place that turns a ``TransportError`` into a
+``BridgeError``. :class:`StatusCheck` reads a non-2xx reply: the statuses the recovery
+policy acts on (401, a lost session), the app's own JSON-RPC error, else ``HTTPStatusError``.
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from ..transport.base import (
 
 if TYPE_CHECKING:
     from ..app.tokens import TokenContext
-    from .upstream import _Sent
+    from .headers import Sent
 
 __all__ = ["TRANSPORT_ERRORS", "map_transport_errors", "StatusCheck", "MAX_ERROR_BODY_BYTES"]
 
@@ -104,7 +101,7 @@ class StatusCheck:
         self._read_body = read_body
         self.token_context = token_context
 
-    async def check_status(self, response: Response, sent: _Sent) -> bytes:
+    async def check_status(self, response: Response, sent: Sent) -> bytes:
         """Raise for the statuses the recovery policy acts on; else return the (capped) body.
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
@@ -131,7 +128,7 @@ class StatusCheck:
             )
         return raw
 
-    async def error_status(self, request: Request, response: Response, sent: _Sent) -> bytes:
+    async def error_status(self, request: Request, response: Response, sent: Sent) -> bytes:
         status = response.status_code
         raw = await self.check_status(response, sent)
         error = _jsonrpc_error_in(raw)

@@ -1,9 +1,8 @@
 """The optional GET stream: server-initiated messages, relayed until the session ends.
 
-Split out of ``upstream.py`` (issue 11): the stream's reconnect loop and its backoff. It
-uses ``Upstream``'s own request machinery (headers, the exchange, the error table, the SSE
-relay), so it is a function of an ``Upstream``, which ``Upstream.listen`` calls (once per
-session). Its log records keep the ``bridge.upstream`` logger's name, as before the split.
+The stream's reconnect loop and its backoff. It works through a :class:`GetStream`
+(``Upstream`` is one): the GET itself, the SSE relay and the session's id, so this module
+never imports ``upstream.py``. Its log records use the ``bridge.upstream`` logger's name.
 
 MCP 2025-03-26 … 2025-11-25, basic/transports "Listening for Messages from the Server": the
 client may GET the endpoint with ``Accept: text/event-stream``; 405 means the server offers
@@ -13,25 +12,51 @@ no such stream.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import anyio
 
 from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
+from ..transport.base import Response
 from .failures import map_transport_errors
-from .replies import _SSE, DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit, _media_type, _StreamState
+from .headers import SSE_MEDIA_TYPE, StreamState, media_type
+from .replies import DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit
 
-if TYPE_CHECKING:
-    from .upstream import Upstream
-
-__all__ = ["listen", "MAX_LISTEN_FAILURES"]
+__all__ = ["GetStream", "listen", "MAX_LISTEN_FAILURES"]
 
 log = logging.getLogger("bridge.upstream")
 
 
-async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
+class GetStream(Protocol):
+    """What :func:`listen` needs of the MCP connection (``Upstream`` provides it)."""
+
+    @property
+    def app_name(self) -> str:
+        """The app's name, for messages."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """The current MCP session's id: event ids belong to one session."""
+        ...
+
+    def open_get(self, state: StreamState) -> AbstractAsyncContextManager[Response]:
+        """GET the endpoint for the server's stream (``Last-Event-ID`` from ``state``), with
+        no read bound; the response is closed on exit. Raises ``TransportError`` or
+        ``UpstreamError``."""
+        ...
+
+    def relay_events(
+        self, response: Response, state: StreamState, relay: Callable[[bytes, dict[str, Any]], Awaitable[bool]]
+    ) -> Awaitable[Any]:
+        """Relay the stream's messages to ``relay`` until it ends (``ReplyReader.relay_events``)."""
+        ...
+
+
+async def listen(stream: GetStream, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
     """Relay the server's GET stream (server-initiated messages) until cancelled.
 
     Reconnects with ``Last-Event-ID`` after the server's ``retry`` delay (default 1 s,
@@ -40,10 +65,10 @@ async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] 
     Never raises for upstream failures: nothing about this stream goes to stdout.
     ``on_open`` is called once, when the first GET has its status (open or refused) or failed.
     """
-    state = _StreamState()
+    state = StreamState()
     failures = 0
     delay = DEFAULT_RETRY_SECONDS
-    session = upstream.session.id
+    session = stream.session_id
     delivered = False
 
     async def relay(line: bytes, message: dict[str, Any]) -> bool:
@@ -54,24 +79,23 @@ async def listen(upstream: Upstream, emit: Emit, *, on_open: Callable[[], None] 
 
     while True:
         delivered = False
-        if upstream.session.id != session:  # event ids belong to a session: a new one starts afresh
-            state, session = _StreamState(), upstream.session.id
+        if stream.session_id != session:  # event ids belong to a session: a new one starts afresh
+            state, session = StreamState(), stream.session_id
         try:
-            url, headers, _ = await upstream._prepare_get(state)
-            with map_transport_errors(upstream._app):
-                async with upstream._exchange("GET", url, headers, timeout=upstream._listen_timeout()) as response:
+            with map_transport_errors(stream.app_name):
+                async with stream.open_get(state) as response:
                     if on_open is not None:
                         on_open()
                         on_open = None
                     if response.status_code == 405:
                         log.debug("the app offers no GET stream (HTTP 405)")
                         return
-                    if response.status_code != 200 or _media_type(response) != _SSE:
+                    if response.status_code != 200 or media_type(response) != SSE_MEDIA_TYPE:
                         raise HTTPStatusError(
                             f"GET stream refused (HTTP {response.status_code})", response.status_code
                         )
                     log.debug("GET stream open")
-                    await upstream._relay_events(response, state, relay)
+                    await stream.relay_events(response, state, relay)
         except UpstreamError as exc:
             log.info("GET stream: %s", exc.message)
             if on_open is not None:

@@ -1,12 +1,10 @@
 """Reading the app's replies: JSON bodies, SSE streams, error bodies (MCP Streamable HTTP).
 
-Split out of ``upstream.py`` (issue 11) by noun: this module owns what the bridge does with
-the bytes of a reply once its HTTP response is open; ``upstream.py`` owns the requests, the
-headers, the MCP session and its rebuild gate. The SSE resume loop is here too: it is the
-reading of one reply that spans GETs; it opens them with ``Upstream``'s own ``_prepare_get``
-and ``_exchange`` (given to :class:`ReplyReader`) and maps each try's transport failures
-with the one table (``upstream_errors.py``, below this module and ``upstream.py``, so
-that no import runs in a cycle). Log records keep the ``bridge.upstream`` logger's name.
+This module owns what the bridge does with the bytes of a reply once its HTTP response is
+open; ``upstream.py`` owns the requests. The SSE resume loop is here too: it is the reading
+of one reply that spans GETs; it opens them with the ``prepare_get`` and ``exchange`` it is
+given and maps each try's transport failures with the one table (``failures.py``). Log
+records use the ``bridge.upstream`` logger's name.
 
 Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
@@ -14,12 +12,11 @@ Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP
   2.0 objects may go on to stdout;
 - a ``text/event-stream`` reply's events are relayed as they arrive until the response;
   comments, empty priming events and non-``message`` events are skipped, ``id``/``retry``
-  are kept (:class:`_StreamState`) for a resume by GET with ``Last-Event-ID``;
+  are kept (:class:`StreamState`) for a resume by GET with ``Last-Event-ID``;
 - bodies and events are capped while they arrive, and bounded in time.
 
-:class:`ReplyReader` holds what the reading needs (the configuration and the SSE end-wait
-state of one ``Upstream``); ``Upstream`` binds its methods once, at construction, so the
-per-request path calls them as it called its own methods: same arguments, no extra lookup.
+:class:`ReplyReader` holds what the reading needs: the configuration and the SSE end-wait
+state of one ``Upstream``.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -47,6 +43,7 @@ from ..core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, m
 from ..core.policy import MAX_RESUME_ATTEMPTS
 from ..transport.base import Response
 from .failures import map_transport_errors
+from .headers import SSE_MEDIA_TYPE, StreamState, media_type
 
 __all__ = [
     "ReplyReader",
@@ -76,18 +73,6 @@ MAX_LISTEN_DELAY_SECONDS = 30.0
 SSE_END_WAIT_SECONDS = 0.002
 SSE_END_SKIPS = 64
 
-_JSON = "application/json"
-_SSE = "text/event-stream"
-
-
-@dataclass
-class _StreamState:
-    """What an SSE stream told us about resuming it."""
-
-    last_event_id: str | None = None
-    retry_seconds: float | None = None
-
-
 class ReplyReader:
     """Reads one ``Upstream``'s replies: ``config`` gives the app's name, the message cap
     and the request timeout; the SSE end-wait state (see :data:`SSE_END_WAIT_SECONDS`)
@@ -97,12 +82,12 @@ class ReplyReader:
         self,
         config: BridgeConfig,
         *,
-        prepare_get: Callable[[_StreamState], Awaitable[tuple[str, dict[str, str], Any]]],
+        prepare_get: Callable[[StreamState], Awaitable[tuple[str, dict[str, str], Any]]],
         exchange: Callable[..., AbstractAsyncContextManager[Response]],
     ) -> None:
         self._config = config
-        self._prepare_get = prepare_get  # the resume GET's URL and headers (Upstream's)
-        self._exchange = exchange  # one HTTP exchange (Upstream's)
+        self._prepare_get = prepare_get  # the resume GET's URL and headers
+        self._exchange = exchange  # one HTTP exchange, its response closed on exit
         self._app = config.app_name
         self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
         self._sse_end_misses = 0  # waits in vain in a row
@@ -185,7 +170,7 @@ class ReplyReader:
     async def relay_events(
         self,
         response: Response,
-        state: _StreamState,
+        state: StreamState,
         handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
         idle_seconds: float | None = None,
     ) -> bool:
@@ -279,7 +264,7 @@ class ReplyReader:
             "the request was abandoned."
         )
 
-    def note_retry(self, state: _StreamState, retry_ms: int | None) -> None:
+    def note_retry(self, state: StreamState, retry_ms: int | None) -> None:
         if retry_ms is not None:
             # Honoured, but bounded: a server cannot park a request for an hour, nor for
             # longer than the silence a request may wait (--request-timeout).
@@ -294,7 +279,7 @@ class ReplyReader:
         resumable: bool = True,
         idle_seconds: float | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
-        state = _StreamState()
+        state = StreamState()
         answer: list[tuple[bytes, dict[str, Any]]] = []
 
         async def take(line: bytes, message: dict[str, Any]) -> bool:
@@ -322,7 +307,7 @@ class ReplyReader:
                         raise StreamClosedError(
                             f"{self._app} closed the response stream and could not be reached to resume it."
                         ) from exc
-                    if stream.status_code != 200 or _media_type(stream) != _SSE:
+                    if stream.status_code != 200 or media_type(stream) != SSE_MEDIA_TYPE:
                         break
                 try:
                     with map_transport_errors(self._app):
@@ -334,13 +319,6 @@ class ReplyReader:
                 if state.last_event_id is None or not resumable:
                     break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
-
-
-def _media_type(response: Response) -> str | None:
-    value = response.headers.get("content-type")
-    if value is None:
-        return None
-    return value.partition(";")[0].strip().lower() or None
 
 
 def _is_response(value: Any) -> bool:

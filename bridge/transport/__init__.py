@@ -8,6 +8,7 @@ module              what it holds
 ``pool.py``         the bridge's own keep-alive pool on asyncio, for ``http://``
 ``httpx_adapter``   httpx for ``https://`` and injected test transports
 ``memory.py``       ``MemoryTransport(handler)``: an in-memory transport for tests
+``byscheme.py``     ``ByScheme``: the transport picked by URL scheme, swapped if it changes
 ==================  ===================================================================
 """
 
@@ -15,11 +16,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Response, Transport, TransportError
 
-__all__ = ["make_transport", "Transport", "Response", "TransportError"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["make_transport", "AuthClient", "Transport", "Response", "TransportError"]
 
 
 def make_transport(
@@ -70,3 +74,33 @@ def make_transport(
         pool_timeout_seconds=pool_timeout_seconds,
         verify_connection=verify_connection,
     )
+
+
+class AuthClient:
+    """The ``httpx.AsyncClient`` for token sources that talk to the app's auth route, built
+    (and httpx imported) on first use: no proxies from the environment, no redirects; its
+    failures arrive as the bridge's ``TransportError`` subclasses.
+
+    Args:
+        injected: a test's ``httpx.AsyncBaseTransport`` to send through (other injected
+            transports are ignored: the auth route then gets a pool of its own).
+        timeout_seconds: the bound on each exchange (``--token-timeout``).
+    """
+
+    def __init__(self, injected: Any = None, *, timeout_seconds: float) -> None:
+        self._inner = injected if hasattr(injected, "handle_async_request") else None
+        self._timeout_seconds = timeout_seconds
+        self._client: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        """The client, built on the first call."""
+        if self._client is None:
+            from .httpx_adapter import auth_client
+
+            self._client = auth_client(self._inner, timeout_seconds=self._timeout_seconds)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client if it was built (never the injected transport)."""
+        if self._client is not None:
+            await self._client.aclose()

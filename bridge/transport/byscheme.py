@@ -1,85 +1,76 @@
-"""The one transport to the app, chosen by URL scheme, and one HTTP exchange over it.
+"""A transport that picks the real one by URL scheme, and swaps it if the scheme changes.
 
-Split out of ``upstream.py`` (issue 11): the transport (the bridge's own HTTP/1.1 pool for
-``http://``, httpx for ``https://``, or a test's), picked by :func:`bridge.transport.make_transport`
-(ARCHITECTURE §5: upstream never imports ``pool`` or ``httpx`` itself), and swapped when a
-discovery file read later names the other scheme. ``Upstream`` binds :meth:`AppTransport.exchange`
-once, so the per-request path calls it as it called ``Upstream``'s own method.
+The endpoint's scheme may be known only once the discovery file is read: this transport
+starts with the one the configured URL names (``http://`` when none is configured), and
+when a request names the other scheme it builds the matching transport with
+:func:`bridge.transport.make_transport` and keeps the old one until :meth:`aclose` (a
+response in flight may still use it). An app never changes scheme in practice; the swap
+keeps the rule "the URL decides" true even when it does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.config import BridgeConfig
 from . import make_transport
 from .base import Response, Transport
 
-__all__ = ["AppTransport"]
+__all__ = ["ByScheme"]
 
 
-class AppTransport:
-    """The transport of one ``Upstream``: ``config`` gives the caps and timeouts,
-    ``injected`` a test's transport (the caller keeps ownership of it),
-    ``verify_connection`` the listener check for every new connection's socket, and
-    ``timeout`` the ``Upstream``'s timeout dict (its ``"read"`` is the default read bound).
+class ByScheme:
+    """A :class:`~bridge.transport.base.Transport` over the transport ``url``'s scheme needs.
+
+    Args:
+        url: the configured endpoint, or ``None`` when a discovery file will name it.
+        max_connections, connect_timeout_seconds, pool_timeout_seconds,
+        write_timeout_seconds, injected, verify_connection: as for
+            :func:`bridge.transport.make_transport`, for every transport built.
     """
 
     def __init__(
         self,
-        config: BridgeConfig,
+        url: str | None,
         *,
-        injected: Any,
-        verify_connection: Callable[[socket.socket], None] | None,
-        timeout: dict[str, float | None],
+        max_connections: int,
+        connect_timeout_seconds: float,
+        pool_timeout_seconds: float,
+        write_timeout_seconds: float | None,
+        injected: Any = None,
+        verify_connection: Callable[[socket.socket], None] | None = None,
     ) -> None:
-        self._config = config
-        self._injected = injected
-        self._verify_connection = verify_connection
-        self._timeout = timeout
-        # Chosen once by scheme; a discovery file read later names the scheme only then (the
-        # transport is swapped if it is not the one guessed, which an app never changes).
-        self._scheme = "https:" if (config.url or "").startswith("https:") else "http:"
-        self._transport: Transport = self._make_transport(self._scheme)
+        self._options: dict[str, Any] = {
+            "max_connections": max_connections,
+            "connect_timeout_seconds": connect_timeout_seconds,
+            "pool_timeout_seconds": pool_timeout_seconds,
+            "write_timeout_seconds": write_timeout_seconds,
+            "injected": injected,
+            "verify_connection": verify_connection,
+        }
+        self._scheme = "https:" if (url or "").startswith("https:") else "http:"
+        self._transport: Transport = make_transport(self._scheme + "//", **self._options)
         self._stale: list[Transport] = []
 
-    def _make_transport(self, scheme: str) -> Transport:
-        return make_transport(
-            scheme + "//",
-            max_connections=self._config.max_concurrent_requests + 2,  # + the GET stream and DELETE
-            connect_timeout_seconds=self._config.connect_timeout_seconds,
-            pool_timeout_seconds=self._config.request_timeout_seconds,
-            write_timeout_seconds=self._config.request_timeout_seconds,
-            injected=self._injected,
-            verify_connection=self._verify_connection,
-        )
-
-    @contextlib.asynccontextmanager
-    async def exchange(
+    async def request(
         self,
         method: str,
         url: str,
-        headers: dict[str, str],
-        content: bytes | None = None,
-        timeout: dict[str, float | None] | None = None,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | None = None,
         *,
+        read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> AsyncIterator[Response]:
-        """One HTTP exchange; the response is closed (its connection freed) on exit."""
+    ) -> Response:
+        """Send one request on the transport of ``url``'s scheme (see ``Transport.request``)."""
         if not url.startswith(self._scheme):
             self._stale.append(self._transport)
             self._scheme = "https:" if url.startswith("https:") else "http:"
-            self._transport = self._make_transport(self._scheme)
-        response = await self._transport.request(
-            method, url, headers.items(), content, read_timeout_seconds=(timeout or self._timeout)["read"], bounded=bounded
+            self._transport = make_transport(self._scheme + "//", **self._options)
+        return await self._transport.request(
+            method, url, headers, body, read_timeout_seconds=read_timeout_seconds, bounded=bounded
         )
-        try:
-            yield response
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the transports this object opened (an injected transport stays open)."""

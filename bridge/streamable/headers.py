@@ -1,0 +1,189 @@
+"""What one HTTP request to the app carries: its URL and headers, and what they said.
+
+MCP Streamable HTTP (2025-03-26 … 2025-11-25, basic/transports; SPEC-CHECKLIST items 28–55):
+every POST carries ``Content-Type: application/json`` and
+``Accept: application/json, text/event-stream``; ``Mcp-Session-Id`` once the server
+assigned one on a successful ``initialize``; ``MCP-Protocol-Version`` once negotiated (left
+off ``initialize`` itself); ``Authorization: Bearer`` when a token is configured. A GET
+(the server's stream, or a resume) accepts ``text/event-stream`` and names the last event
+id it saw (``Last-Event-ID``, WHATWG SSE "Last-Event-ID"). A 2026-07-28 request carries the
+headers its era gives instead of the session's.
+
+:class:`Sent` records what a request carried (which token, which session), so that the
+recovery policy can tell a stale token or session from a current one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from .._version import __version__
+from ..app.discovery import DiscoveryError, Endpoint
+from ..app.tokens import TokenContext
+from ..app.tokenstore import TokenStore
+from ..core.config import BridgeConfig
+from ..core.errors import AppUnreachableError
+from ..transport.base import Response
+from .mcpsession import McpSession
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "JSON_MEDIA_TYPE",
+    "SSE_MEDIA_TYPE",
+    "USER_AGENT",
+    "AuthClientSource",
+    "RequestHeaders",
+    "Sent",
+    "StreamState",
+    "media_type",
+]
+
+JSON_MEDIA_TYPE = "application/json"
+SSE_MEDIA_TYPE = "text/event-stream"
+USER_AGENT = f"mcp-app-bridge/{__version__}"
+
+
+def media_type(response: Response) -> str | None:
+    """The response's media type, lower case and without parameters; ``None`` if it has none."""
+    value = response.headers.get("content-type")
+    if value is None:
+        return None
+    return value.partition(";")[0].strip().lower() or None
+
+
+@dataclass
+class Sent:
+    """What one HTTP request carried, for deciding a recovery (see ``core/policy.py``)."""
+
+    token_generation: int
+    had_token: bool = False
+    session_generation: int | None = None
+
+
+@dataclass
+class StreamState:
+    """What an SSE stream told us about resuming it: the last event id and the server's
+    ``retry`` (seconds), both ``None`` until the stream names them."""
+
+    last_event_id: str | None = None
+    retry_seconds: float | None = None
+
+
+class AuthClientSource(Protocol):
+    """Gives the ``httpx.AsyncClient`` for the app's auth route (``bridge.transport.AuthClient``)."""
+
+    def get(self) -> httpx.AsyncClient: ...
+
+
+class RequestHeaders:
+    """Builds each request's URL and headers from the endpoint, the token store and the MCP
+    session.
+
+    Args:
+        config: the run's configuration (extra headers, the app's name).
+        endpoint: where the app listens; read for every request (a discovery file may change).
+        tokens: the bearer token store (may hold no source: no ``Authorization``).
+        session: the MCP session whose id and version go on every request after ``initialize``.
+        auth_client: the client token sources use to reach the app's auth route.
+        verify_address: the listener check a token source calls before sending a secret to
+            ``(host, port)``; ``None`` when the check is off.
+    """
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        endpoint: Endpoint,
+        tokens: TokenStore,
+        session: McpSession,
+        auth_client: AuthClientSource,
+        verify_address: Callable[[str, int], None] | None,
+    ) -> None:
+        self._config = config
+        self._endpoint = endpoint
+        self._tokens = tokens
+        self._session = session
+        self._auth_client = auth_client
+        self._verify_address = verify_address
+        self._app = config.app_name
+
+    def token_context(self, base_url: str | None = None) -> TokenContext:
+        """What a token source gets: the endpoint (``base_url``, else the current one if
+        known) and the auth client."""
+        if base_url is None:
+            try:
+                base_url = self._endpoint.url()
+            except DiscoveryError:
+                base_url = ""
+        return TokenContext(base_url=base_url, http_client_factory=self._auth_client.get, verify_listener=self._verify_address)
+
+    async def prepare(
+        self,
+        *,
+        for_initialize: bool = False,
+        accept: str = f"{JSON_MEDIA_TYPE}, {SSE_MEDIA_TYPE}",
+        modern_headers: dict[str, str] | None = None,
+        during_rebuild: bool = False,
+    ) -> tuple[str, dict[str, str], Sent]:
+        """The URL, the headers and what they carried, for one HTTP request.
+
+        ``modern_headers`` (a 2026-07-28 request) replace the session's id and version.
+        ``during_rebuild``: a message of the rebuild itself, which must not wait for it.
+        Any other message that carries the session waits while a rebuild runs (see
+        ``McpSession.rebuilding``); nothing awaits between that check and the headers below,
+        so the id, version and generation it sends are one consistent snapshot.
+
+        Raises:
+            AppUnreachableError: the discovery file is missing (recoverable: the app may be
+                started) or unusable (not recoverable).
+            AuthRejectedError: the token source failed.
+        """
+        while True:
+            try:
+                url = self._endpoint.url()
+            except DiscoveryError as exc:
+                if exc.missing:
+                    raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
+                raise AppUnreachableError(f"{self._app} cannot be reached: {exc}.", recoverable=False) from None
+            token, token_generation = await self._tokens.current(self.token_context(url))
+            if for_initialize or modern_headers is not None or during_rebuild or self._session.ready:
+                break
+            await self._session.wait_ready()  # then read the endpoint and token again: they may have changed
+        headers = dict(self._config.headers)
+        headers["User-Agent"] = USER_AGENT
+        headers["Accept"] = accept
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        sent = Sent(token_generation=token_generation, had_token=bool(token))
+        if modern_headers is not None:
+            headers.update(modern_headers)
+        elif not for_initialize:
+            session = self._session
+            if session.id is not None:
+                headers["Mcp-Session-Id"] = session.id
+                sent.session_generation = session.generation
+            if session.protocol_version is not None:
+                headers["MCP-Protocol-Version"] = session.protocol_version
+        return url, headers, sent
+
+    async def prepare_post(
+        self, *, for_initialize: bool = False, modern_headers: dict[str, str] | None = None, during_rebuild: bool = False
+    ) -> tuple[str, dict[str, str], Sent]:
+        """:meth:`prepare` for a POST: adds ``Content-Type: application/json``."""
+        url, headers, sent = await self.prepare(
+            for_initialize=for_initialize, modern_headers=modern_headers, during_rebuild=during_rebuild
+        )
+        headers["Content-Type"] = JSON_MEDIA_TYPE
+        return url, headers, sent
+
+    async def prepare_get(self, state: StreamState) -> tuple[str, dict[str, str], Sent]:
+        """:meth:`prepare` for a GET of the server's stream: ``Accept: text/event-stream`` and
+        ``Last-Event-ID`` when ``state`` has one."""
+        url, headers, sent = await self.prepare(accept=SSE_MEDIA_TYPE)
+        if state.last_event_id is not None:
+            headers["Last-Event-ID"] = state.last_event_id
+        return url, headers, sent
