@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 import bridge
-from bridge.app.listener import LISTEN, ListenerCheck, TcpEntry, find_listeners, parse_proc_net_tcp
+from bridge.app.listener import ListenerCheck
+from bridge.app.procnet import LISTEN, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.app.sockdiag import parse_inet_diag
 from bridge.core.errors import AppUnreachableError, ListenerUnverifiedError
 from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)

@@ -13,10 +13,10 @@ listener verified to be the app"):
 How, per OS:
 
 - **Linux**: the kernel's socket diagnostics (``sock_diag``, two exact netlink lookups in
-  ``bridge/_sockdiag.py``: the listener that takes the connection, and the connection's
+  ``sockdiag.py``: the listener that takes the connection, and the connection's
   own server side by its 4-tuple) give each socket's state, uid and inode; where netlink
   is not available, ``/proc/net/tcp`` and ``/proc/net/tcp6`` give the same (parsed by the
-  pure :func:`parse_proc_net_tcp`). ``/proc/PID/fd`` links
+  pure ``procnet.parse_proc_net_tcp``). ``/proc/PID/fd`` links
   ``socket:[inode]`` show whether the named pid (or a descendant, found from
   ``/proc/*/stat``) holds the listening socket.
 - **macOS and Windows**: psutil (listening sockets with their pids; each pid's user and
@@ -27,99 +27,23 @@ How, per OS:
   an app run as another user on purpose.
 
 When: once per new connection (the pool keeps verified connections), never per request.
-A failure raises :class:`~bridge.errors.ListenerUnverifiedError`: the connection is closed
+A failure raises :class:`~bridge.core.errors.ListenerUnverifiedError`: the connection is closed
 before anything is written, and the request gets reason ``listener_unverified``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
+from .procnet import LISTEN, Address, TcpEntry, find_listeners, normal_address, parse_proc_net_tcp
 
-__all__ = ["TcpEntry", "parse_proc_net_tcp", "ListenerCheck", "find_listeners", "LISTEN"]
+__all__ = ["ListenerCheck"]
 
-#: ``st`` of a listening socket in ``/proc/net/tcp`` (``TCP_LISTEN``).
-LISTEN = 0x0A
 _PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
-_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-@dataclass(frozen=True)
-class TcpEntry:
-    """One line of ``/proc/net/tcp[6]``: addresses (IPv4-mapped IPv6 shown as IPv4), state, owner."""
-
-    local: tuple[_Address, int]
-    remote: tuple[_Address, int]
-    state: int
-    uid: int
-    inode: int
-
-
-def _address(text: str, byteorder: str) -> tuple[_Address, int]:
-    host, port = text.split(":")
-    # The kernel prints each 32-bit word of the address as a native integer (%08X).
-    raw = b"".join(int(host[i : i + 8], 16).to_bytes(4, byteorder) for i in range(0, len(host), 8))  # type: ignore[arg-type]
-    address = ipaddress.ip_address(raw)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address, int(port, 16)
-
-
-def parse_proc_net_tcp(text: str, *, local_port: int | None = None, byteorder: str = sys.byteorder) -> list[TcpEntry]:
-    """Parse the text of ``/proc/net/tcp`` or ``/proc/net/tcp6`` (header line and all).
-
-    Pure. Lines that do not parse are skipped (a kernel may append columns; never fewer).
-    ``local_port``: keep only the sockets bound to that port (a cheap text test first, so
-    a machine with thousands of sockets costs little). Source: the kernel's
-    ``tcp4_seq_show``/``tcp6_seq_show`` formats.
-    """
-    entries = []
-    wanted = None if local_port is None else f":{local_port:04X} "
-    for line in text.splitlines()[1:]:
-        if wanted is not None and wanted not in line:
-            continue
-        fields = line.split()
-        if len(fields) < 10 or (wanted is not None and not fields[1].endswith(wanted[:-1])):
-            continue
-        try:
-            entries.append(
-                TcpEntry(
-                    local=_address(fields[1], byteorder),
-                    remote=_address(fields[2], byteorder),
-                    state=int(fields[3], 16),
-                    uid=int(fields[7]),
-                    inode=int(fields[9]),
-                )
-            )
-        except ValueError:
-            continue
-    return entries
-
-
-def find_listeners(entries: Iterable[TcpEntry], address: _Address, port: int) -> list[TcpEntry]:
-    """The listening sockets a connection to ``address:port`` can have reached: those bound
-    to exactly that address if any, else the wildcard ones (``0.0.0.0``, ``::``)."""
-    listening = [entry for entry in entries if entry.state == LISTEN and entry.local[1] == port]
-    exact = [entry for entry in listening if entry.local[0] == address]
-    if exact:
-        return exact
-    return [
-        entry for entry in listening
-        if entry.local[0].is_unspecified and (entry.local[0].version == 6 or address.version == 4)
-    ]
-
-
-def _normal(address: str) -> _Address:
-    parsed = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
-        return parsed.ipv4_mapped
-    return parsed
 
 
 class ListenerCheck:
@@ -165,7 +89,7 @@ class ListenerCheck:
                 f"{self._app} closed the connection as soon as it was opened ({exc.strerror or exc}); "
                 "nothing was sent."
             ) from None
-        self._verify(_normal(peer[0]), int(peer[1]), (_normal(local[0]), int(local[1])))
+        self._verify(normal_address(peer[0]), int(peer[1]), (normal_address(local[0]), int(local[1])))
 
     def verify_address(self, host: str, port: int) -> None:
         """Check who listens on ``host:port`` (a loopback address, or ``localhost``: then
@@ -176,13 +100,13 @@ class ListenerCheck:
             ListenerUnverifiedError: as :meth:`verify_socket`.
         """
         if host.lower() != "localhost":
-            self._verify(_normal(host), port, None)
+            self._verify(normal_address(host), port, None)
             return
         # A client may reach either loopback address for "localhost": both must pass.
         missing = []
         for address in ("127.0.0.1", "::1"):
             try:
-                self._verify(_normal(address), port, None)
+                self._verify(normal_address(address), port, None)
             except ListenerUnverifiedError as exc:
                 if not exc.nothing_listens:
                     raise
@@ -190,7 +114,7 @@ class ListenerCheck:
         if len(missing) == 2:
             raise missing[0]
 
-    def _verify(self, address: _Address, port: int, client: tuple[_Address, int] | None) -> None:
+    def _verify(self, address: Address, port: int, client: tuple[Address, int] | None) -> None:
         where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
         expected = self._expected_pid(port)
         if self._backend in ("proc", "proc-text"):
@@ -201,7 +125,7 @@ class ListenerCheck:
     # -- Linux ------------------------------------------------------------------------------
 
     def _verify_proc(
-        self, where: str, address: _Address, port: int, client: tuple[_Address, int] | None, expected: int | None
+        self, where: str, address: Address, port: int, client: tuple[Address, int] | None, expected: int | None
     ) -> None:
         from .sockdiag import port_entries
 
@@ -290,7 +214,7 @@ class ListenerCheck:
 
     # -- macOS, Windows (and Linux when asked): psutil --------------------------------------
 
-    def _verify_psutil(self, where: str, address: _Address, port: int, expected: int | None, address_only: bool) -> None:
+    def _verify_psutil(self, where: str, address: Address, port: int, expected: int | None, address_only: bool) -> None:
         try:
             import psutil  # type: ignore[import-untyped,unused-ignore]
         except ImportError:
@@ -310,10 +234,10 @@ class ListenerCheck:
                     ]
                 except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
                     continue
-        exact = [row for row in rows if _normal(row.laddr[0]) == address]
+        exact = [row for row in rows if normal_address(row.laddr[0]) == address]
         rows = exact or [
             row for row in rows
-            if _normal(row.laddr[0]).is_unspecified and (_normal(row.laddr[0]).version == 6 or address.version == 4)
+            if normal_address(row.laddr[0]).is_unspecified and (normal_address(row.laddr[0]).version == 6 or address.version == 4)
         ]
         if not rows:
             raise self._nothing_listens(where, None if address_only else ())

@@ -3,7 +3,7 @@
 ``/proc/net/tcp`` lists every socket of the namespace; on a busy machine (hundreds of
 TIME_WAIT sockets) reading it and ``tcp6`` costs milliseconds. The kernel's socket
 diagnostics interface (``sock_diag(7)``, ``NETLINK_SOCK_DIAG``) answers the same question
-by exact lookups, in tens of microseconds. :func:`port_entries` returns the same :class:`~bridge.listener.TcpEntry`
+by exact lookups, in tens of microseconds. :func:`port_entries` returns the same :class:`~bridge.app.procnet.TcpEntry`
 values as the ``/proc`` parser, or ``None`` when netlink is not available (then the caller
 reads ``/proc``). :func:`parse_inet_diag` is pure.
 
@@ -16,10 +16,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 import struct
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .listener import TcpEntry, _Address
+from .procnet import Address, TcpEntry
 
 __all__ = ["port_entries", "parse_inet_diag"]
 
@@ -35,8 +33,8 @@ _MESSAGE_TAIL = struct.Struct("=IIIII")  # expires, rqueue, wqueue, uid, inode
 _NO_COOKIE = b"\xff" * 8
 
 
-def _sockid(local: tuple[_Address, int], remote: tuple[_Address, int], family: int) -> bytes:
-    def packed(address: _Address) -> bytes:
+def _sockid(local: tuple[Address, int], remote: tuple[Address, int], family: int) -> bytes:
+    def packed(address: Address) -> bytes:
         if family == socket.AF_INET6 and address.version == 4:
             return ipaddress.IPv6Address(b"\0" * 10 + b"\xff\xff" + address.packed).packed
         return address.packed.ljust(16, b"\0")
@@ -50,7 +48,6 @@ def parse_inet_diag(data: bytes) -> tuple[list[TcpEntry], bool]:
     Returns the entries and whether the answer is complete (``NLMSG_DONE`` seen, or an
     error: an exact lookup that found nothing answers ``ENOENT``). Pure.
     """
-    from .listener import TcpEntry
 
     entries: list[TcpEntry] = []
     offset = 0
@@ -71,7 +68,7 @@ def parse_inet_diag(data: bytes) -> tuple[list[TcpEntry], bool]:
     return entries, False
 
 
-def _address(family: int, raw: bytes) -> _Address:
+def _address(family: int, raw: bytes) -> Address:
     if family == socket.AF_INET:
         return ipaddress.IPv4Address(raw[:4])
     address = ipaddress.IPv6Address(raw)
@@ -86,7 +83,7 @@ def _ask(sock: socket.socket, family: int, states: int, sockid: bytes) -> list[T
 
 
 def port_entries(
-    address: _Address, port: int, client: tuple[_Address, int] | None, *, timeout_seconds: float = 1.0
+    address: Address, port: int, client: tuple[Address, int] | None, *, timeout_seconds: float = 1.0
 ) -> list[TcpEntry] | None:
     """The listening socket that takes connections to ``address:port`` (empty: none) and,
     given ``client``, the server side of that connection; ``None`` when sock_diag cannot be
