@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -326,3 +326,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs its reason as its one argument")
             if not here():
                 pytest.skip(f"{label}: {mark.args[0]}")
+
+
+@pytest.fixture(params=["httpx", "pool"])
+def wire(request: pytest.FixtureRequest) -> str:
+    """Which transport the hazard tests run against: respx through the httpx adapter, or
+    the bridge's own pool against a scripted server on 127.0.0.1."""
+    if request.param == "pool" and request.node.get_closest_marker("httpx_only") is not None:
+        pytest.skip("a client-side failure no server can cause; test_upstream_http11.py covers it over the pool")
+    return str(request.param)
+
+
+@pytest.fixture
+def run_bridge(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``helpers.running_bridge`` over the test's ``wire`` (``"httpx"`` when it asks for none)."""
+    import functools
+
+    from helpers import running_bridge
+
+    wire = request.getfixturevalue("wire") if "wire" in request.fixturenames else "httpx"
+    return functools.partial(running_bridge, wire=wire)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -14,7 +15,16 @@ import respx
 from bridge.core.config import BridgeConfig
 from bridge.serve.loop import Bridge
 
-URL = "http://127.0.0.1:8765/mcp"
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+#: The app's URL in the in-process tests: a port nothing listened on when the tests started
+#: (never a fixed one: a developer may run the example app on 8765 beside the suite).
+URL = f"http://127.0.0.1:{_free_port()}/mcp"
 TOKEN = "tok-PLACEHOLDER-0123456789"
 
 
@@ -143,10 +153,8 @@ async def app_down(url: str) -> bool:
     return False
 
 
-#: Which transport ``running_bridge`` runs over: ``"httpx"`` (respx through the httpx
-#: adapter) or ``"pool"`` (the own pool against a scripted server serving the same
-#: handler); set by the ``wire`` fixture of ``scripted_server.py``.
-WIRE = "httpx"
+#: What the ``run_bridge`` fixture gives: :func:`running_bridge` with the test's wire.
+RunBridge = Callable[..., AbstractAsyncContextManager["Harness"]]
 
 
 @asynccontextmanager
@@ -154,19 +162,22 @@ async def running_bridge(
     handler: Callable[[httpx.Request], Any],
     *,
     app_probe: Callable[[str], Any] = app_down,
+    wire: str = "httpx",
     **config: Any,
 ) -> AsyncIterator[Harness]:
     """Run a bridge whose app is ``handler`` (a respx side effect for every request to URL).
 
     ``config`` goes to ``BridgeConfig`` (``url`` defaults to URL). On exit stdin is closed
-    and the bridge must finish within 5 s. With ``WIRE == "pool"`` the handler is served
-    on 127.0.0.1 and the bridge uses its own pool (no transport injected).
+    and the bridge must finish within 5 s. ``wire``: ``"httpx"`` (respx through the httpx
+    adapter) or ``"pool"`` (the handler served on 127.0.0.1 by a scripted server and the
+    bridge on its own pool, no transport injected). Tests get it through the ``run_bridge``
+    fixture (``conftest.py``), which follows the ``wire`` fixture where a test asks for it.
     """
     router = respx.MockRouter(assert_all_called=False)
     router.route(host="127.0.0.1").mock(side_effect=handler)
     async with AsyncExitStack() as stack:
         transport: httpx.AsyncBaseTransport | None = None
-        if WIRE == "pool":
+        if wire == "pool":
             from scripted_server import pool_app
 
             url = await stack.enter_async_context(pool_app(handler, router, URL.removesuffix("/mcp")))

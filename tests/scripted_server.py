@@ -26,15 +26,16 @@ import json
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx
-import pytest
 import respx
 
+#: How long ``stop`` lets handlers end on their own before cancelling them.
+STOP_GRACE_SECONDS = 0.5
 WAIT = 10.0
 """Upper bound, in seconds, on every wait (never a speed assertion)."""
 
@@ -192,7 +193,9 @@ class ScriptedServer:
         for writer in self._writers:
             writer.transport.abort()  # each handler then sees EOF and ends
         if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=WAIT)
+            # A handler that sees EOF ends at once; one asleep in a script never sees it, so it
+            # is cancelled after a short grace instead of being waited out.
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_GRACE_SECONDS)
             for task in pending:
                 task.cancel()
         await self._server.wait_closed()
@@ -345,21 +348,6 @@ def wire_app(handler: Callable[[httpx.Request], Any], *, base_url: str) -> Handl
         await peer.send(b"0\r\n\r\n")
 
     return handle
-
-
-@pytest.fixture(params=["httpx", "pool"])
-def wire(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Which transport the hazard tests run against: respx through the httpx adapter, or
-    the bridge's own pool against a scripted server on 127.0.0.1."""
-    if request.param == "pool" and request.node.get_closest_marker("httpx_only") is not None:
-        pytest.skip("a client-side failure no server can cause; test_upstream_http11.py covers it over the pool")
-    import helpers
-
-    helpers.WIRE = request.param
-    try:
-        yield str(request.param)
-    finally:
-        helpers.WIRE = "httpx"
 
 
 @contextlib.asynccontextmanager

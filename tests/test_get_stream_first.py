@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from helpers import NOTIF_INIT, init, json_response, request_line, running_bridge
+from helpers import NOTIF_INIT, RunBridge, init, json_response, request_line
 
 pytestmark = pytest.mark.anyio
 
@@ -54,18 +54,18 @@ class App:
 
 
 @pytest.mark.parametrize("get_status", [200, 405])
-async def test_a_request_after_notifications_initialized_goes_out_after_the_get_stream_opened(get_status: int) -> None:
+async def test_a_request_after_notifications_initialized_goes_out_after_the_get_stream_opened(get_status: int, run_bridge: RunBridge) -> None:
     app = App(get_status=get_status)
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         messages = await h.stdout.wait_for(2)
     assert messages[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
     assert app.order.index("GET") < app.order.index("tools/list"), app.order
 
 
-async def test_a_get_stream_slow_to_open_holds_the_next_request_for_a_bounded_time_only() -> None:
+async def test_a_get_stream_slow_to_open_holds_the_next_request_for_a_bounded_time_only(run_bridge: RunBridge) -> None:
     app = App(get_delay_seconds=20)
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         messages = await h.stdout.wait_for(2, timeout_seconds=10)  # the bound is 1 s, not the GET's 20 s
     assert messages[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}

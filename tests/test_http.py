@@ -17,15 +17,14 @@ from helpers import (
     NOTIF_INIT,
     TOKEN,
     URL,
+    RunBridge,
     echo_ok,
     event,
     init,
     json_response,
     request_line,
-    running_bridge,
     sse,
 )
-from scripted_server import wire  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 
@@ -69,7 +68,7 @@ def reasons(messages: list[dict[str, Any]]) -> list[str]:
 # -- B01, B02, B03, B05: what comes in on stdin reaches the app byte for byte ------------------
 
 
-async def test_b01_large_request_and_large_reply_pass_byte_for_byte() -> None:
+async def test_b01_large_request_and_large_reply_pass_byte_for_byte(run_bridge: RunBridge) -> None:
     big_request = request_line(1, "tools/call", {"name": "echo", "arguments": {"text": "a" * 300_000}})
     big_reply = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "t", "description": "d" * (5 * 1024 * 1024)}]}}, separators=(",", ":")).encode()
 
@@ -79,7 +78,7 @@ async def test_b01_large_request_and_large_reply_pass_byte_for_byte() -> None:
         text = message["params"]["arguments"]["text"]
         return json_response({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
 
-    async with running_bridge(app(reply)) as h:
+    async with run_bridge(app(reply)) as h:
         await h.handshake()
         h.stdin.feed(big_request)
         h.stdin.feed(request_line(2, "tools/list"))
@@ -90,8 +89,8 @@ async def test_b01_large_request_and_large_reply_pass_byte_for_byte() -> None:
         assert big_reply + b"\n" in h.stdout.lines  # relayed as received, one line
 
 
-async def test_b01_line_over_the_cap_gets_minus_32600_with_its_id_and_the_next_line_is_served() -> None:
-    async with running_bridge(echo_ok, max_message_bytes=2048) as h:
+async def test_b01_line_over_the_cap_gets_minus_32600_with_its_id_and_the_next_line_is_served(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok, max_message_bytes=2048) as h:
         h.stdin.feed(request_line(5, "tools/call", {"name": "echo", "arguments": {"t": "x" * 5000}}))
         h.stdin.feed(request_line(6))
         first, second = await h.stdout.wait_for(2)
@@ -100,10 +99,10 @@ async def test_b01_line_over_the_cap_gets_minus_32600_with_its_id_and_the_next_l
         assert [json.loads(r.content)["id"] for r in h.posts()] == [6]
 
 
-async def test_b02_message_split_anywhere_is_posted_once_with_its_exact_bytes() -> None:
+async def test_b02_message_split_anywhere_is_posted_once_with_its_exact_bytes(run_bridge: RunBridge) -> None:
     line = request_line(3, "tools/call", {"name": "echo", "arguments": {"t": "Grüße 🌍"}})
     emoji = line.index("🌍".encode())
-    async with running_bridge(echo_ok) as h:
+    async with run_bridge(echo_ok) as h:
         for piece in [line[:1], line[1:8], line[8 : emoji + 2], line[emoji + 2 : -1]]:
             h.stdin.feed(piece)
             await anyio.sleep(0.02)
@@ -114,8 +113,8 @@ async def test_b02_message_split_anywhere_is_posted_once_with_its_exact_bytes() 
         assert {"jsonrpc": "2.0", "id": 3, "result": {}} in messages
 
 
-async def test_b03_crlf_lines_blank_lines_and_a_bad_line_do_not_end_the_session() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_b03_crlf_lines_blank_lines_and_a_bad_line_do_not_end_the_session(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\r\n\r\n')
         h.stdin.feed(b'{"jsonrpc":"2.0","id":2,"method":"ping"}\nnot json\n')
         h.stdin.feed(b'{"jsonrpc":"2.0","id":4,"method":"ping"}\n')
@@ -125,7 +124,7 @@ async def test_b03_crlf_lines_blank_lines_and_a_bad_line_do_not_end_the_session(
         assert sorted(m["id"] for m in messages if "result" in m) == [1, 2, 4]
 
 
-async def test_b05_non_ascii_bytes_pass_untouched_and_invalid_utf8_gets_a_parse_error() -> None:
+async def test_b05_non_ascii_bytes_pass_untouched_and_invalid_utf8_gets_a_parse_error(run_bridge: RunBridge) -> None:
     line = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"t":"Messger\xc3\xa4t \xd1\x82\xd0\xb5\xd1\x81\xd1\x82 \xe2\x9c\x93 \xf0\x9f\x98\x80"}}}\n'
 
     def echo_text(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
@@ -135,7 +134,7 @@ async def test_b05_non_ascii_bytes_pass_untouched_and_invalid_utf8_gets_a_parse_
         body = json.dumps({"jsonrpc": "2.0", "id": 5, "result": {"t": text}}, ensure_ascii=False).encode()
         return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 
-    async with running_bridge(app(echo_text)) as h:
+    async with run_bridge(app(echo_text)) as h:
         await h.handshake()
         h.stdin.feed(line + b'{"jsonrpc":"2.0","id":6,"method":"x","params":{"t":"\xff"}}\n' + request_line(7))
         await h.stdout.wait_for(4)
@@ -148,8 +147,8 @@ async def test_b05_non_ascii_bytes_pass_untouched_and_invalid_utf8_gets_a_parse_
 # -- headers and the session ------------------------------------------------------------------
 
 
-async def test_session_id_version_token_and_content_headers_on_every_request_after_initialize() -> None:
-    async with running_bridge(app(), token=TOKEN, headers=(("X-App", "1"),)) as h:
+async def test_session_id_version_token_and_content_headers_on_every_request_after_initialize(run_bridge: RunBridge) -> None:
+    async with run_bridge(app(), token=TOKEN, headers=(("X-App", "1"),)) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         await h.stdout.wait_for(2)
         await anyio.sleep(0.05)
@@ -169,13 +168,13 @@ async def test_session_id_version_token_and_content_headers_on_every_request_aft
     assert methods.count("DELETE") == 1 and methods[-1] == "DELETE"  # on stdin EOF
 
 
-async def test_initialize_is_a_barrier_for_pipelined_messages() -> None:
+async def test_initialize_is_a_barrier_for_pipelined_messages(run_bridge: RunBridge) -> None:
     async def slow_init(request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and json.loads(request.content).get("method") == "initialize":
             await anyio.sleep(0.2)
         return await app()(request)
 
-    async with running_bridge(slow_init) as h:
+    async with run_bridge(slow_init) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         await h.stdout.wait_for(2)
     assert [("mcp-session-id" in r.headers) for r in h.posts()] == [False, True, True]
@@ -201,8 +200,8 @@ async def test_initialize_is_a_barrier_for_pipelined_messages() -> None:
         (httpx.Response(401), "auth_rejected", None),
     ],
 )
-async def test_b20_status_and_body_failures_map_to_one_error_for_the_id(response: httpx.Response, reason: str, status: int | None) -> None:
-    async with running_bridge(app(lambda message, request: response)) as h:
+async def test_b20_status_and_body_failures_map_to_one_error_for_the_id(response: httpx.Response, reason: str, status: int | None, run_bridge: RunBridge) -> None:
+    async with run_bridge(app(lambda message, request: response)) as h:
         await h.handshake()
         h.stdin.feed(request_line(9, "tools/call", {"name": "x", "arguments": {}}))
         _, reply = await h.stdout.wait_for(2)
@@ -213,10 +212,10 @@ async def test_b20_status_and_body_failures_map_to_one_error_for_the_id(response
         assert "<html>" not in reply["error"]["message"]
 
 
-async def test_b20_jsonrpc_error_body_with_an_http_error_passes_through_with_the_request_id() -> None:
+async def test_b20_jsonrpc_error_body_with_an_http_error_passes_through_with_the_request_id(run_bridge: RunBridge) -> None:
     error = {"code": -32602, "message": "bad params"}
     body = {"jsonrpc": "2.0", "id": None, "error": error}
-    async with running_bridge(app(lambda message, request: json_response(body, status=400))) as h:
+    async with run_bridge(app(lambda message, request: json_response(body, status=400))) as h:
         await h.handshake()
         h.stdin.feed(request_line(9, "tools/call", {"name": "x", "arguments": {}}))
         _, reply = await h.stdout.wait_for(2)
@@ -232,7 +231,7 @@ async def test_b20_jsonrpc_error_body_with_an_http_error_passes_through_with_the
         (httpx.RemoteProtocolError("Server disconnected"), "stream_closed"),
     ],
 )
-async def test_transport_failures_map_to_their_reason_and_the_bridge_keeps_serving(exc: Exception, reason: str) -> None:
+async def test_transport_failures_map_to_their_reason_and_the_bridge_keeps_serving(exc: Exception, reason: str, run_bridge: RunBridge) -> None:
     calls = 0
 
     def fail_once(message: dict[str, Any], request: httpx.Request) -> Any:
@@ -242,7 +241,7 @@ async def test_transport_failures_map_to_their_reason_and_the_bridge_keeps_servi
             raise exc
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
 
-    async with running_bridge(app(fail_once)) as h:
+    async with run_bridge(app(fail_once)) as h:
         await h.handshake()
         h.stdin.feed(request_line("a", "tools/call", {"name": "x"}))
         _, failed = await h.stdout.wait_for(2)
@@ -255,20 +254,20 @@ async def test_transport_failures_map_to_their_reason_and_the_bridge_keeps_servi
 # -- B21, B31: SSE replies --------------------------------------------------------------------
 
 
-async def test_b31_sse_notifications_are_relayed_in_order_before_the_result() -> None:
+async def test_b31_sse_notifications_are_relayed_in_order_before_the_result(run_bridge: RunBridge) -> None:
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p1", "progress": 0.5}}
     log_message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}}
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     result = {"jsonrpc": "2.0", "id": 18, "result": {"content": []}}
     stream = sse(": keepalive\n\n", event(progress), "event: ping\ndata: {}\n\n", event(log_message), event(changed), "id: 9\ndata:\n\n", event(result), delay_seconds=0.01)
-    async with running_bridge(app(lambda message, request: stream)) as h:
+    async with run_bridge(app(lambda message, request: stream)) as h:
         await h.handshake()
         h.stdin.feed(request_line(18, "tools/call", {"name": "long", "arguments": {}, "_meta": {"progressToken": "p1"}}))
         messages = await h.stdout.wait_for(5)
         assert messages[1:] == [progress, log_message, changed, result]
 
 
-async def test_b31_each_event_is_written_as_soon_as_it_arrives() -> None:
+async def test_b31_each_event_is_written_as_soon_as_it_arrives(run_bridge: RunBridge) -> None:
     gate = anyio.Event()
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
 
@@ -278,7 +277,7 @@ async def test_b31_each_event_is_written_as_soon_as_it_arrives() -> None:
         yield event({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
 
     stream = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
-    async with running_bridge(app(lambda message, request: stream)) as h:
+    async with run_bridge(app(lambda message, request: stream)) as h:
         await h.handshake()
         h.stdin.feed(request_line(1, "tools/call", {"name": "long"}))
         assert (await h.stdout.wait_for(2))[1] == progress  # while the response is still pending
@@ -287,10 +286,10 @@ async def test_b31_each_event_is_written_as_soon_as_it_arrives() -> None:
 
 
 @pytest.mark.parametrize("error", [None, httpx.RemoteProtocolError("peer closed connection")])
-async def test_b21_stream_ending_before_the_response_gives_stream_closed_for_the_id(error: Exception | None) -> None:
+async def test_b21_stream_ending_before_the_response_gives_stream_closed_for_the_id(error: Exception | None, run_bridge: RunBridge) -> None:
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
     partial = b'event: message\ndata: {"jsonrpc":"2.0","id":10,"res'
-    async with running_bridge(app(lambda message, request: sse(event(progress), partial, error=error))) as h:
+    async with run_bridge(app(lambda message, request: sse(event(progress), partial, error=error))) as h:
         await h.handshake()
         h.stdin.feed(request_line(10, "tools/call", {"name": "long", "arguments": {}}))
         messages = await h.stdout.wait_for(3)
@@ -299,7 +298,7 @@ async def test_b21_stream_ending_before_the_response_gives_stream_closed_for_the
         assert len(h.stdout.lines) == 3  # the partial data line was never written
 
 
-async def test_b21_stream_with_event_ids_is_resumed_by_get_with_last_event_id() -> None:
+async def test_b21_stream_with_event_ids_is_resumed_by_get_with_last_event_id(run_bridge: RunBridge) -> None:
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
     gets: list[httpx.Request] = []
 
@@ -309,7 +308,7 @@ async def test_b21_stream_with_event_ids_is_resumed_by_get_with_last_event_id() 
             return sse(event({"jsonrpc": "2.0", "id": 10, "result": {"ok": True}}, "e2"))
         return await app(lambda message, r: sse("retry: 50\n\n", event(progress, "e1")))(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         await h.handshake()
         h.stdin.feed(request_line(10, "tools/call", {"name": "long"}))
         messages = await h.stdout.wait_for(3)
@@ -322,8 +321,8 @@ async def test_b21_stream_with_event_ids_is_resumed_by_get_with_last_event_id() 
 
 
 @pytest.mark.parametrize("get_status", [405, 404, 500])
-async def test_b25_get_stream_refusal_never_reaches_stdout_nor_stops_posts(get_status: int) -> None:
-    async with running_bridge(app(get_status=get_status)) as h:
+async def test_b25_get_stream_refusal_never_reaches_stdout_nor_stops_posts(get_status: int, run_bridge: RunBridge) -> None:
+    async with run_bridge(app(get_status=get_status)) as h:
         await h.handshake()
         await anyio.sleep(0.1)
         h.stdin.feed(request_line(13, "tools/list"))
@@ -338,7 +337,7 @@ async def test_b25_get_stream_refusal_never_reaches_stdout_nor_stops_posts(get_s
     assert gets[0].headers["accept"] == "text/event-stream"
 
 
-async def test_get_stream_opens_after_initialized_and_relays_server_messages() -> None:
+async def test_get_stream_opens_after_initialized_and_relays_server_messages(run_bridge: RunBridge) -> None:
     message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "from GET"}}
     order: list[str] = []
 
@@ -350,7 +349,7 @@ async def test_get_stream_opens_after_initialized_and_relays_server_messages() -
         order.append(body.get("method", "response"))
         return await app()(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         await h.handshake()
         messages = await h.stdout.wait_for(2)
         assert messages[1] == message
@@ -371,7 +370,7 @@ async def test_get_stream_opens_after_initialized_and_relays_server_messages() -
         httpx.ConnectError("refused"),
     ],
 )
-async def test_b28_notifications_get_nothing_on_stdout_whatever_the_app_answers(outcome: Any) -> None:
+async def test_b28_notifications_get_nothing_on_stdout_whatever_the_app_answers(outcome: Any, run_bridge: RunBridge) -> None:
     async def handle(request: httpx.Request) -> Any:
         message = json.loads(request.content)
         if "id" not in message:
@@ -380,7 +379,7 @@ async def test_b28_notifications_get_nothing_on_stdout_whatever_the_app_answers(
             return outcome
         return echo_ok(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(NOTIF_INIT + b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}\n')
         await anyio.sleep(0.05)
         h.stdin.feed(request_line(15))
@@ -389,8 +388,8 @@ async def test_b28_notifications_get_nothing_on_stdout_whatever_the_app_answers(
         assert len(h.stdout.lines) == 1
 
 
-async def test_b28_id_zero_and_empty_string_are_requests_and_get_replies() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_b28_id_zero_and_empty_string_are_requests_and_get_replies(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(request_line(0) + request_line(""))
         messages = await h.stdout.wait_for(2)
         assert sorted(messages, key=lambda m: str(m["id"])) == [
@@ -399,8 +398,8 @@ async def test_b28_id_zero_and_empty_string_are_requests_and_get_replies() -> No
         ]
 
 
-async def test_client_responses_to_server_requests_are_posted_and_get_no_line() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_client_responses_to_server_requests_are_posted_and_get_no_line(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(b'{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}\n' + request_line(1))
         await h.stdout.wait_for(1)
         await anyio.sleep(0.05)
@@ -411,8 +410,8 @@ async def test_client_responses_to_server_requests_are_posted_and_get_no_line() 
 # -- B30: batches ----------------------------------------------------------------------------
 
 
-async def test_b30_batch_is_split_into_posts_and_answered_by_one_array_line() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_b30_batch_is_split_into_posts_and_answered_by_one_array_line(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(b'[{"jsonrpc":"2.0","id":16,"method":"ping"},{"jsonrpc":"2.0","id":17,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]\n')
         (reply,) = await h.stdout.wait_for(1)
         assert sorted(reply, key=lambda m: m["id"]) == [
@@ -423,8 +422,8 @@ async def test_b30_batch_is_split_into_posts_and_answered_by_one_array_line() ->
         assert len(h.posts()) == 3
 
 
-async def test_b30_empty_batch_gets_minus_32600_and_a_notification_only_batch_gets_nothing() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_b30_empty_batch_gets_minus_32600_and_a_notification_only_batch_gets_nothing(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(b"[]\n" + b'[{"jsonrpc":"2.0","method":"notifications/initialized"}]\n' + request_line(1))
         messages = await h.stdout.wait_for(2)
         await anyio.sleep(0.05)
@@ -436,13 +435,13 @@ async def test_b30_empty_batch_gets_minus_32600_and_a_notification_only_batch_ge
 # -- B32, B33: no head-of-line blocking; cancellation is forwarded at once --------------------
 
 
-async def test_b32_slow_call_does_not_delay_a_ping() -> None:
+async def test_b32_slow_call_does_not_delay_a_ping(run_bridge: RunBridge) -> None:
     async def slow_or_fast(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
         if message["method"] == "tools/call":
             await anyio.sleep(2)
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
 
-    async with running_bridge(app(slow_or_fast)) as h:
+    async with run_bridge(app(slow_or_fast)) as h:
         await h.handshake()
         h.stdin.feed(request_line(19, "tools/call", {"name": "slow"}) + request_line(20))
         messages = await h.stdout.wait_for(2, timeout_seconds=0.5)
@@ -451,12 +450,12 @@ async def test_b32_slow_call_does_not_delay_a_ping() -> None:
         assert messages[2]["id"] == 19
 
 
-async def test_b32_fifty_concurrent_large_calls_all_answered_once_and_whole() -> None:
+async def test_b32_fifty_concurrent_large_calls_all_answered_once_and_whole(run_bridge: RunBridge) -> None:
     async def large(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
         await anyio.sleep(0.01 * (message["id"] % 5))
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"t": "x" * 200_000}})
 
-    async with running_bridge(app(large)) as h:
+    async with run_bridge(app(large)) as h:
         await h.handshake()
         h.stdin.feed(b"".join(request_line(i, "tools/call", {"name": "big"}) for i in range(1, 51)))
         messages = await h.stdout.wait_for(51, timeout_seconds=20)
@@ -464,7 +463,7 @@ async def test_b32_fifty_concurrent_large_calls_all_answered_once_and_whole() ->
         assert all(len(m["result"]["t"]) == 200_000 for m in messages[1:])
 
 
-async def test_b33_cancellation_is_posted_while_the_call_runs_and_no_error_is_made_for_it() -> None:
+async def test_b33_cancellation_is_posted_while_the_call_runs_and_no_error_is_made_for_it(run_bridge: RunBridge) -> None:
     cancelled = anyio.Event()
 
     async def handle(request: httpx.Request) -> Any:
@@ -479,7 +478,7 @@ async def test_b33_cancellation_is_posted_while_the_call_runs_and_no_error_is_ma
                 await anyio.sleep(10)
         return await app()(request)
 
-    async with running_bridge(handle, shutdown_grace_seconds=0.2) as h:
+    async with run_bridge(handle, shutdown_grace_seconds=0.2) as h:
         await h.handshake()
         h.stdin.feed(request_line(21, "tools/call", {"name": "slow", "arguments": {}}))
         await anyio.sleep(0.1)
@@ -493,11 +492,11 @@ async def test_b33_cancellation_is_posted_while_the_call_runs_and_no_error_is_ma
 # -- shutdown ---------------------------------------------------------------------------------
 
 
-async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_session() -> None:
+async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_session(run_bridge: RunBridge) -> None:
     async def never(message: dict[str, Any], request: httpx.Request) -> Any:
         await anyio.sleep(30)
 
-    async with running_bridge(app(never), shutdown_grace_seconds=0.2) as h:
+    async with run_bridge(app(never), shutdown_grace_seconds=0.2) as h:
         await h.handshake()
         h.stdin.feed(request_line(30, "tools/call", {"name": "slow"}))
         await anyio.sleep(0.1)
@@ -514,12 +513,12 @@ async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_sess
     assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
 
 
-async def test_closed_stdout_ends_the_run_quietly() -> None:
+async def test_closed_stdout_ends_the_run_quietly(run_bridge: RunBridge) -> None:
     async def slow(message: dict[str, Any], request: httpx.Request) -> Any:
         await anyio.sleep(0.3)
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
 
-    async with running_bridge(app(slow)) as h:
+    async with run_bridge(app(slow)) as h:
         await h.handshake()
         h.stdin.feed(request_line(1, "tools/call", {"name": "slow"}))
         h.stdout.closed = True
@@ -532,7 +531,7 @@ async def test_closed_stdout_ends_the_run_quietly() -> None:
 # -- cancellation, timeouts, resumption, version and session details --------------------------
 
 
-async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line() -> None:
+async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line(run_bridge: RunBridge) -> None:
     cancelled = anyio.Event()
 
     async def handle(request: httpx.Request) -> Any:
@@ -550,7 +549,7 @@ async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line
                 return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
         return await app()(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         await h.handshake()
         h.stdin.feed(request_line(21, "tools/call", {"name": "slow"}))
         await anyio.sleep(0.05)
@@ -564,11 +563,11 @@ async def test_b33_cancelled_request_whose_stream_then_closes_gets_no_error_line
 
 
 @pytest.mark.httpx_only
-async def test_bridge_timeout_answers_the_client_and_cancels_the_request_at_the_app() -> None:
+async def test_bridge_timeout_answers_the_client_and_cancels_the_request_at_the_app(run_bridge: RunBridge) -> None:
     def time_out(message: dict[str, Any], request: httpx.Request) -> Any:
         raise httpx.ReadTimeout("timed out")
 
-    async with running_bridge(app(time_out)) as h:
+    async with run_bridge(app(time_out)) as h:
         await h.handshake()
         h.stdin.feed(request_line(40, "tools/call", {"name": "slow"}))
         _, reply = await h.stdout.wait_for(2)
@@ -578,7 +577,7 @@ async def test_bridge_timeout_answers_the_client_and_cancels_the_request_at_the_
     assert cancels == [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 40, "reason": "The bridge timed out waiting for the response."}}]
 
 
-async def test_b21_stream_broken_mid_event_is_resumed_when_it_carried_event_ids() -> None:
+async def test_b21_stream_broken_mid_event_is_resumed_when_it_carried_event_ids(run_bridge: RunBridge) -> None:
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
 
     async def handle(request: httpx.Request) -> Any:
@@ -586,14 +585,14 @@ async def test_b21_stream_broken_mid_event_is_resumed_when_it_carried_event_ids(
             return sse(event({"jsonrpc": "2.0", "id": 11, "result": {}}, "e2"))
         return await app(lambda m, r: sse("retry: 10\n\n", event(progress, "e1"), "data: {\"jso", error=httpx.ReadError("reset")))(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         await h.handshake()
         h.stdin.feed(request_line(11, "tools/call", {"name": "long"}))
         messages = await h.stdout.wait_for(3)
         assert messages[1:] == [progress, {"jsonrpc": "2.0", "id": 11, "result": {}}]
 
 
-async def test_negotiated_protocol_version_is_the_one_the_server_chose() -> None:
+async def test_negotiated_protocol_version_is_the_one_the_server_chose(run_bridge: RunBridge) -> None:
     async def older(request: httpx.Request) -> Any:
         if request.method == "POST" and json.loads(request.content).get("method") == "initialize":
             return json_response(
@@ -602,7 +601,7 @@ async def test_negotiated_protocol_version_is_the_one_the_server_chose() -> None
             )
         return await app()(request)
 
-    async with running_bridge(older) as h:
+    async with run_bridge(older) as h:
         await h.handshake()
         h.stdin.feed(request_line(1))
         messages = await h.stdout.wait_for(2)
@@ -612,21 +611,21 @@ async def test_negotiated_protocol_version_is_the_one_the_server_chose() -> None
     assert {r.headers["mcp-session-id"] for r in later} == {"sess-B"}
 
 
-async def test_session_id_that_is_not_visible_ascii_is_never_sent_back() -> None:
+async def test_session_id_that_is_not_visible_ascii_is_never_sent_back(run_bridge: RunBridge) -> None:
     async def bad_session(request: httpx.Request) -> Any:
         response = await app()(request)
         if request.method == "POST" and json.loads(request.content).get("method") == "initialize":
             response.headers["mcp-session-id"] = "abc def"
         return response
 
-    async with running_bridge(bad_session) as h:
+    async with run_bridge(bad_session) as h:
         await h.handshake()
         h.stdin.feed(request_line(1))
         await h.stdout.wait_for(2)
     assert all("mcp-session-id" not in r.headers for r in h.posts())
 
 
-async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the_probe_id() -> None:
+async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the_probe_id(run_bridge: RunBridge) -> None:
     """SPEC-CHECKLIST item 74 / D5: the app's 400 (id null) reaches the client as the error
     for its probe, so a dual-era client falls back to initialize at once."""
     refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
@@ -636,7 +635,7 @@ async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the
             return json_response(refusal, status=400, headers={"mcp-session-id": "throw-away"})
         return await app()(request)
 
-    async with running_bridge(legacy) as h:
+    async with run_bridge(legacy) as h:
         h.stdin.feed(request_line(1, "server/discover", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}))
         (reply,) = await h.stdout.wait_for(1)
         assert reply == {"jsonrpc": "2.0", "id": 1, "error": refusal["error"]}
@@ -646,7 +645,7 @@ async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the
     assert h.posts()[-1].headers["mcp-session-id"] == "sess-A"
 
 
-async def test_redirects_are_never_followed_so_the_token_cannot_travel() -> None:
+async def test_redirects_are_never_followed_so_the_token_cannot_travel(run_bridge: RunBridge) -> None:
     """SPEC-CHECKLIST item 57: a 307 to another host is an error, and nothing goes there."""
     visited: list[str] = []
 
@@ -654,7 +653,7 @@ async def test_redirects_are_never_followed_so_the_token_cannot_travel() -> None
         visited.append(str(request.url))
         return httpx.Response(307, headers={"location": "http://203.0.113.9/steal"})
 
-    async with running_bridge(redirect, token=TOKEN) as h:
+    async with run_bridge(redirect, token=TOKEN) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reply["error"]["data"] == {"source": "bridge", "reason": "http_status", "httpStatus": 307}
@@ -669,8 +668,8 @@ async def test_redirects_are_never_followed_so_the_token_cannot_travel() -> None
         (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"result":{}}', None),
     ],
 )
-async def test_only_json_rpc_2_0_from_the_app_reaches_stdout(body: bytes, reason: str | None) -> None:
-    async with running_bridge(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"})) as h:
+async def test_only_json_rpc_2_0_from_the_app_reaches_stdout(body: bytes, reason: str | None, run_bridge: RunBridge) -> None:
+    async with run_bridge(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"})) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert b"NaN" not in h.stdout.lines[0] and not h.stdout.lines[0].startswith(b"\xef\xbb\xbf")
@@ -680,20 +679,20 @@ async def test_only_json_rpc_2_0_from_the_app_reaches_stdout(body: bytes, reason
         assert reply["error"]["data"]["reason"] == reason
 
 
-async def test_a_bad_line_with_a_lone_surrogate_is_answered_and_the_bridge_serves_on() -> None:
-    async with running_bridge(echo_ok) as h:
+async def test_a_bad_line_with_a_lone_surrogate_is_answered_and_the_bridge_serves_on(run_bridge: RunBridge) -> None:
+    async with run_bridge(echo_ok) as h:
         h.stdin.feed(b'{"jsonrpc":"1.0","id":"\\ud800","method":"ping"}\n' + request_line(2))
         first, second = await h.stdout.wait_for(2)
     assert first["error"]["code"] == -32600 and second == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
-async def test_eof_during_a_slow_initialize_is_seen_at_once() -> None:
+async def test_eof_during_a_slow_initialize_is_seen_at_once(run_bridge: RunBridge) -> None:
     """The initialize barrier holds later messages back, not the reading of stdin."""
 
     async def slow_initialize(request: httpx.Request) -> Any:
         await anyio.sleep(30)
 
-    async with running_bridge(slow_initialize, shutdown_grace_seconds=0.2) as h:
+    async with run_bridge(slow_initialize, shutdown_grace_seconds=0.2) as h:
         h.stdin.feed(init(0) + request_line(1, "tools/list"))
         await anyio.sleep(0.1)
         started = anyio.current_time()
@@ -707,13 +706,13 @@ async def test_eof_during_a_slow_initialize_is_seen_at_once() -> None:
     assert {m["error"]["data"]["reason"] for m in messages} == {"shutting_down"}
 
 
-async def test_a_ping_is_never_queued_behind_slow_calls_that_fill_every_slot() -> None:
+async def test_a_ping_is_never_queued_behind_slow_calls_that_fill_every_slot(run_bridge: RunBridge) -> None:
     async def slow_calls(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
         if message["method"] == "tools/call":
             await anyio.sleep(3)
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
 
-    async with running_bridge(app(slow_calls), max_concurrent_requests=2) as h:
+    async with run_bridge(app(slow_calls), max_concurrent_requests=2) as h:
         await h.handshake()
         h.stdin.feed(request_line(1, "tools/call", {"name": "slow"}) + request_line(2, "tools/call", {"name": "slow"}))
         await anyio.sleep(0.1)
@@ -722,7 +721,7 @@ async def test_a_ping_is_never_queued_behind_slow_calls_that_fill_every_slot() -
         assert messages[1] == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
 
-async def test_a_huge_retry_hint_from_the_app_is_bounded_by_the_request_timeout() -> None:
+async def test_a_huge_retry_hint_from_the_app_is_bounded_by_the_request_timeout(run_bridge: RunBridge) -> None:
     """An hour-long `retry:` must not park a request past its bound (DESIGN.md §2.6)."""
     resumed = anyio.Event()
 
@@ -732,7 +731,7 @@ async def test_a_huge_retry_hint_from_the_app_is_bounded_by_the_request_timeout(
             return sse(event({"jsonrpc": "2.0", "id": 10, "result": {}}, "e2"))
         return await app(lambda m, r: sse("retry: 3600000\n\n", event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}, "e1")))(request)
 
-    async with running_bridge(handle, request_timeout_seconds=0.3) as h:
+    async with run_bridge(handle, request_timeout_seconds=0.3) as h:
         await h.handshake()
         h.stdin.feed(request_line(10, "tools/call", {"name": "long"}))
         with anyio.fail_after(3):

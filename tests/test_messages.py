@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import init, running_bridge
+from helpers import RunBridge, init
 
 from bridge.app.discovery import Endpoint, write_discovery_file
 from bridge.app.launcher import Launcher
@@ -28,8 +28,8 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8765/", "http://127.0.0.1:8765/api"])
-async def test_a_404_names_the_url_and_the_usual_mcp_path(url: str) -> None:
-    async with running_bridge(lambda request: httpx.Response(404, text="Not Found"), url=url) as h:
+async def test_a_404_names_the_url_and_the_usual_mcp_path(url: str, run_bridge: RunBridge) -> None:
+    async with run_bridge(lambda request: httpx.Response(404, text="Not Found"), url=url) as h:
         h.stdin.feed(init(0))
         (reply,) = await h.stdout.wait_for(1)
     error = reply["error"]

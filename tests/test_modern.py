@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from helpers import event, json_response, request_line, running_bridge, sse
-from scripted_server import wire  # noqa: F401  (the fixture)
+from helpers import RunBridge, event, json_response, request_line, sse
 
 from bridge.core.era import encode_header_value, filter_tools, invalid_header_annotation, request_headers
 
@@ -123,9 +122,9 @@ def test_headers_for_each_json_type_and_none_for_null_missing_or_fractional_valu
 # -- through the bridge -----------------------------------------------------------------------
 
 
-async def test_modern_requests_carry_the_eras_headers_and_no_session() -> None:
+async def test_modern_requests_carry_the_eras_headers_and_no_session(run_bridge: RunBridge) -> None:
     app = ModernApp()
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "server/discover"))
         h.stdin.feed(modern(2, "tools/call", {"name": "weather 世界", "arguments": {}}))
         await h.stdout.wait_for(2)
@@ -135,9 +134,9 @@ async def test_modern_requests_carry_the_eras_headers_and_no_session() -> None:
     assert app.other == []  # no GET stream, no DELETE: the era has no sessions
 
 
-async def test_tools_with_invalid_annotations_are_hidden_and_calls_carry_param_headers() -> None:
+async def test_tools_with_invalid_annotations_are_hidden_and_calls_carry_param_headers(run_bridge: RunBridge) -> None:
     app = ModernApp()
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/list"))
         (listing,) = await h.stdout.wait_for(1)
         assert [t["name"] for t in listing["result"]["tools"]] == ["weather"]
@@ -147,10 +146,10 @@ async def test_tools_with_invalid_annotations_are_hidden_and_calls_carry_param_h
     assert call.headers["mcp-param-region"] == "us-west1" and call.headers["mcp-param-days"] == "3"
 
 
-async def test_header_mismatch_relists_privately_and_retries_once() -> None:
+async def test_header_mismatch_relists_privately_and_retries_once(run_bridge: RunBridge) -> None:
     app = ModernApp()
     app.mismatches_left = 1
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/call", {"name": "weather", "arguments": {"region": "eu"}}))
         (reply,) = await h.stdout.wait_for(1)
         await anyio.sleep(0.05)
@@ -161,10 +160,10 @@ async def test_header_mismatch_relists_privately_and_retries_once() -> None:
     assert app.posts[-1].headers["mcp-param-region"] == "eu"  # learnt from the re-list
 
 
-async def test_a_second_header_mismatch_is_relayed_without_another_retry() -> None:
+async def test_a_second_header_mismatch_is_relayed_without_another_retry(run_bridge: RunBridge) -> None:
     app = ModernApp()
     app.mismatches_left = 5
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/call", {"name": "weather", "arguments": {}}))
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32020, "message": "Header mismatch"}}
@@ -180,18 +179,18 @@ async def test_a_second_header_mismatch_is_relayed_without_another_retry() -> No
         (404, {"code": -32601, "message": "Method not found"}),
     ],
 )
-async def test_the_eras_error_codes_are_relayed_exactly_with_the_request_id(status: int, error: dict[str, Any]) -> None:
+async def test_the_eras_error_codes_are_relayed_exactly_with_the_request_id(status: int, error: dict[str, Any], run_bridge: RunBridge) -> None:
     async def refuse(request: httpx.Request) -> httpx.Response:
         return json_response({"jsonrpc": "2.0", "id": None, "error": error}, status=status)
 
-    async with running_bridge(refuse) as h:
+    async with run_bridge(refuse) as h:
         h.stdin.feed(modern("r", "resources/read", {"uri": "x"}))
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": "r", "error": error}
     assert h.bridge.driver.rebuilds == 0  # a 404 in this era is never a lost session
 
 
-async def test_cancellation_closes_the_exchange_and_is_never_posted() -> None:
+async def test_cancellation_closes_the_exchange_and_is_never_posted(run_bridge: RunBridge) -> None:
     closed = anyio.Event()
     posted: list[str] = []
 
@@ -208,7 +207,7 @@ async def test_cancellation_closes_the_exchange_and_is_never_posted() -> None:
 
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(modern(7, "tools/call", {"name": "slow", "arguments": {}}))
         await anyio.sleep(0.1)
         h.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
@@ -220,7 +219,7 @@ async def test_cancellation_closes_the_exchange_and_is_never_posted() -> None:
 
 
 @pytest.mark.httpx_only
-async def test_listen_stream_has_no_read_timeout_relays_events_and_a_drop_ends_it_with_an_error() -> None:
+async def test_listen_stream_has_no_read_timeout_relays_events_and_a_drop_ends_it_with_an_error(run_bridge: RunBridge) -> None:
     ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {}}
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "s1"}}}
     timeouts: list[Any] = []
@@ -229,7 +228,7 @@ async def test_listen_stream_has_no_read_timeout_relays_events_and_a_drop_ends_i
         timeouts.append(request.extensions["timeout"])
         return sse(event(ack, "1"), event(changed, "2"), delay_seconds=0.02, error=httpx.RemoteProtocolError("peer closed"))
 
-    async with running_bridge(handle, request_timeout_seconds=0.5) as h:
+    async with run_bridge(handle, request_timeout_seconds=0.5) as h:
         h.stdin.feed(modern("listen-1", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
         messages = await h.stdout.wait_for(3)
     assert messages[:2] == [ack, changed]
@@ -238,7 +237,7 @@ async def test_listen_stream_has_no_read_timeout_relays_events_and_a_drop_ends_i
     assert len(timeouts) == 1  # the era has no resumption: no GET with Last-Event-ID
 
 
-async def test_legacy_requests_after_initialize_are_untouched_by_the_era_rules() -> None:
+async def test_legacy_requests_after_initialize_are_untouched_by_the_era_rules(run_bridge: RunBridge) -> None:
     seen: list[httpx.Request] = []
 
     async def handle(request: httpx.Request) -> httpx.Response:
@@ -250,21 +249,21 @@ async def test_legacy_requests_after_initialize_are_untouched_by_the_era_rules()
             return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         return httpx.Response(202 if request.method == "POST" else 405)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-11-25"}) + request_line(1, "tools/call", {"name": "t"}))
         await h.stdout.wait_for(2)
     call = seen[1]
     assert "mcp-method" not in call.headers and call.headers["mcp-session-id"] == "s"
 
 
-async def test_a_cancel_in_the_same_chunk_as_its_request_stops_it_before_it_is_sent() -> None:
+async def test_a_cancel_in_the_same_chunk_as_its_request_stops_it_before_it_is_sent(run_bridge: RunBridge) -> None:
     posted: list[str] = []
 
     async def handle(request: httpx.Request) -> httpx.Response:
         posted.append(json.loads(request.content)["method"])
         return json_response({"jsonrpc": "2.0", "id": 7, "result": {}})
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(modern(7, "tools/call", {"name": "slow", "arguments": {}})
                      + b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
         await anyio.sleep(0.2)

@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from helpers import NOTIF_INIT, URL, init, json_response, request_line, running_bridge
-from scripted_server import wire  # noqa: F401  (the fixture)
+from helpers import NOTIF_INIT, URL, RunBridge, init, json_response, request_line
 
 from bridge.app.tokens import CommandTokenSource, TokenContext
 
@@ -94,10 +93,10 @@ class CountingSource:
 # -- 401: refresh once (B26) --------------------------------------------------------------------
 
 
-async def test_401_refreshes_the_token_once_and_the_retry_succeeds() -> None:
+async def test_401_refreshes_the_token_once_and_the_retry_succeeds(run_bridge: RunBridge) -> None:
     app = FakeApp(token="new")
     source = CountingSource("old", "new")
-    async with running_bridge(app, token_source=source) as h:
+    async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(init(0))
         (reply,) = await h.stdout.wait_for(1)
         assert "result" in reply
@@ -105,10 +104,10 @@ async def test_401_refreshes_the_token_once_and_the_retry_succeeds() -> None:
     assert [r.headers["authorization"] for r in h.posts()[:2]] == ["Bearer old", "Bearer new"]
 
 
-async def test_second_401_gives_auth_rejected_after_exactly_one_refresh() -> None:
+async def test_second_401_gives_auth_rejected_after_exactly_one_refresh(run_bridge: RunBridge) -> None:
     app = FakeApp(token="never-issued", stateless=True)
     source = CountingSource("t1", "t2", "t3")
-    async with running_bridge(app, token_source=source) as h:
+    async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(request_line(14, "tools/list"))
         (reply,) = await h.stdout.wait_for(1)
     assert reply["id"] == 14 and reason(reply) == "auth_rejected"
@@ -116,38 +115,38 @@ async def test_second_401_gives_auth_rejected_after_exactly_one_refresh() -> Non
     assert "t1" not in reply["error"]["message"] and "t2" not in reply["error"]["message"]
 
 
-async def test_five_concurrent_401s_cause_one_refresh_and_all_succeed() -> None:
+async def test_five_concurrent_401s_cause_one_refresh_and_all_succeed(run_bridge: RunBridge) -> None:
     app = FakeApp(token="new", stateless=True)
     source = CountingSource("old", "new", delay_seconds=0.05)
-    async with running_bridge(app, token_source=source) as h:
+    async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(b"".join(request_line(i, "ping") for i in range(5)))
         messages = await h.stdout.wait_for(5)
     assert sorted(m["id"] for m in messages) == list(range(5)) and all("result" in m for m in messages)
     assert source.fetches == 2  # the first fetch, then one refresh shared by all five
 
 
-async def test_403_is_an_error_without_refresh() -> None:
+async def test_403_is_an_error_without_refresh(run_bridge: RunBridge) -> None:
     source = CountingSource("t1", "t2")
 
     def forbidden(request: httpx.Request) -> httpx.Response:
         return httpx.Response(403, headers={"www-authenticate": 'Bearer error="insufficient_scope"'})
 
-    async with running_bridge(forbidden, token_source=source) as h:
+    async with run_bridge(forbidden, token_source=source) as h:
         h.stdin.feed(request_line(1, "tools/list"))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "http_status" and reply["error"]["data"]["httpStatus"] == 403
     assert source.fetches == 1
 
 
-async def test_401_without_any_token_source_says_how_to_configure_one() -> None:
-    async with running_bridge(FakeApp(token="x", stateless=True)) as h:
+async def test_401_without_any_token_source_says_how_to_configure_one(run_bridge: RunBridge) -> None:
+    async with run_bridge(FakeApp(token="x", stateless=True)) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "auth_rejected" and "--token-env" in reply["error"]["message"]
 
 
 @pytest.mark.parametrize("failure", ["raises", "hangs"])
-async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_bridge_serves_on(failure: str) -> None:
+async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_bridge_serves_on(failure: str, run_bridge: RunBridge) -> None:
     calls = 0
 
     async def provider(base_url: str) -> str:
@@ -159,7 +158,7 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
             await anyio.sleep(30)
         return "good"
 
-    async with running_bridge(FakeApp(token="good", stateless=True), token_source=provider, token_timeout_seconds=0.3) as h:
+    async with run_bridge(FakeApp(token="good", stateless=True), token_source=provider, token_timeout_seconds=0.3) as h:
         h.stdin.feed(request_line(1))
         (first,) = await h.stdout.wait_for(1)
         assert first["id"] == 1 and reason(first) == "auth_rejected"
@@ -184,7 +183,7 @@ async def test_token_command_output_is_the_token_and_a_failing_command_is_an_err
     await client.aclose()
 
 
-async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on_401(tmp_path: Path) -> None:
+async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on_401(tmp_path: Path, run_bridge: RunBridge) -> None:
     from bridge.app.tokens import AuthRouteTokenSource
 
     secret = tmp_path / "secret"
@@ -201,7 +200,7 @@ async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on
         return await app(request)
 
     source = AuthRouteTokenSource("/auth/token", secret)  # resolved against the endpoint
-    async with running_bridge(handle, token_source=source) as h:
+    async with run_bridge(handle, token_source=source) as h:
         h.stdin.feed(request_line(1))
         await h.stdout.wait_for(1)
         app.token = "issued-2"  # rotated
@@ -232,11 +231,11 @@ class Starter:
 
 
 @pytest.mark.httpx_only
-async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds() -> None:
+async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds(run_bridge: RunBridge) -> None:
     app = FakeApp(stateless=True)
     app.up = False
     starter = Starter(app)
-    async with running_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(request_line(7, "tools/list"))
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": 7, "result": {"instance": 1}}
@@ -245,7 +244,7 @@ async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds() -
 
 
 @pytest.mark.httpx_only
-async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_after_two_posts() -> None:
+async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_after_two_posts(run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.up = False
 
@@ -253,7 +252,7 @@ async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_aft
         return True  # e.g. another process holds the port, but the app refuses
 
     starter = Starter(app, works=False)
-    async with running_bridge(app, ensure_running=starter, app_probe=says_up) as h:
+    async with run_bridge(app, ensure_running=starter, app_probe=says_up) as h:
         h.stdin.feed(request_line(7, "tools/list"))
         (reply,) = await h.stdout.wait_for(1)
         h.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}\n' + request_line(8))
@@ -264,11 +263,11 @@ async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_aft
 
 
 @pytest.mark.httpx_only
-async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch_timeout() -> None:
+async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch_timeout(run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.up = False
     starter = Starter(app, works=False)
-    async with running_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
         started = anyio.current_time()
         h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18"}))
         (reply,) = await h.stdout.wait_for(1, timeout_seconds=3)
@@ -278,42 +277,42 @@ async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch
 
 
 @pytest.mark.httpx_only
-async def test_no_launcher_configured_says_the_app_is_not_running() -> None:
+async def test_no_launcher_configured_says_the_app_is_not_running(run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.up = False
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "app_unreachable" and "not running" in reply["error"]["message"]
 
 
 @pytest.mark.httpx_only
-async def test_concurrent_refusals_share_one_ensure_running() -> None:
+async def test_concurrent_refusals_share_one_ensure_running(run_bridge: RunBridge) -> None:
     app = FakeApp(stateless=True)
     app.up = False
     starter = Starter(app)
-    async with running_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(b"".join(request_line(i) for i in range(6)))
         messages = await h.stdout.wait_for(6)
     assert all("result" in m for m in messages) and starter.calls == 1
 
 
 @pytest.mark.httpx_only
-async def test_ensure_running_that_raises_gives_app_launch_failed() -> None:
+async def test_ensure_running_that_raises_gives_app_launch_failed(run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.up = False
 
     def broken() -> None:
         raise FileNotFoundError("no such app")
 
-    async with running_bridge(app, ensure_running=broken) as h:
+    async with run_bridge(app, ensure_running=broken) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "app_launch_failed"
 
 
 @pytest.mark.httpx_only
-async def test_no_retry_after_a_read_timeout_on_tools_call() -> None:
+async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge) -> None:
     app = FakeApp()
     attempts = 0
 
@@ -325,7 +324,7 @@ async def test_no_retry_after_a_read_timeout_on_tools_call() -> None:
         return await app(request)
 
     starter = Starter(app)
-    async with running_bridge(handle, ensure_running=starter, app_probe=starter.probe) as h:
+    async with run_bridge(handle, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(5, "tools/call", {"name": "slow"}))
         messages = await h.stdout.wait_for(2)
     assert reason(messages[1]) == "timeout" and attempts == 1 and starter.calls == 0
@@ -335,10 +334,10 @@ async def test_no_retry_after_a_read_timeout_on_tools_call() -> None:
 
 
 @pytest.mark.parametrize("status", [404, 400])
-async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(status: int) -> None:
+async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(status: int, run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.unknown_session_status = status
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         with anyio.fail_after(5):  # the notification reached the app before it restarts
@@ -357,10 +356,10 @@ async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches
     assert h.bridge.driver.rebuilds == 1
 
 
-async def test_session_400_heuristic_can_be_switched_off() -> None:
+async def test_session_400_heuristic_can_be_switched_off(run_bridge: RunBridge) -> None:
     app = FakeApp()
     app.unknown_session_status = 400
-    async with running_bridge(app, session_400_heuristic=False) as h:
+    async with run_bridge(app, session_400_heuristic=False) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         app.restart()
@@ -370,9 +369,9 @@ async def test_session_400_heuristic_can_be_switched_off() -> None:
     assert h.bridge.driver.rebuilds == 0
 
 
-async def test_concurrent_failures_share_one_rebuild_and_list_changed_follows() -> None:
+async def test_concurrent_failures_share_one_rebuild_and_list_changed_follows(run_bridge: RunBridge) -> None:
     app = FakeApp(list_changed=True)
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         app.restart()
@@ -386,7 +385,7 @@ async def test_concurrent_failures_share_one_rebuild_and_list_changed_follows() 
     assert h.bridge.driver.rebuilds == 1
 
 
-async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_again() -> None:
+async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_again(run_bridge: RunBridge) -> None:
     app = FakeApp()
     refuse_initialize = True
 
@@ -395,7 +394,7 @@ async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_aga
             return httpx.Response(500)
         return await app(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         app.restart()
@@ -407,7 +406,7 @@ async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_aga
         assert (await h.stdout.wait_for(3))[2] == {"jsonrpc": "2.0", "id": 13, "result": {"instance": 2}}
 
 
-async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebuild() -> None:
+async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebuild(run_bridge: RunBridge) -> None:
     app = FakeApp()
 
     async def handle(request: httpx.Request) -> httpx.Response:
@@ -416,7 +415,7 @@ async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebu
             app.sessions.clear()  # the new session dies at once
         return response
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         with anyio.fail_after(5):  # the handshake's notification reached the first instance
@@ -430,13 +429,13 @@ async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebu
 
 
 @pytest.mark.httpx_only
-async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_request() -> None:
+async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_request(run_bridge: RunBridge) -> None:
     """The app goes down, comes back on a new instance with a new token: relaunch, then
     rebuild (whose initialize is refreshed after a 401), then the request — one reply."""
     app = FakeApp(token="t1")
     source = CountingSource("t1", "t2")
     starter = Starter(app)
-    async with running_bridge(app, token_source=source, ensure_running=starter, app_probe=starter.probe) as h:
+    async with run_bridge(app, token_source=source, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         app.up = False
@@ -447,7 +446,7 @@ async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_req
     assert starter.calls == 1 and source.fetches == 2
 
 
-async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching_again(tmp_path: Path) -> None:
+async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching_again(tmp_path: Path, run_bridge: RunBridge) -> None:
     """The app is starting (its pid lives) but does not listen yet: no second instance."""
     import os
 
@@ -458,7 +457,7 @@ async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching
     app = FakeApp(stateless=True)
     app.up = False
     starter = Starter(app)
-    async with running_bridge(
+    async with run_bridge(
         app, url=None, discovery_file=discovery, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5
     ) as h:
         h.stdin.feed(request_line(1))
@@ -489,24 +488,24 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
 
 
 @pytest.mark.httpx_only
-async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path: Path) -> None:
+async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path: Path, run_bridge: RunBridge) -> None:
     from bridge.app.discovery import write_discovery_file
 
     discovery = tmp_path / "mcp-endpoint.json"
     write_discovery_file(discovery, url=URL)  # no token in it
-    async with running_bridge(FakeApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
+    async with run_bridge(FakeApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
 
 
 @pytest.mark.httpx_only
-async def test_requests_queued_behind_a_failed_launch_share_its_failure() -> None:
+async def test_requests_queued_behind_a_failed_launch_share_its_failure(run_bridge: RunBridge) -> None:
     """One app launch for many waiting requests, also when it fails (DESIGN.md §2.9)."""
     app = FakeApp(stateless=True)
     app.up = False
     starter = Starter(app, works=False)
-    async with running_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
         started = anyio.current_time()
         h.stdin.feed(b"".join(request_line(i) for i in range(4)))
         messages = await h.stdout.wait_for(4, timeout_seconds=3)
@@ -514,7 +513,7 @@ async def test_requests_queued_behind_a_failed_launch_share_its_failure() -> Non
     assert {reason(m) for m in messages} == {"app_launch_failed"} and starter.calls == 1
 
 
-async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure() -> None:
+async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure(run_bridge: RunBridge) -> None:
     from bridge.app.tokens import TokenSourceError
 
     class Failing:
@@ -526,14 +525,14 @@ async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure() -
             await anyio.sleep(0.2)
             raise TokenSourceError("the keychain is locked")
 
-    async with running_bridge(FakeApp(stateless=True), token_source=Failing()) as h:
+    async with run_bridge(FakeApp(stateless=True), token_source=Failing()) as h:
         h.stdin.feed(b"".join(request_line(i) for i in range(4)))
         messages = await h.stdout.wait_for(4, timeout_seconds=3)
     assert {reason(m) for m in messages} == {"auth_rejected"} and Failing.fetches == 1
     assert all("keychain is locked" in m["error"]["message"] for m in messages)
 
 
-async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through() -> None:
+async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(run_bridge: RunBridge) -> None:
     """The session-loss heuristic wants "session" *and* a sign it is unknown."""
     error = {"code": -32602, "message": "session_name required"}
     app = FakeApp()
@@ -543,7 +542,7 @@ async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(
             return json_response({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
         return await app(request)
 
-    async with running_bridge(handle) as h:
+    async with run_bridge(handle) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(5, "tools/call", {"name": "x"}))
         messages = await h.stdout.wait_for(2)
     assert messages[1] == {"jsonrpc": "2.0", "id": 5, "error": error} and h.bridge.driver.rebuilds == 0

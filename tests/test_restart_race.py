@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from helpers import NOTIF_INIT, init, json_response, request_line, running_bridge
+from helpers import NOTIF_INIT, RunBridge, init, json_response, request_line
 
 pytestmark = pytest.mark.anyio
 
@@ -64,10 +64,10 @@ class SdkLikeApp:
 
 
 @pytest.mark.parametrize("seed", range(6))
-async def test_requests_in_flight_across_restarts_get_the_apps_result_and_never_its_missing_session_error(seed: int) -> None:
+async def test_requests_in_flight_across_restarts_get_the_apps_result_and_never_its_missing_session_error(seed: int, run_bridge: RunBridge) -> None:
     app = SdkLikeApp(seed)
     rounds, per_round = 6, 24
-    async with running_bridge(app) as h:
+    async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
         next_id = 1
