@@ -1,7 +1,16 @@
 """mcp-app-bridge: reach a desktop app's MCP server (Streamable HTTP on loopback) from any
 AI client over stdio.
 
-The public surface is re-exported here; everything else is internal.
+The public API is three import paths, and exactly the names in their ``__all__``
+(``tests/test_public_api.py`` pins them; the docs' API page lists them):
+
+- ``bridge``: run the bridge (:class:`BridgeConfig`, :func:`run_stdio`, :class:`Bridge`),
+  give an app its ``--mcp-stdio`` flag (:func:`mcp_stdio_option`), publish and find the
+  app (the discovery-file helpers), its private credential files, and the errors;
+- ``bridge.clients``: write the entry an AI client needs to start the bridge;
+- ``bridge.appserver``: the server half for Python apps.
+
+Every other module path is internal and may change in any release.
 """
 
 from ._version import __version__
@@ -9,34 +18,46 @@ from .core.config import BridgeConfig, ConfigError
 from .core.errors import REASONS, BridgeError, UpstreamError
 
 __all__ = [
-    "__version__",
-    "BridgeConfig",
-    "ConfigError",
-    "BridgeError",
-    "UpstreamError",
     "REASONS",
     "Bridge",
-    "run_stdio",
-    "mcp_stdio_option",
-    "write_discovery_file",
-    "remove_discovery_file",
+    "BridgeConfig",
+    "BridgeError",
+    "ConfigError",
+    "UnsafeFileError",
+    "UpstreamError",
+    "__version__",
     "default_discovery_path",
+    "mcp_stdio_option",
+    "read_private_file",
+    "remove_discovery_file",
+    "run_stdio",
+    "write_discovery_file",
+    "write_private_file",
 ]
+
+# Each lazily loaded name and the module that defines it: the I/O side imports anyio (and
+# the CLI click), so importing the package (or running `--help`) stays fast.
+_LAZY = {
+    "Bridge": "serve.loop",
+    "run_stdio": "serve.loop",
+    "mcp_stdio_option": "cli.commands",
+    "write_discovery_file": "app.discovery",
+    "remove_discovery_file": "app.discovery",
+    "default_discovery_path": "app.discovery",
+    "read_private_file": "system.privatefile",
+    "write_private_file": "system.privatefile",
+    "UnsafeFileError": "system.privatefile",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The I/O side imports anyio and httpx; load it only when asked for, so importing the
-    # package (or running `--help`) stays fast.
-    if name in ("Bridge", "run_stdio"):
-        from .serve import loop as session
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+    import importlib
 
-        return getattr(session, name)
-    if name == "mcp_stdio_option":
-        from .cli import commands as cli
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
-        return cli.mcp_stdio_option
-    if name in ("write_discovery_file", "remove_discovery_file", "default_discovery_path"):
-        from .app import discovery
 
-        return getattr(discovery, name)
-    raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

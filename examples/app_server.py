@@ -12,7 +12,7 @@ Server mode (what the app does when the user starts it)::
         [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
 ``--port 0`` picks a free port. The server half is the library's
-(``bridge.appserver.server.AppServer``, see the README's "For Python apps"). Once uvicorn serves
+(``bridge.appserver.AppServer``, see the README's "For Python apps"). Once uvicorn serves
 the socket the server writes its discovery file (if asked), then prints exactly one line to
 **stdout** and flushes it::
 
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.applications import Starlette
 
-    from bridge.appserver.server import AppServer
+    from bridge.appserver import AppServer
 
 __all__ = [
     "APP_NAME",
@@ -205,7 +205,7 @@ def build_app(
         session_idle_timeout: Seconds before an idle session is dropped; None keeps
             sessions until DELETE or shutdown.
         token: When given, every request needs ``Authorization: Bearer <token>`` (401
-            otherwise; ``bridge.appserver.server.TokenAuthMiddleware``).
+            otherwise; ``bridge.appserver.TokenAuthMiddleware``).
         secret: When given (with ``token``), ``POST /auth/token`` exchanges
             ``{"secret": secret}`` for ``{"token": token}``.
         legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
@@ -223,7 +223,7 @@ def build_app(
         host=host,
     )
     if token is not None:
-        from bridge.appserver.server import TokenAuthMiddleware
+        from bridge.appserver import TokenAuthMiddleware
 
         app.add_middleware(TokenAuthMiddleware, token=token, secret=secret, auth_path=AUTH_PATH)
     if legacy_only:
@@ -394,13 +394,13 @@ def serve(
 ) -> int:
     """Server mode: serve until SIGTERM/SIGINT; returns the exit status.
 
-    The server half is the library's (``bridge.appserver.server.AppServer``): loopback, port 0,
+    The server half is the library's (``bridge.appserver.AppServer``): loopback, port 0,
     the bearer-token middleware and auth route, and the discovery file written once
     uvicorn serves and removed on the way out. Without ``--secret-file`` or
     ``--token-in-discovery`` the example serves without a token, as the tests' plain
     ``--url`` bridges expect.
     """
-    from bridge.appserver.server import AppServer, UnsafeFileError
+    from bridge.appserver import AppServer, UnsafeFileError
 
     # Our own root handler first: the SDK's configure_logging() (basicConfig) then leaves it alone.
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

@@ -30,7 +30,7 @@ from conftest import REPO_ROOT, isolated_env, process_alive
 from test_process import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
 
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
-from bridge.appserver.server import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
+from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
 
 TOKEN = "tok-Aa0_appserver-test-token"
 SECRET = "sec-Zz9_appserver-test-secret"
@@ -374,7 +374,7 @@ WAITING_APP = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from bridge.appserver.server import serve_app
+    from bridge.appserver import serve_app
 
     GO = Path(sys.argv[1])
 

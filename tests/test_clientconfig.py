@@ -427,7 +427,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
 @pytest.mark.posix_only("HOME decides the path on POSIX only")
 def test_the_readmes_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("  import bridge.clients.catalog as cc")
+    start = readme.index("  import bridge.clients as cc")
     snippet = "\n".join(line[2:] for line in readme[start : readme.index("```", start)].splitlines())
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA")}
     env["HOME"] = str(tmp_path)

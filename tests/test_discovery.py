@@ -17,7 +17,7 @@ from bridge.app.discovery import (
     write_discovery_file,
 )
 from bridge.app.launcher import launch_environment
-from bridge.app.tokens import TokenSourceError, read_private_file
+from bridge.app.tokens import TokenSourceError, read_credential
 
 posix = pytest.mark.posix_only("file modes (0600, 0644) are POSIX")
 
@@ -103,10 +103,10 @@ def test_secret_files_others_may_read_are_refused_with_the_chmod_to_run(tmp_path
     path.write_text("tok-PLACEHOLDER-0123456789\n")
     path.chmod(0o644)
     with pytest.raises(TokenSourceError, match="chmod 600") as caught:
-        read_private_file(path, "token file")
+        read_credential(path, "token file")
     assert "tok-" not in str(caught.value)
     path.chmod(0o600)
-    assert read_private_file(path, "token file") == "tok-PLACEHOLDER-0123456789"
+    assert read_credential(path, "token file") == "tok-PLACEHOLDER-0123456789"
 
 
 def test_launched_app_gets_no_pyinstaller_variables_and_its_own_library_path() -> None:

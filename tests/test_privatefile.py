@@ -19,7 +19,7 @@ import pytest
 
 from bridge.app.discovery import DiscoveryError, read_discovery_file, write_discovery_file
 from bridge.app.tokens import TokenSourceError
-from bridge.app.tokens import read_private_file as read_token_file
+from bridge.app.tokens import read_credential as read_token_file
 from bridge.system.logsink import open_log_file
 from bridge.system.privatefile import UnsafeFileError, read_private_file, write_private_file
 

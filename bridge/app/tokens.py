@@ -53,7 +53,7 @@ __all__ = [
     "CallableTokenSource",
     "FixedTokenSource",
     "token_source_for",
-    "read_private_file",
+    "read_credential",
     "split_command",
 ]
 
@@ -120,8 +120,8 @@ class TokenSource(Protocol):
         ...
 
 
-def read_private_file(path: Path, what: str) -> str:
-    """Read a secret file by OpenSSH's rules (``bridge/privatefile.py``): not through a
+def read_credential(path: Path, what: str) -> str:
+    """Read a secret file by OpenSSH's rules (``bridge/system/privatefile.py``): not through a
     symbolic link, owned by this user, no permission for group or others (POSIX), in
     folders nobody else may write to.
 
@@ -169,7 +169,7 @@ class FileTokenSource:
         self.description = f"token file {path}"
 
     async def fetch(self, context: TokenContext) -> str | None:
-        return read_private_file(self.path, "token file")
+        return read_credential(self.path, "token file")
 
 
 class CommandTokenSource:
@@ -226,7 +226,7 @@ class AuthRouteTokenSource:
         self.description = f"auth route {auth_url}"
 
     async def fetch(self, context: TokenContext) -> str | None:
-        secret = read_private_file(self.secret_file, "secret file")
+        secret = read_credential(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         from ..transport.base import ConnectFailed, TransportError
 
