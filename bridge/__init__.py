@@ -40,7 +40,7 @@ __all__ = [
 _LAZY = {
     "Bridge": "serve.loop",
     "run_stdio": "serve.loop",
-    "mcp_stdio_option": "cli.commands",
+    "mcp_stdio_option": "cli.appflag",
     "write_discovery_file": "app.discovery",
     "remove_discovery_file": "app.discovery",
     "default_discovery_path": "app.discovery",

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import AppServer, make_secret_file
 
 from bridge.cli.commands import main
-from bridge.clients.catalog import (
+from bridge.clients import (
     CLIENT_INFO,
     CLIENTS,
     ClientConfigError,
@@ -400,14 +400,6 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
     assert "✗ initialize" in done.stdout and "HTTP 401" in done.stdout and "fix: Check the token source" in done.stdout
     for start in range(len(TOKEN) - 7):
         assert TOKEN[start : start + 8] not in done.stdout + done.stderr
-
-
-def test_the_cli_offers_exactly_the_clients_config_knows() -> None:
-    """`--client` choices and the config writer's list never drift apart."""
-    from bridge.cli import config as configcli
-    from bridge.clients import catalog as clientconfig
-
-    assert configcli._CLIENTS == clientconfig.CLIENTS
 
 
 def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli.commands import main
-from bridge.clients.catalog import CLIENT_INFO, CLIENTS, ClientConfigError, ServerEntry, install_entry, uninstall_entry
+from bridge.clients import CLIENT_INFO, CLIENTS, ClientConfigError, ServerEntry, install_entry, uninstall_entry
 from bridge.clients.files import REDACTED
 
 SECRET = "tok-SECRET-0123456789abcdef"

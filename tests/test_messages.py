@@ -16,7 +16,7 @@ from helpers import RunBridge, init
 
 from bridge.app.discovery import Endpoint, write_discovery_file
 from bridge.app.launcher import Launcher
-from bridge.clients.catalog import ClientConfigError, ServerEntry, install_entry
+from bridge.clients import ClientConfigError, ServerEntry, install_entry
 from bridge.core.errors import AppLaunchFailedError
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import shlex
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -54,7 +53,6 @@ __all__ = [
     "FixedTokenSource",
     "token_source_for",
     "read_credential",
-    "split_command",
 ]
 
 #: A library app's token provider: ``(base_url) -> token or None``, sync or async.
@@ -141,14 +139,6 @@ def read_credential(path: Path, what: str) -> str:
         return credential_text(raw, path, what)
     except ValueError as exc:
         raise TokenSourceError(str(exc)) from None
-
-
-def split_command(command: str) -> list[str]:
-    """Split a command line into words as a shell would, without running a shell."""
-    words = shlex.split(command, posix=os.name != "nt")
-    if not words:
-        raise ValueError("the command is empty")
-    return words
 
 
 class EnvTokenSource:

@@ -1,8 +1,8 @@
 """``mcp-app-bridge config …``: print, install, remove, link or locate the entry an AI
 client needs to start the bridge.
 
-Only click is imported here; the config-file code (``bridge.clientconfig`` and, for
-Codex, tomlkit) loads when a config command runs, so serving never imports it.
+The main command loads this module only when ``config`` runs (or help lists it), so
+serving never imports the config face; tomlkit loads only for Codex's file.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from typing import Any, TypeVar
 
 import click
 
+from ..clients.catalog import CLIENTS
+from .options import build_config, parse_bridge_args
+
 __all__ = ["config"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,20 +25,7 @@ _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _ENTRY_CONTEXT = {**_CONTEXT, "ignore_unknown_options": True}
 _PATH = click.Path(dir_okay=False, path_type=Path)
 
-#: The AI clients ``config`` knows (``bridge.clientconfig.CLIENTS``, which a test keeps in
-#: step): named here so that serving never imports the config-file code.
-_CLIENTS = (
-    "claude-desktop",
-    "claude-code",
-    "claude-code-user",
-    "vscode",
-    "cursor",
-    "codex",
-    "gemini-cli",
-    "windsurf",
-    "zed",
-    "lm-studio",
-)
+_CLIENTS = tuple(CLIENTS)
 
 
 @click.group(context_settings=_CONTEXT, short_help="Print, install, remove or link an AI client's entry.")
@@ -85,17 +75,11 @@ def _token_variables(args: list[str]) -> list[str]:
 def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool, link: bool = False) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would. For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not."""
-    from ..clients.catalog import ClientConfigError, ServerEntry, split_secrets
-    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
-    from .commands import _build_config, main
-
+    from ..clients.catalog import ClientConfigError, ServerEntry
+    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command, split_secrets
     args = list(bridge_args)
     if command_path is None:
-        try:
-            parsed = main.make_context("mcp-app-bridge", list(args), resilient_parsing=False)
-        except click.UsageError as exc:
-            raise click.UsageError(f"bridge option: {exc.format_message()}") from None
-        _build_config(parsed.params, require_env=False)
+        build_config(parse_bridge_args(args), require_env=False)
         command = bridge_command()
     else:
         try:
@@ -157,7 +141,8 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import CLIENT_INFO, ClientConfigError, config_path, install_entry
+    from ..clients.catalog import CLIENT_INFO, ClientConfigError, config_path
+    from ..clients.files import install_entry
 
     target = path or config_path(client)
     try:
@@ -180,7 +165,8 @@ def config_install(
 def config_remove(client: str, name: str, path: Path | None) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
-    from ..clients.catalog import ClientConfigError, config_path, uninstall_entry
+    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.files import uninstall_entry
 
     target = path or config_path(client)
     try:

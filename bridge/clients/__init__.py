@@ -10,11 +10,10 @@ from .catalog import (
     config_path,
     entry_document,
     entry_object,
-    install_entry,
     read_servers,
-    split_secrets,
-    uninstall_entry,
 )
+from .command import split_secrets
+from .files import install_entry, uninstall_entry
 
 __all__ = [
     "CLIENTS",

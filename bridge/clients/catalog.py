@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,23 +43,11 @@ __all__ = [
     "entry_object",
     "entry_document",
     "read_servers",
-    "install_entry",
-    "uninstall_entry",
-    "split_secrets",
 ]
 
 
 class ClientConfigError(ValueError):
     """A client configuration file cannot be used as asked. The file was not changed."""
-
-
-def __getattr__(name: str) -> object:
-    # The command helpers live in bridge.clientcommand; reachable here too, as before.
-    if name in ("bridge_command", "isolate_python", "resolve_command", "command_warnings"):
-        from . import command as clientcommand
-
-        return getattr(clientcommand, name)
-    raise AttributeError(f"module 'bridge.clientconfig' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -307,58 +295,3 @@ def read_servers(document: Any, client: str | None = None) -> tuple[str, dict[st
         inferred = "stdio" if "command" in entry else "streamable-http"
         entries[name] = {"type": entry.get("type", inferred), **entry}
     return key, entries
-
-
-def install_entry(
-    path: Path | str,
-    client: str,
-    name: str,
-    entry: ServerEntry,
-    *,
-    force: bool = False,
-    warn: Callable[[str], None] | None = None,
-) -> bool:
-    """Add the entry to the client's file at ``path`` (created, with its folder, if missing),
-    or replace the entry of that name with ``force``.
-
-    Returns:
-        whether an entry of that name was replaced (only possible with ``force``).
-        ``warn`` gets any remark worth showing (a strict-JSON client's file with comments).
-
-    Raises:
-        ClientConfigError: the file cannot be used or already has ``name`` (without
-            ``force``); the file is left byte for byte unchanged.
-    """
-    from . import files as clientfiles
-
-    check_name(client, name)
-    return clientfiles.install(Path(path), client, name, entry_object(client, entry), force=force, warn=warn)
-
-
-def uninstall_entry(path: Path | str, name: str, client: str | None = None) -> None:
-    """Remove the entry ``name`` from the file at ``path``. The backup (``<file>.bak``)
-    holds the previous file with that entry's ``env`` values blanked, so no copy of its
-    secrets is left behind.
-
-    Raises:
-        ClientConfigError: no such file or entry, or a file that cannot be used (left
-            unchanged).
-    """
-    from . import files as clientfiles
-
-    clientfiles.uninstall(Path(path), client, name)
-
-
-def split_secrets(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """The ``env`` block for bridge ``args``: the value of every ``--token-env VAR`` that is
-    set in ``environ`` (the token must reach the bridge through its environment)."""
-    env: dict[str, str] = {}
-    for index, arg in enumerate(args):
-        variable = None
-        if arg == "--token-env" and index + 1 < len(args):
-            variable = args[index + 1]
-        elif arg.startswith("--token-env="):
-            variable = arg.split("=", 1)[1]
-        if variable and environ.get(variable):
-            env[variable] = environ[variable]
-    return env

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from .catalog import ClientConfigError
 
-__all__ = ["bridge_command", "isolate_python", "resolve_command", "command_warnings"]
+__all__ = ["bridge_command", "isolate_python", "resolve_command", "command_warnings", "split_secrets"]
 
 
 def _is_python(command: str) -> bool:
@@ -109,3 +109,18 @@ def command_warnings(argv: Sequence[str]) -> list[str]:
         f"the arguments for {argv[0]} have no --mcp-stdio, so the client would start the app itself, "
         "not its bridge; add it after the command's options: --command PATH -- --mcp-stdio"
     ]
+
+
+def split_secrets(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``env`` block for bridge ``args``: the value of every ``--token-env VAR`` that is
+    set in ``environ`` (the token must reach the bridge through its environment)."""
+    env: dict[str, str] = {}
+    for index, arg in enumerate(args):
+        variable = None
+        if arg == "--token-env" and index + 1 < len(args):
+            variable = args[index + 1]
+        elif arg.startswith("--token-env="):
+            variable = arg.split("=", 1)[1]
+        if variable and environ.get(variable):
+            env[variable] = environ[variable]
+    return env

@@ -1,4 +1,4 @@
-"""Editing a client's configuration file in place (the I/O half of ``bridge.clientconfig``).
+"""Editing a client's configuration file in place (the I/O half of ``catalog.py``).
 
 JSON and JSONC files go through ``bridge.jsonc`` (only the entry's text changes); TOML
 (Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
@@ -19,9 +19,9 @@ from typing import Any
 
 from . import jsonc
 from .atomicfile import replace_bytes, write_private
-from .catalog import CLIENT_INFO, ClientConfigError, read_servers
+from .catalog import CLIENT_INFO, ClientConfigError, ServerEntry, check_name, entry_object, read_servers
 
-__all__ = ["install", "uninstall", "render_document", "REDACTED"]
+__all__ = ["install_entry", "uninstall_entry", "install", "uninstall", "render_document", "REDACTED"]
 
 #: What a removed entry's secret values become in the backup of a ``config remove``.
 REDACTED = "<removed by mcp-app-bridge config remove>"
@@ -219,3 +219,39 @@ def _toml_uninstall(path: Path, client: str, text: str, name: str) -> tuple[str,
     if new.endswith("\n\n") and not text.endswith("\n\n"):
         new = new[:-1]  # the blank line install put after the entry, now at the end
     return new, tomlkit.dumps(backup)
+
+
+def install_entry(
+    path: Path | str,
+    client: str,
+    name: str,
+    entry: ServerEntry,
+    *,
+    force: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> bool:
+    """Add the entry to the client's file at ``path`` (created, with its folder, if missing),
+    or replace the entry of that name with ``force``.
+
+    Returns:
+        whether an entry of that name was replaced (only possible with ``force``).
+        ``warn`` gets any remark worth showing (a strict-JSON client's file with comments).
+
+    Raises:
+        ClientConfigError: the file cannot be used or already has ``name`` (without
+            ``force``); the file is left byte for byte unchanged.
+    """
+    check_name(client, name)
+    return install(Path(path), client, name, entry_object(client, entry), force=force, warn=warn)
+
+
+def uninstall_entry(path: Path | str, name: str, client: str | None = None) -> None:
+    """Remove the entry ``name`` from the file at ``path``. The backup (``<file>.bak``)
+    holds the previous file with that entry's ``env`` values blanked, so no copy of its
+    secrets is left behind.
+
+    Raises:
+        ClientConfigError: no such file or entry, or a file that cannot be used (left
+            unchanged).
+    """
+    uninstall(Path(path), client, name)

@@ -1,0 +1,81 @@
+"""``--mcp-stdio`` for a Python app's own click command (public as
+``bridge.mcp_stdio_option``): the app's executable doubles as its bridge."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..core.config import BridgeConfig
+from .diagnostics import setup_logging
+
+__all__ = ["mcp_stdio_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mcp_stdio_option(
+    make_config: Callable[[], BridgeConfig] | Callable[[dict[str, Any]], BridgeConfig],
+    *,
+    flag: str = "--mcp-stdio",
+    log_level: str = "warning",
+    log_file: Path | None = None,
+) -> Callable[[F], F]:
+    """Add ``--mcp-stdio`` to a Python app's own click command.
+
+    With the flag, the bridge runs on this process's stdin/stdout and the process exits
+    with its status *instead of* the command's body, so no window, database or
+    single-instance lock of the app is touched (keep the app's option callbacks free of
+    such work: they run first, as click parses the command line)::
+
+        @click.command()
+        @click.option("--profile", default="default")
+        @mcp_stdio_option(lambda params: BridgeConfig(
+            app_name="MyApp", discovery_file=discovery_path(params["profile"])))
+        def main(profile): ...  # the GUI
+
+    Args:
+        make_config: builds the configuration, called only when the flag is given, either
+            with no argument or with one: a dict of the command's other parameters, as
+            click parsed them.
+        flag: the option's name.
+        log_level, log_file: where the bridge's diagnostics go (never stdout).
+    """
+    wants_params = _takes_one_argument(make_config)
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def branch(*args: Any, **params: Any) -> Any:
+            if not params.pop(_MCP_STDIO_PARAM):
+                return command(*args, **params)
+            setup_logging(log_level, log_file)
+            config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
+            from ..serve.loop import run_stdio
+
+            click.get_current_context().exit(run_stdio(config))
+
+        option = click.option(
+            flag,
+            _MCP_STDIO_PARAM,
+            is_flag=True,
+            help="Serve MCP on stdin/stdout for an AI client, through the running app.",
+        )
+        return option(branch)  # type: ignore[return-value]
+
+    return decorate
+
+
+_MCP_STDIO_PARAM = "bridge_mcp_stdio"
+
+
+def _takes_one_argument(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)

@@ -1,0 +1,40 @@
+"""Where the bridge's diagnostics go: stderr or a log file, never stdout, written by a
+thread of their own (``bridge/system/logsink.py``)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ["setup_logging"]
+
+
+def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
+    """Send diagnostics to stderr (or ``log_file``), never stdout, at ``level``.
+
+    Records are written by a daemon thread (:class:`~bridge.system.logsink.ThreadedHandler`), so
+    the event loop never waits on a stderr the client does not read.
+    """
+    from ..system.logsink import ThreadedHandler, open_log_file
+
+    handler: logging.Handler
+    if log_file is not None:
+        try:  # created 0600, never through a symbolic link
+            stream = io.TextIOWrapper(open_log_file(log_file), encoding="utf-8", line_buffering=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot use the log file: {exc}") from None
+        handler = logging.StreamHandler(stream)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s mcp-app-bridge %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [ThreadedHandler(handler)]
+    root.setLevel(level.upper())
+    # httpcore's debug trace is noise at our level of detail; it never shows header values,
+    # but keeping it quiet keeps the log readable.
+    logging.getLogger("httpcore").setLevel(max(logging.INFO, root.level))
+    logging.captureWarnings(True)
