@@ -8,7 +8,7 @@ The public API is three import paths, and exactly the names in their ``__all__``
   give an app its ``--mcp-stdio`` flag (:func:`mcp_stdio_option`), publish and find the
   app (the discovery-file helpers), its private credential files, and the errors;
 - ``bridge.clients``: write the entry an AI client needs to start the bridge;
-- ``bridge.appserver``: the server half for Python apps.
+- ``bridge.appserver.server``: the server half for Python apps.
 
 Every other module path is internal and may change in any release.
 """

@@ -15,7 +15,7 @@ client's configuration::
 
 The file must be owned by the user running the bridge, not be a symbolic link, not be
 writable by group or others (nor readable by them when it holds a token), and sit in
-folders nobody else may write to (``bridge/privatefile.py``: the app writes it with mode
+folders nobody else may write to (``bridge/system/privatefile.py``: the app writes it with mode
 0600, atomically); otherwise it is refused. A file whose ``pid`` is not alive (the app
 crashed) counts as absent: the app is not running, and nothing is sent to its old port.
 Its default place is per user: ``platformdirs.user_state_path(app_name) / "mcp-endpoint.json"``.

@@ -76,7 +76,7 @@ class TokenContext:
         http_client: an ``httpx.AsyncClient`` (no proxies, no redirects), or
         http_client_factory: a callable building it on first use of :attr:`http_client`,
             so that a run whose sources never talk HTTP does not import httpx.
-        verify_listener: ``(host, port) -> None``, the listener check (``bridge/listener.py``)
+        verify_listener: ``(host, port) -> None``, the listener check (``bridge/app/listener.py``)
             a source calls before it sends a secret to an ``http://`` address; it raises
             ``ListenerUnverifiedError``. ``None``: the check is off.
     """

@@ -1,8 +1,7 @@
 """The bearer token in use: fetched lazily, cached, refreshed single-flight (DESIGN.md §2.8).
 
-Moved out of ``tokens.py`` (the token sources) so that each module holds one noun: the
-sources say where a token comes from, the store which token the next request carries
-and when to fetch another. No token ever appears in a message, a log line or an
+``tokens.py`` says where a token comes from; this store, which token the next request
+carries and when to fetch another. No token ever appears in a message, a log line or an
 exception: failures name the source and the reason only.
 """
 

@@ -1,5 +1,5 @@
 """Who may call a Python app's MCP server: the bearer-token check, the auth route, and
-the private files that keep a token or a secret (the server half, ``bridge.appserver``).
+the private files that keep a token or a secret (the server half, ``bridge.appserver.server``).
 
 Standard library only; nothing here is imported by the bridge itself.
 """
@@ -54,7 +54,7 @@ def load_or_create_secret(path: Path, what: str = "token file") -> str:
 
     Raises:
         UnsafeFileError: a symbolic link, not a regular file, another user's, readable by
-            others, or in a folder others may write (``bridge/privatefile.py``'s rules).
+            others, or in a folder others may write (``bridge/system/privatefile.py``'s rules).
         ValueError: the existing file is empty or not UTF-8.
         OSError: it could not be read or created.
     """

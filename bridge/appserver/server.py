@@ -15,7 +15,7 @@ is the other side of that handshake, for an app whose MCP server is any ASGI app
 What :class:`AppServer` does, in order:
 
 1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port.
-2. Wraps the app in :class:`TokenAuthMiddleware` (``bridge/appauth.py``): every HTTP and WebSocket request needs
+2. Wraps the app in :class:`TokenAuthMiddleware` (``bridge/appserver/auth.py``): every HTTP and WebSocket request needs
    ``Authorization: Bearer <token>`` (401 otherwise). The token is random and new at every
    start, or kept in ``token_file`` (created 0600 on the first start, reused after). With
    ``secret_file`` it also serves the bridge's auth route (``--auth-url /auth/token

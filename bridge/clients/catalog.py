@@ -16,7 +16,7 @@ Windows clients run through ``cmd.exe /C``, where spaces split arguments — HAZ
 every option is its own ``args`` element, so paths with spaces survive every client's way
 of launching; secrets only ever go in ``env``, never in ``args``.
 
-Writing is careful (``bridge.clientfiles``): the file is edited in place, so comments,
+Writing is careful (``bridge.clients.files``): the file is edited in place, so comments,
 trailing commas, key order and layout survive (JSONC and TOML alike); a file that cannot
 be used, or an entry of the same name without ``force``, is refused and the file left
 byte for byte unchanged; the previous file is kept as ``<file>.bak`` (0600); a symlinked

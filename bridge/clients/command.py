@@ -24,7 +24,7 @@ def isolate_python(command: Sequence[str]) -> list[str]:
 
     Isolated mode keeps the working folder (and PYTHONPATH, and the user's site folder) off
     ``sys.path``, so a ``bridge/`` package in the folder a client starts servers in is not
-    run instead of the bridge (issue 12, item 5)."""
+    run instead of the bridge."""
     argv = list(command)
     if argv and _is_python(argv[0]):
         for index in range(1, len(argv) - 1):

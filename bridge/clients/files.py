@@ -1,6 +1,6 @@
 """Editing a client's configuration file in place (the I/O half of ``catalog.py``).
 
-JSON and JSONC files go through ``bridge.jsonc`` (only the entry's text changes); TOML
+JSON and JSONC files go through ``bridge.clients.jsonc`` (only the entry's text changes); TOML
 (Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
 only, and this module only by the ``config`` commands, so serving never loads it.
 

@@ -68,13 +68,13 @@ class BridgeConfig:
     Attributes:
         url: the app's MCP endpoint (Streamable HTTP), e.g. ``http://127.0.0.1:8765/mcp``.
             Optional when ``discovery_file`` is given; wins over it when both are.
-        discovery_file: the app's discovery file (see ``bridge.discovery``), read on every
+        discovery_file: the app's discovery file (see ``bridge.app.discovery``), read on every
             reconnect and after every 401.
         app_name: how the app is named in messages ("MyApp is not running …").
         headers: extra HTTP headers sent with every request, as ``(name, value)`` pairs.
         token: a fixed bearer token, or ``None``. Never logged.
         token_source: an object with ``async fetch(context) -> str | None`` (see
-            ``bridge.tokens``), or a callable ``(base_url) -> str | None``, sync or async.
+            ``bridge.app.tokens``), or a callable ``(base_url) -> str | None``, sync or async.
             Takes precedence over ``token`` and over the discovery file's token.
         token_timeout_seconds: bound on one token fetch.
         launch_command: argv that starts the app when nothing listens (no shell), or ``None``.
@@ -97,7 +97,7 @@ class BridgeConfig:
         verify_listener: before anything is written on a new ``http://`` connection (and
             before the auth route gets the secret), check that the socket listening there
             belongs to this user and, when the discovery file names a pid, to that process
-            or a child of it (``bridge/listener.py``). ``False`` (``--no-verify-listener``)
+            or a child of it (``bridge/app/listener.py``). ``False`` (``--no-verify-listener``)
             is for setups where the OS cannot tell: a container or network namespace, an
             app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
     """

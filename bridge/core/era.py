@@ -3,7 +3,7 @@
 Pure: imports only the standard library.
 
 The era is decided once per request, when the request is classified
-(:attr:`bridge.jsonrpc.Request.era`, from :func:`era_of`). Every layer then asks that
+(:attr:`bridge.core.jsonrpc.Request.era`, from :func:`era_of`). Every layer then asks that
 :class:`Era` object instead of looking at ``_meta`` itself:
 
 | question (who asks)                                   | legacy (≤ 2025-11-25)      | 2026-07-28 (stateless)       |

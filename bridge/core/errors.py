@@ -238,7 +238,7 @@ class ShuttingDownError(BridgeError):
 
 
 class ListenerUnverifiedError(UpstreamError):
-    """The socket the bridge reached is not verified to be the app's (``bridge/listener.py``):
+    """The socket the bridge reached is not verified to be the app's (``bridge/app/listener.py``):
     another user's, not held by the discovery file's pid, or the OS would not say. The
     connection was closed before any byte (credential or request) was written. Not
     recoverable: starting the app cannot help while something else holds its port. The

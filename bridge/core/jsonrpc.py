@@ -11,8 +11,8 @@ A stdin line is exactly one of (JSON-RPC 2.0 §4–§6; MCP basic/index):
   client answering a server→client request. Forwarded, never answered.
 - :class:`Batch` — a non-empty JSON array (allowed by MCP 2025-03-26 only). Each element is
   classified on its own and forwarded as its own POST (SPEC-CHECKLIST item 13).
-- otherwise :func:`classify` raises :class:`~bridge.errors.ParseError` (not UTF-8 or not
-  JSON: reply -32700, id null) or :class:`~bridge.errors.InvalidRequestError` (reply -32600
+- otherwise :func:`classify` raises :class:`~bridge.core.errors.ParseError` (not UTF-8 or not
+  JSON: reply -32700, id null) or :class:`~bridge.core.errors.InvalidRequestError` (reply -32600
   with the id if it can be read).
 
 Only what routing needs is read; the line's bytes are kept untouched as ``body`` so the
@@ -50,7 +50,7 @@ class Request:
     """A JSON-RPC request. ``id`` is kept as sent (``str`` or ``int``).
 
     ``era``: its protocol era (legacy or 2026-07-28), decided once, here, from ``params``
-    (``bridge/era.py``); every layer asks this object its era's rules.
+    (``bridge/core/era.py``); every layer asks this object its era's rules.
     """
 
     id: Any
@@ -147,7 +147,7 @@ def message_problem(value: Any) -> str | None:
     """Say why ``value`` is not one JSON-RPC 2.0 message; ``None`` when it is one.
 
     The one check for messages in either direction: :func:`classify` applies it to every
-    stdin line, and the reply ledger (``bridge/ledger.py``) to everything the app sends
+    stdin line, and the reply ledger (``bridge/core/ledger.py``) to everything the app sends
     before it may reach stdout. Rules (JSON-RPC 2.0 §4, §5; MCP basic/index):
 
     - an object with ``"jsonrpc": "2.0"``;

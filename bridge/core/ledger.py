@@ -16,7 +16,7 @@ Lines from the app reach the client two ways, and both end here:
   it): :meth:`Ledger.answer`;
 - everything else the app sent (SSE events before the response, the other items of a JSON
   batch, the GET stream): :meth:`Ledger.relay`. It applies the one validation of
-  :func:`bridge.jsonrpc.message_problem`: anything that is not a JSON-RPC 2.0 request,
+  :func:`bridge.core.jsonrpc.message_problem`: anything that is not a JSON-RPC 2.0 request,
   notification or response is dropped. A response for an open request is that request's
   answer; a response for an id that is not open (never was, or already answered or
   cancelled) is dropped.

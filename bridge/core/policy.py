@@ -2,7 +2,7 @@
 
 Pure: imports only the standard library. Shaped like httpx's ``Auth.auth_flow``: a
 generator that yields the next action and is sent the outcome, so the decisions can be
-tested without any I/O and the driver (``driver.py``) only performs actions. As httpx's
+tested without any I/O and the driver (``bridge/serve/driver.py``) only performs actions. As httpx's
 flow yields the request itself, an action carries what the driver needs to perform it
 (the token or session generation that failed), taken from the error that asked for it.
 
@@ -66,9 +66,9 @@ __all__ = [
 ]
 
 #: Tries to resume a broken SSE response stream by GET + ``Last-Event-ID`` (both official
-#: SDKs use 2; ``replies.py``).
+#: SDKs use 2; ``bridge/streamable/replies.py``).
 MAX_RESUME_ATTEMPTS = 2
-#: Tries in a row that delivered nothing before the GET stream gives up (``listen.py``).
+#: Tries in a row that delivered nothing before the GET stream gives up (``bridge/streamable/listen.py``).
 MAX_LISTEN_FAILURES = 5
 #: Pages of ``tools/list`` read when the tools are listed again after a header mismatch.
 MAX_TOOL_PAGES = 50

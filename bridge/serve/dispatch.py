@@ -1,8 +1,8 @@
 """Dispatch: every classified stdin message to its task, every reply through the ledger.
 
-The request lifecycle, between the reader (``session.py``) and the app (``driver.py``):
-a request line is opened in the :class:`~bridge.ledger.Ledger`, started through
-:class:`~bridge.admission.Admission` (at once, or when started ones end), forwarded in a
+The request lifecycle, between the reader (``loop.py``) and the app (``driver.py``):
+a request line is opened in the :class:`~bridge.core.ledger.Ledger`, started through
+:class:`~bridge.core.admission.Admission` (at once, or when started ones end), forwarded in a
 task of its own (waiting for one of ``max_concurrent_requests`` slots, except ``ping`` and
 ``subscriptions/listen``), and answered through the ledger. Notifications and client
 responses are delivered in tasks that never wait for a slot. Every other line from the
@@ -109,7 +109,7 @@ class Dispatcher:
         self._handshake.set()
 
     async def wait_for_room(self) -> None:
-        """Return once the reader may take another line (backpressure, ``admission.py``)."""
+        """Return once the reader may take another line (backpressure, ``bridge/core/admission.py``)."""
         while self._admission.reading_paused():
             self._room = anyio.Event()
             await self._room.wait()

@@ -2,19 +2,19 @@
 
 ``policy.forward_flow`` decides (send, refresh the token, start the app, rebuild the
 session, list the tools again, give up); this module does it, with the parts that own
-each resource, given to it by the composition root (``bridge/parts.py``):
+each resource, given to it by the composition root (``bridge/serve/parts.py``):
 
-- :class:`~bridge.discovery.Endpoint` — where the app listens;
-- :class:`~bridge.tokenstore.TokenStore` — the bearer token, refreshed single-flight;
-- :class:`~bridge.launcher.Launcher` — ``ensure_running``, single-flight across bridges;
-- :class:`~bridge.upstream.Upstream` — the HTTP exchange and the MCP session;
+- :class:`~bridge.app.discovery.Endpoint` — where the app listens;
+- :class:`~bridge.app.tokenstore.TokenStore` — the bearer token, refreshed single-flight;
+- :class:`~bridge.app.launcher.Launcher` — ``ensure_running``, single-flight across bridges;
+- :class:`~bridge.streamable.upstream.Upstream` — the HTTP exchange and the MCP session;
 - the session rebuild itself (DESIGN.md §2.10, SPEC-CHECKLIST item 45): replay the
   client's stored ``initialize`` under a private id whose reply never reaches stdout, POST
   ``notifications/initialized``, then let the session loop reopen the GET stream and tell
   the client its lists may have changed. Many requests failing together cause one rebuild;
   while it runs, other requests wait for it instead of going out without a session.
 
-Each request's era (``request.era``, ``bridge/era.py``) says which rules apply: its headers,
+Each request's era (``request.era``, ``bridge/core/era.py``) says which rules apply: its headers,
 whether a lost session may be rebuilt, whether a header mismatch is recovered. The session
 loop and ``check`` use this class's public methods, never the parts behind it.
 """
@@ -64,7 +64,7 @@ _LISTS = ("tools", "prompts", "resources")
 class Driver:
     """Forward messages to the app, recovering as ``policy.forward_flow`` allows.
 
-    Takes its parts (``bridge/parts.py`` builds them from a configuration: ``build_driver``).
+    Takes its parts (``bridge/serve/parts.py`` builds them from a configuration: ``build_driver``).
 
     Args:
         upstream: the HTTP exchange and the MCP session.
@@ -316,7 +316,7 @@ class Driver:
 
     @property
     def listener_check(self) -> ListenerCheck | None:
-        """The check made on every new ``http://`` connection (``bridge/listener.py``), or
+        """The check made on every new ``http://`` connection (``bridge/app/listener.py``), or
         ``None`` when it is off (``--no-verify-listener``, or a test's injected transport)."""
         return self._upstream.listener_check
 

@@ -1,12 +1,12 @@
 """The loop that wires stdin, the app and stdout together (DESIGN.md §2).
 
 One anyio task group holds: the **reader** (stdin chunks into a
-:class:`~bridge.framing.LineFramer`; each line classified, its requests opened in the
-:class:`~bridge.ledger.Ledger`, one task per message started through
-:class:`~bridge.admission.Admission`, which pauses reading under load); **one task per
+:class:`~bridge.core.framing.LineFramer`; each line classified, its requests opened in the
+:class:`~bridge.core.ledger.Ledger`, one task per message started through
+:class:`~bridge.core.admission.Admission`, which pauses reading under load); **one task per
 message** (requests wait for one of ``max_concurrent_requests`` slots; notifications never
 wait, so a ``notifications/cancelled`` is never stuck behind the call it cancels); the
-:class:`~bridge.outbox.Outbox`, the only writer of stdout; and the **GET stream** once
+:class:`~bridge.stdio.outbox.Outbox`, the only writer of stdout; and the **GET stream** once
 ``notifications/initialized`` was accepted. After an ``initialize`` request later messages
 wait (in their tasks) until its reply set the session (SPEC-CHECKLIST item 23).
 
@@ -206,7 +206,7 @@ class Bridge:
 def run_stdio(config: BridgeConfig) -> int:
     """Run the bridge on this process's stdin and stdout until the client lets go.
 
-    Claims the wire first (:func:`~bridge.stdio.claim_stdio`): a stray ``print()`` from
+    Claims the wire first (:func:`~bridge.stdio.fds.claim_stdio`): a stray ``print()`` from
     the app's own code, a library or a warning then goes to stderr and can never corrupt
     the JSON-RPC stream (DESIGN.md §2.2, HAZARDS B09). In a PyInstaller one-file
     executable a watchdog also ends the process when its bootloader is killed.

@@ -2,9 +2,9 @@
 
 STYLE rule 9 ("inject, don't patch"): every part takes the parts it uses as arguments, and
 only this module decides which concrete ones a run gets. A test, a library app or
-``check`` builds them here, or builds its own and hands them to :class:`~bridge.driver.Driver`.
+``check`` builds them here, or builds its own and hands them to :class:`~bridge.serve.driver.Driver`.
 
-The parts, and who uses whom (DESIGN.md §6, ARCHITECTURE §5):
+The parts, and who uses whom:
 
 - :class:`~bridge.app.discovery.Endpoint`: where the app listens (``--url`` or its discovery file);
 - :class:`~bridge.app.tokenstore.TokenStore`: the bearer token, from
@@ -122,7 +122,7 @@ def build_driver(
     app_probe: Callable[[str], Awaitable[bool]] | None = None,
     on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
 ) -> Driver:
-    """A :class:`~bridge.driver.Driver` over the parts of :func:`build_parts` (same arguments);
+    """A :class:`~bridge.serve.driver.Driver` over the parts of :func:`build_parts` (same arguments);
     ``on_session_rebuilt`` is awaited after every successful session rebuild."""
     parts = build_parts(config, http_transport=http_transport, app_probe=app_probe)
     return Driver(

@@ -352,7 +352,7 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
 
     POSIX: an orphan is re-parented, so ``getppid()`` changes; it is polled every
     ``interval_seconds``. Windows: the thread waits on a handle to the parent process
-    (``OpenProcess`` + ``WaitForSingleObject``: :func:`bridge.winapi.parent_waiter`, whose
+    (``OpenProcess`` + ``WaitForSingleObject``: :func:`bridge.system.winapi.parent_waiter`, whose
     logic the tests of every OS run with a stand-in for kernel32). Where neither works,
     nothing is watched.
     """

@@ -35,7 +35,7 @@ OUTPUT_QUEUE_LINES = 64
 
 
 class ImmediateSink(ByteSink, Protocol):
-    """A sink that can also write without waiting (``bridge.stdio.FdWriter``)."""
+    """A sink that can also write without waiting (``bridge.stdio.fds.FdWriter``)."""
 
     def write_now(self, data: bytes) -> int:
         """Write what goes without blocking; return how many bytes went (0: none)."""

@@ -1,6 +1,6 @@
 """The MCP session's state: what the last successful ``initialize`` gave, and the rebuild gate.
 
-Owned by :class:`~bridge.upstream.Upstream` (``upstream.session``), which reads it for
+Owned by :class:`~bridge.streamable.upstream.Upstream` (``upstream.session``), which reads it for
 every request's headers; changed only through :meth:`McpSession.adopt` (a successful
 ``initialize``), :meth:`~McpSession.forget` (the ``DELETE`` at exit),
 :meth:`~McpSession.restore` (a failed rebuild puts the old session back) and

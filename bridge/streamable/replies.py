@@ -4,7 +4,7 @@ This module owns what the bridge does with the bytes of a reply once its HTTP re
 open; ``upstream.py`` owns the requests. The SSE resume loop is here too: it is the reading
 of one reply that spans GETs; it opens them with the ``prepare_get`` and ``exchange`` it is
 given and maps each try's transport failures with the one table (``failures.py``). Log
-records use the ``bridge.upstream`` logger's name.
+records use the ``bridge.streamable.upstream`` logger's name.
 
 Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
@@ -178,7 +178,7 @@ class ReplyReader:
         (the stdout line and its value), in order, until ``handle`` returns ``True`` (it
         took the awaited response) or the stream ends.
 
-        The body's chunks (``aiter_bytes``) go through :class:`bridge.sse.SSEDecoder`, which
+        The body's chunks (``aiter_bytes``) go through :class:`bridge.core.sse.SSEDecoder`, which
         refuses an event larger than ``max_message_bytes`` while it arrives. With
         ``idle_seconds``, a complete event or a comment (a keep-alive) must arrive within
         that many seconds of the stream opening or of the last one handled: bytes that

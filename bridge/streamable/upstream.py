@@ -180,7 +180,7 @@ class Upstream:
         Args:
             request: the client's request, sent as its bytes were received.
             emit: where messages other than the response go.
-            modern_headers: for a 2026-07-28 request, its headers (``era.py``); no
+            modern_headers: for a 2026-07-28 request, its headers (``bridge/core/era.py``); no
                 session header is sent and a broken stream is not resumed.
             endless: no read timeout (``subscriptions/listen`` stays open for as long as
                 the client listens).

@@ -1,4 +1,4 @@
-"""The seam between the MCP layer (``bridge/upstream.py``) and the HTTP clients.
+"""The seam between the MCP layer (``bridge/streamable/upstream.py``) and the HTTP clients.
 
 One :class:`Transport` sends a request and returns a :class:`Response` once its head has
 arrived; the body is read from the response. Which transport serves an endpoint is decided
@@ -7,7 +7,7 @@ pool for ``http://`` (``pool.py``), httpx for ``https://`` (``httpx_adapter.py``
 inject an httpx transport (respx) or a :class:`~bridge.transport.memory.MemoryTransport`.
 
 Every transport raises only the classes below, whatever client is underneath (the httpx
-adapter translates httpx's). ``bridge.upstream.map_transport_errors`` turns each into
+adapter translates httpx's). ``bridge.streamable.upstream.map_transport_errors`` turns each into
 one of the bridge's errors with one table. No message holds a header value.
 
 Hierarchy (what the bridge answers; the connection is closed after any of them)::
@@ -121,7 +121,7 @@ class Headers:
 class Response(Protocol):
     """A response whose head has arrived.
 
-    ``aclose`` must be called on every path (``upstream.py``'s exchange does): it frees
+    ``aclose`` must be called on every path (``bridge/streamable/upstream.py``'s exchange does): it frees
     the connection, back to the pool if the body was read to the end and it may persist.
     """
 

@@ -61,7 +61,7 @@ class Http11Response:
         http_version: ``"HTTP/1.1"`` or ``"HTTP/1.0"``.
         headers: the response's fields (:class:`~bridge.transport.http1.Headers`).
 
-    :meth:`aclose` must be called (``upstream.py`` does, on every path): it returns the
+    :meth:`aclose` must be called (``bridge/streamable/upstream.py`` does, on every path): it returns the
     connection to the pool when the body was read to the end and the connection may
     persist, and closes it otherwise.
     """
