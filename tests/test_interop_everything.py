@@ -36,9 +36,6 @@ SESSION_TIMEOUT_SECONDS = 240.0
 """Bound on one whole session, connect and close included (each step has its own, 15 s)."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")

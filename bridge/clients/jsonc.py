@@ -16,7 +16,7 @@ Errors: :class:`JsoncError` with a 1-based line and column; the text is never ch
 
 Why our own: of PyPI's candidates, ``jsonc-edit`` 0.2 is young native bindings, ``json5kit``
 0.4 unmaintained since 2023, ``json-five`` JSON5, ``commentjson`` read-only; one member of one
-object is a small job, held to its promise by property tests (``tests/test_jsonc.py``).
+object is a small job, held to its promise by property tests (``tests/clients/test_jsonc.py``).
 """
 
 from __future__ import annotations

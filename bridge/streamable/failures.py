@@ -50,7 +50,7 @@ MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 #: Each transport failure, and the bridge's error and sentence for it (``{app}``: the app's
 #: name, ``{detail}``: the transport's message, which never holds a header value). The most
-#: specific class wins; ``tests/test_transport.py`` proves every ``TransportError`` class
+#: specific class wins; ``tests/transport/test_seam.py`` proves every ``TransportError`` class
 #: is listed on purpose.
 TRANSPORT_ERRORS: dict[type[TransportError], tuple[type[BridgeError], str]] = {
     ConnectFailed: (AppUnreachableError, "{app} is not running or not reachable: {detail}."),

@@ -20,7 +20,7 @@ the upstream, written from the driver as well. Here the rules sit in one place:
   with a new session whose ``notifications/initialized`` has not been sent yet. The old
   session stays in place until the replayed ``initialize`` succeeds: a request that read
   it just before the gate closed gets the app's 404 and waits for that rebuild
-  (``tests/test_restart_race.py``).
+  (``tests/serve/test_restart_race.py``).
 - values from the app are kept only when safe to send back as a header: a session id or a
   version that is not visible ASCII is dropped (SPEC-CHECKLIST item 49: logs show the id
   shortened, never whole).

@@ -22,7 +22,7 @@ What it implements (RFC 9112):
 - persistence (§9.3): :attr:`ResponseParser.keep_alive` is false after ``Connection:
   close``, an HTTP/1.0 response without ``keep-alive``, or a close-delimited body.
 
-Differences from h11, each pinned by a test in ``tests/test_http1.py`` (which also holds
+Differences from h11, each pinned by a test in ``tests/transport/test_http1.py`` (which also holds
 the parser against h11 on generated and damaged responses). Accepted here, refused by
 h11: a bare LF in the chunked framing (RFC 9112 §2.2; both accept it in the head), white
 space before a chunk extension's ``;`` (§7.1.1), an unknown ``Transfer-Encoding`` (read

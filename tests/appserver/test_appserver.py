@@ -1,0 +1,418 @@
+"""The server half for Python apps (``bridge/appserver/server.py``, issue 14 item 5).
+
+In process: the token middleware and the auth route as ASGI (through httpx's ASGI
+transport, and the bridge's own auth-route client against it), and the credential files.
+As processes: the 20-line app exactly as the README prints it, reached by
+``mcp-app-bridge --app-name`` and started by its own ``--mcp-stdio``; a discovery file
+that appears only once the server answers and is gone after SIGTERM or Ctrl-C; the
+bridge's start-up never importing the module or uvicorn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import httpx
+import pytest
+from support import processes
+from support.apps import REPO_ROOT, isolated_env, process_alive
+from support.processes import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
+
+from bridge.app.tokens import AuthRouteTokenSource, TokenContext
+from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
+
+TOKEN = "tok-Aa0_appserver-test-token"
+SECRET = "sec-Zz9_appserver-test-secret"
+START_TIMEOUT = 20.0
+"""Seconds an app may take to start and publish itself (it imports the SDK; CI is slow)."""
+
+
+
+
+# -- the middleware, in process ---------------------------------------------------------------
+
+
+class Inner:
+    """The protected app: answers 200 and counts the requests that reached it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.calls.append(scope["type"])
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"inner"})
+
+
+def client_for(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8765")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("headers", "challenge"),
+    [
+        ({}, "Bearer"),
+        ({"Authorization": f"Bearer {TOKEN}x"}, 'Bearer error="invalid_token"'),
+        ({"Authorization": f"Bearer {TOKEN[:-1]}"}, 'Bearer error="invalid_token"'),
+        ({"Authorization": f"Basic {TOKEN}"}, "Bearer"),
+        ({"Authorization": TOKEN}, "Bearer"),
+        ({"Authorization": "Bearer"}, 'Bearer error="invalid_token"'),
+    ],
+)
+async def test_a_request_without_the_right_bearer_token_gets_401_and_never_reaches_the_app(
+    headers: dict[str, str], challenge: str
+) -> None:
+    inner = Inner()
+    async with client_for(TokenAuthMiddleware(inner, token=TOKEN)) as client:
+        response = await client.post("/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == challenge
+    assert response.json()["error"] == "invalid_token"
+    assert TOKEN not in response.text
+    assert inner.calls == []
+
+
+@pytest.mark.anyio
+async def test_two_authorization_headers_are_refused_even_if_one_is_right() -> None:
+    inner = Inner()
+    async with client_for(TokenAuthMiddleware(inner, token=TOKEN)) as client:
+        headers = [("Authorization", "Bearer wrong"), ("Authorization", f"Bearer {TOKEN}")]
+        response = await client.get("/mcp", headers=headers)
+    assert response.status_code == 401 and inner.calls == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/", "/other"])
+async def test_the_right_token_reaches_the_app_on_every_path(scheme: str, path: str) -> None:
+    inner = Inner()
+    async with client_for(TokenAuthMiddleware(inner, token=TOKEN)) as client:
+        response = await client.post(path, headers={"Authorization": f"{scheme} {TOKEN}"})
+    assert (response.status_code, response.text, inner.calls) == (200, "inner", ["http"])
+
+
+@pytest.mark.anyio
+async def test_lifespan_passes_through_and_a_websocket_without_token_is_closed_unaccepted() -> None:
+    inner = Inner()
+    middleware = TokenAuthMiddleware(inner, token=TOKEN)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await middleware({"type": "lifespan"}, receive, send)
+    assert inner.calls == ["lifespan"]
+    await middleware({"type": "websocket", "path": "/ws", "headers": []}, receive, send)
+    assert sent == [{"type": "websocket.close", "code": 1008}] and inner.calls == ["lifespan"]
+    await middleware({"type": "websocket", "path": "/ws", "headers": [(b"authorization", f"Bearer {TOKEN}".encode())]}, receive, send)
+    assert inner.calls == ["lifespan", "websocket"]
+
+
+@pytest.mark.anyio
+async def test_the_auth_route_gives_the_token_for_the_secret_and_nothing_else() -> None:
+    inner = Inner()
+    async with client_for(TokenAuthMiddleware(inner, token=TOKEN, secret=SECRET + "\n")) as client:
+        good = await client.post("/auth/token", json={"secret": f"  {SECRET}\n"})  # as read from a file
+        wrong = await client.post("/auth/token", json={"secret": SECRET + "x"})
+        missing = await client.post("/auth/token", json={"token": SECRET})
+        not_json = await client.post("/auth/token", content=b"secret=" + SECRET.encode())
+        too_big = await client.post("/auth/token", json={"secret": "x" * (65 * 1024)})
+        get = await client.get("/auth/token")
+    assert good.status_code == 200 and good.json() == {"token": TOKEN, "token_type": "Bearer"}
+    assert good.headers["cache-control"] == "no-store"
+    assert [r.status_code for r in (wrong, missing, not_json, too_big, get)] == [403, 403, 400, 413, 405]
+    assert get.headers["allow"] == "POST"
+    for refused in (wrong, missing, not_json, too_big, get):
+        assert TOKEN not in refused.text and SECRET not in refused.text
+    assert inner.calls == []
+
+
+@pytest.mark.anyio
+async def test_without_a_secret_there_is_no_auth_route_only_the_token_check() -> None:
+    inner = Inner()
+    async with client_for(TokenAuthMiddleware(inner, token=TOKEN)) as client:
+        response = await client.post("/auth/token", json={"secret": SECRET})
+    assert response.status_code == 401 and inner.calls == []
+
+
+@pytest.mark.anyio
+async def test_the_bridges_own_auth_route_client_gets_the_token_from_the_middleware(tmp_path: Path) -> None:
+    """What ``--auth-url /auth/token --secret-file S`` POSTs is what the middleware expects."""
+    secret_file = tmp_path / "secret"
+    secret = load_or_create_secret(secret_file, "secret file")
+    app = TokenAuthMiddleware(Inner(), token=TOKEN, secret=secret)
+    async with client_for(app) as client:
+        source = AuthRouteTokenSource("/auth/token", secret_file)
+        token = await source.fetch(TokenContext(base_url="http://127.0.0.1:8765/mcp", http_client=client))
+        assert token == TOKEN
+        reached = await client.post("/mcp", headers={"Authorization": f"Bearer {token}"})
+    assert reached.status_code == 200
+
+
+# -- credential files -------------------------------------------------------------------------
+
+
+def test_a_token_file_is_created_private_and_reused_across_runs(tmp_path: Path) -> None:
+    path = tmp_path / "new-folder" / "token"
+    first = load_or_create_secret(path)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", first)
+    if os.name == "posix":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert load_or_create_secret(path) == first
+    assert [p.name for p in path.parent.iterdir()] == ["token"]  # no temporary file left behind
+
+
+@pytest.mark.posix_only("POSIX modes and symlinks")
+def test_unsafe_credential_files_are_refused_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("attacker's token\n")
+    target.chmod(0o600)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        load_or_create_secret(link)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "would-be-created")
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        load_or_create_secret(dangling)
+    assert not (tmp_path / "would-be-created").exists()
+    loose = tmp_path / "loose"
+    loose.write_text("token\n")
+    loose.chmod(0o644)
+    with pytest.raises(UnsafeFileError, match="chmod 600"):
+        load_or_create_secret(loose)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(UnsafeFileError, match="others may write"):
+        load_or_create_secret(shared / "token")
+    assert list(shared.iterdir()) == []
+    assert target.read_text() == "attacker's token\n"
+
+
+def test_a_token_file_keeps_the_token_across_starts_and_without_one_every_start_is_new(tmp_path: Path) -> None:
+    """For a bridge with ``--token-file``: the file's token is the one the server checks."""
+    token_file = tmp_path / "token"
+    first = AppServer(Inner(), discovery_file=tmp_path / "d.json", token_file=token_file)
+    second = AppServer(Inner(), discovery_file=tmp_path / "d.json", token_file=token_file)
+    assert first.token == second.token == token_file.read_text().strip()
+    assert AppServer(Inner()).token != AppServer(Inner()).token
+    assert AppServer(Inner(), require_token=False).token is None
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::"])
+def test_the_server_refuses_to_listen_off_loopback(host: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a loopback address"):
+        AppServer(Inner(), host=host, discovery_file=tmp_path / "d.json")
+
+
+def test_a_gui_app_runs_the_server_in_a_thread_and_stops_it(tmp_path: Path) -> None:
+    """The GUI's own thread keeps the signals; ``stop()`` ends ``run()`` and unpublishes,
+    and a ``stop()`` that comes before the server exists is not lost."""
+    import threading
+
+    discovery = tmp_path / "state" / "mcp-endpoint.json"
+    server = AppServer(Inner(), discovery_file=discovery)
+    statuses: list[int] = []
+    thread = threading.Thread(target=lambda: statuses.append(server.run()), daemon=True)
+    thread.start()
+    assert wait_until(discovery.exists, START_TIMEOUT)
+    published = json.loads(discovery.read_text())
+    assert published == {"url": server.url, "pid": os.getpid(), "token": server.token}
+    reply = httpx.get(published["url"], headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
+    assert reply.text == "inner"
+    server.stop()
+    thread.join(START_TIMEOUT)
+    assert statuses == [0] and not discovery.exists()
+
+    early = AppServer(Inner(), discovery_file=discovery)
+    early.stop()
+    assert early.run() == 0 and not discovery.exists()
+
+
+def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bridge", "--url", "http://127.0.0.1:9/mcp"],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if line.startswith("import time:")}
+    assert "bridge.serve.loop" in imported  # the list is real: the bridge's own loop is in it
+    assert not {name for name in imported if name.startswith("uvicorn") or name == "bridge.appserver"}
+
+
+# -- as processes -----------------------------------------------------------------------------
+
+
+def readme_block(starts_with: str) -> str:
+    """The README's Python code block that starts with ``starts_with``, exactly as printed."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    matching = [block for block in blocks if block.startswith(starts_with)]
+    assert len(matching) == 1, f"the README has {len(matching)} python blocks starting with {starts_with!r}"
+    return matching[0]
+
+
+class Desk:
+    """A private HOME and state folder, the app's script in it, and the processes to stop."""
+
+    def __init__(self, root: Path, app_name: str) -> None:
+        self.root = root
+        self.env = isolated_env(root)
+        self.env["PYTHONPATH"] = str(REPO_ROOT)  # as an installed package would be
+        self.discovery = Path(self.env["XDG_STATE_HOME"]) / app_name / "mcp-endpoint.json"
+        self.apps: list[subprocess.Popen[bytes]] = []
+        self.pids: list[int] = []
+
+    def start(self, script: Path, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"{script.stem}-{len(self.apps)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, str(script), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.root, env=self.env,
+        )
+        log.close()
+        self.apps.append(proc)
+        return proc
+
+    def log(self, proc: subprocess.Popen[bytes]) -> str:
+        index = self.apps.index(proc)
+        return next(self.root.glob(f"*-{index}.log")).read_text(errors="replace")
+
+    def published(self) -> dict[str, Any]:
+        assert wait_until(self.discovery.exists, START_TIMEOUT), "the app never wrote its discovery file"
+        document: dict[str, Any] = json.loads(self.discovery.read_text())
+        self.pids.append(document["pid"])
+        return document
+
+    def close(self) -> None:
+        for proc in self.apps:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for pid in self.pids:  # apps a bridge launched are not our children
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Iterator[Desk]:
+    made = Desk(tmp_path, "MyApp")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def greet_through(bridge: BridgeProcess, timeout: float = 10.0) -> str:
+    bridge.send(tool_call(7, "greet", {"name": "Ada"}))
+    return result_text(bridge.read_reply(7, timeout))
+
+
+@pytest.mark.process
+def test_the_readme_app_is_reached_by_mcp_app_bridge_with_only_its_name(desk: Desk) -> None:
+    script = desk.root / "myapp.py"
+    script.write_text(readme_block("# myapp.py"), encoding="utf-8")
+    app = desk.start(script)
+    published = desk.published()
+    assert published["pid"] == app.pid  # the process that holds the listening socket
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", published["url"]) and published["token"]
+    if os.name == "posix":
+        assert stat.S_IMODE(desk.discovery.stat().st_mode) == 0o600
+        assert stat.S_IMODE(desk.discovery.parent.stat().st_mode) == 0o700
+    anonymous = httpx.post(published["url"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10)
+    assert anonymous.status_code == 401
+    with BridgeProcess("--app-name", "MyApp", env=desk.env) as bridge:
+        result = handshake(bridge)
+        assert result["serverInfo"]["name"] == "MyApp"
+        assert greet_through(bridge) == "Hello, Ada!"
+    app.send_signal(signal.SIGTERM)
+    app.wait(10)
+    assert not desk.discovery.exists()
+
+
+@pytest.mark.process
+def test_the_readme_app_started_by_its_own_mcp_stdio_answers(desk: Desk) -> None:
+    """Nothing runs yet: ``python myapp.py --mcp-stdio`` launches ``launch_command``
+    (the same script, detached) and bridges to it."""
+    script = desk.root / "myapp.py"
+    script.write_text(readme_block("# myapp.py"), encoding="utf-8")
+    command = [sys.executable, str(script)]
+    with mock.patch.object(processes, "bridge_command", lambda: command):
+        bridge = BridgeProcess("--mcp-stdio", env=desk.env)
+    with bridge:
+        bridge.send(initialize(0))
+        reply = bridge.read_reply(0, START_TIMEOUT + 10)
+        assert "result" in reply, reply
+        bridge.send(INITIALIZED)
+        assert greet_through(bridge) == "Hello, Ada!"
+    published = desk.published()
+    assert published["pid"] != bridge.proc.pid and process_alive(published["pid"])  # the app outlives the bridge
+    assert "starting MyApp" in bridge.stderr_text()
+
+
+WAITING_APP = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from bridge.appserver import serve_app
+
+    GO = Path(sys.argv[1])
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    print("lifespan waiting", file=sys.stderr, flush=True)
+                    while not GO.exists():
+                        await asyncio.sleep(0.02)
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"served"})
+
+    sys.exit(serve_app(app, app_name="MyApp"))
+    """
+)
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("SIGTERM and SIGINT as POSIX signals")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_the_discovery_file_appears_once_the_server_answers_and_goes_at_a_signal(desk: Desk, stop: signal.Signals) -> None:
+    script = desk.root / "waiting_app.py"
+    script.write_text(WAITING_APP, encoding="utf-8")
+    go = desk.root / "go"
+    app = desk.start(script, str(go))
+    assert wait_until(lambda: "lifespan waiting" in desk.log(app), START_TIMEOUT), desk.log(app)
+    assert not desk.discovery.exists()  # the app's start-up is not done: nothing is published yet
+    go.touch()
+    published = desk.published()
+    # The moment the file exists, the endpoint answers (and only with the token).
+    answered = httpx.get(published["url"], headers={"Authorization": f"Bearer {published['token']}"}, timeout=10)
+    assert (answered.status_code, answered.text) == (200, "served")
+    assert httpx.get(published["url"], timeout=10).status_code == 401
+    app.send_signal(stop)
+    status = app.wait(10)
+    assert not desk.discovery.exists()
+    assert status == (-signal.SIGTERM if stop == signal.SIGTERM else 0), desk.log(app)
+

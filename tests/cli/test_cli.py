@@ -1,0 +1,122 @@
+"""The command line: options, help, exit codes, and nothing but the wire on stdout.
+
+CliRunner runs in-process, so it covers option handling only; the stdio loop itself is
+tested with real subprocesses in processes.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from bridge import __version__
+from bridge.cli.commands import main
+
+TOKEN = "tok-PLACEHOLDER-0123456789"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        ([], {}, "give the app's endpoint"),
+        (["--url", "http://192.168.1.10:8000/mcp"], {}, "not a loopback address"),
+        (["--url", "http://example.com/mcp", "--allow-remote"], {}, "only accepts https"),
+        (["--url", "ftp://127.0.0.1/mcp"], {}, "http:// or https://"),
+        (["--url", "http://user:pw@127.0.0.1/mcp"], {}, "user name or password"),
+        (["--url", "http://127.0.0.1:1/mcp", "--header", "NoColon"], {}, "Name: value"),
+        (["--url", "http://127.0.0.1:1/mcp", "--header", "Authorization: Bearer x"], {}, "set by the bridge"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_VAR_FOR_TEST"], {}, "UNSET_VAR_FOR_TEST is not set"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-env", "A", "--token-file", "f"], {"A": TOKEN}, "at most one"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-command", "x", "--auth-url", "http://127.0.0.1:1/a", "--secret-file", "s"], {}, "at most one"),
+        (["--url", "http://127.0.0.1:1/mcp", "--auth-url", "http://127.0.0.1:1/auth"], {}, "go together"),
+        (["--url", "http://127.0.0.1:1/mcp", "--auth-url", "http://203.0.113.5/auth", "--secret-file", "s"], {}, "not a loopback"),
+        (["--url", "http://127.0.0.1:1/mcp", "--token-command", "  "], {}, "empty"),
+        (["--url", "http://127.0.0.1:1/mcp", "--launch", ""], {}, "empty"),
+        (["--url", "http://127.0.0.1:1/mcp", "--launch-timeout", "0"], {}, "--launch-timeout"),
+        (["--url", "http://127.0.0.1:1/mcp", "--request-timeout", "0"], {}, "--request-timeout"),
+        (["--url", "http://127.0.0.1:1/mcp", "--max-message-bytes", "10"], {}, "--max-message-bytes"),
+        (["--url", "http://127.0.0.1:1/mcp", "--log-level", "loud"], {}, "--log-level"),
+        (["--url", "http://127.0.0.1:1/mcp", "--bogus"], {}, "No such option"),
+    ],
+)
+def test_bad_options_exit_2_with_a_message_on_stderr_and_nothing_on_stdout(
+    runner: CliRunner, args: list[str], env: dict[str, str], says: str
+) -> None:
+    result = runner.invoke(main, args, env=env)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert says in result.stderr
+    assert TOKEN not in result.stderr
+
+
+def test_header_with_a_newline_is_refused_as_header_injection(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["--url", "http://127.0.0.1:1/mcp", "--header", "X-A: 1\r\nX-B: 2"])
+    assert result.exit_code == 2 and "control or non-ASCII character" in result.stderr
+
+
+def test_help_and_version_go_to_stdout_and_exit_0(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["--help"])
+    assert result.exit_code == 0 and "--url" in result.stdout and "--token-env" in result.stdout
+    result = runner.invoke(main, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.stdout
+
+
+def test_python_dash_m_bridge_is_the_same_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], capture_output=True, timeout=30
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert b"not a loopback address" in done.stderr
+
+
+def test_mcp_stdio_option_branches_before_the_apps_own_code_with_its_parsed_options() -> None:
+    """A Python app's `--mcp-stdio` builds the bridge's configuration from the app's own
+    options, wherever the flag stands, and never runs the command body (its GUI)."""
+    import click
+
+    from bridge import BridgeConfig, mcp_stdio_option
+
+    body_ran: list[str] = []
+    seen: list[dict[str, object]] = []
+
+    def make_config(params: dict[str, object]) -> BridgeConfig:
+        seen.append(params)
+        return BridgeConfig(url="http://10.0.0.1/mcp")  # refused: the bridge stops right here
+
+    @click.command()
+    @click.option("--profile", default="default")
+    @mcp_stdio_option(make_config)
+    def app(profile: str) -> None:
+        body_ran.append(profile)
+
+    result = CliRunner().invoke(app, ["--mcp-stdio", "--profile", "work"])
+    assert body_ran == [] and seen == [{"profile": "work"}]
+    assert isinstance(result.exception, Exception)  # the bad configuration, not the GUI
+    result = CliRunner().invoke(app, ["--profile", "home"])
+    assert body_ran == ["home"] and result.exit_code == 0
+
+
+@pytest.mark.posix_only("file modes (0644) are POSIX")
+def test_a_token_file_others_may_read_is_refused_at_start(runner: CliRunner, tmp_path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o644)
+    result = runner.invoke(main, ["--url", "http://127.0.0.1:1/mcp", "--token-file", str(token_file)])
+    assert result.exit_code == 2 and "chmod 600" in result.stderr and TOKEN not in result.stderr
+
+
+def test_config_print_warns_when_the_token_variable_is_not_set_here(runner: CliRunner) -> None:
+    result = runner.invoke(
+        main,
+        ["config", "print", "--client", "cursor", "--name", "x", "--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_FOR_TEST"],
+    )
+    assert result.exit_code == 0 and "UNSET_FOR_TEST is not set here" in result.stderr

@@ -1,0 +1,170 @@
+"""The MCP Bundle (``mcp-app-bridge bundle``): its manifest, what it never holds, and its
+entry run as the manifest says against the example app.
+
+The manifest is also checked by the official ``@anthropic-ai/mcpb`` CLI in CI (.ci/run,
+"MCP Bundle"), which then unpacks the bundle and names the folder in
+``MCP_APP_BRIDGE_BUNDLE_DIR`` for the frozen test at the end of this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from support import processes
+from support.apps import isolated_env, launch_app_server
+from support.processes import BRIDGE_EXE_VAR, INITIALIZED, initialize
+
+from bridge import __version__
+from bridge.cli.commands import main
+from bridge.clients.bundle import MANIFEST_VERSION, read_manifest
+
+BUNDLE_DIR_VAR = "MCP_APP_BRIDGE_BUNDLE_DIR"
+SECRET = "tok-PLACEHOLDER-5f1e2d3c4b5a"
+
+
+@pytest.fixture
+def fake_exe(tmp_path: Path) -> Path:
+    exe = tmp_path / "mcp-app-bridge"
+    exe.write_bytes(b"#!/bin/sh\nexit 0\n" + bytes(range(256)) * 64)
+    exe.chmod(0o755)
+    return exe
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def build(fake_exe: Path, out: Path, *bridge_args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), *bridge_args, env=env)
+    assert result.exit_code == 0, result.output
+    return read_manifest(out)
+
+
+def test_the_manifest_version_is_what_version_prints(fake_exe: Path, tmp_path: Path) -> None:
+    printed = run_cli("--version").output.split()[-1]
+    manifest = build(fake_exe, tmp_path / "MyApp.mcpb", "--app-name", "MyApp")
+    assert manifest["version"] == printed == __version__
+    assert run_cli("version").output.strip() == f"mcp-app-bridge {manifest['version']}"
+
+
+def test_the_manifest_declares_the_binary_and_starts_it_from_the_bundle(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dist" / "MyApp.mcpb"
+    manifest = build(fake_exe, out, "--app-name", "MyApp", "--launch", "/opt/My App/myapp", "--platform", "darwin")
+    assert manifest["manifest_version"] == MANIFEST_VERSION
+    assert (manifest["name"], manifest["display_name"], manifest["author"]) == ("myapp", "MyApp", {"name": "MyApp"})
+    server = manifest["server"]
+    assert server["type"] == "binary" and server["entry_point"] == "server/mcp-app-bridge"
+    assert server["mcp_config"] == {
+        "command": "${__dirname}/server/mcp-app-bridge",
+        "args": ["--app-name", "MyApp", "--launch", "/opt/My App/myapp"],
+    }
+    assert manifest["compatibility"] == {"platforms": ["darwin"]}
+    assert "user_config" not in manifest, "nothing to ask the user for"
+    with zipfile.ZipFile(out) as archive:
+        assert archive.namelist() == ["manifest.json", "server/mcp-app-bridge"]
+        entry = archive.getinfo("server/mcp-app-bridge")
+        assert stat.S_IMODE(entry.external_attr >> 16) == 0o755, "unzipped, it must stay executable"
+        assert archive.read(entry) == fake_exe.read_bytes()
+
+
+def test_a_windows_executable_is_the_entry_with_its_suffix(fake_exe: Path, tmp_path: Path) -> None:
+    exe = fake_exe.rename(fake_exe.with_suffix(".exe"))
+    manifest = build(exe, tmp_path / "MyApp.mcpb", "--app-name", "MyApp")
+    assert manifest["server"]["entry_point"] == "server/mcp-app-bridge.exe"
+    assert manifest["server"]["mcp_config"]["command"] == "${__dirname}/server/mcp-app-bridge.exe"
+    assert manifest["compatibility"]["platforms"] == ["win32"]
+
+
+def test_a_token_is_asked_of_the_user_and_never_written_into_the_bundle(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    manifest = build(fake_exe, out, "--app-name", "MyApp", "--token-env", "MYAPP_TOKEN", env={"MYAPP_TOKEN": SECRET})
+    assert manifest["server"]["mcp_config"]["env"] == {"MYAPP_TOKEN": "${user_config.token}"}
+    token = manifest["user_config"]["token"]
+    assert token["type"] == "string" and token["sensitive"] is True and token["required"] is True
+    with zipfile.ZipFile(out) as archive:
+        assert all(SECRET.encode() not in archive.read(name) for name in archive.namelist())
+    assert SECRET.encode() not in out.read_bytes()
+
+
+@pytest.mark.parametrize("header", ["Authorization: Bearer " + SECRET, "cookie: session=" + SECRET, "X-Api-Key: " + SECRET])
+def test_a_credential_header_is_refused_and_nothing_is_written(fake_exe: Path, tmp_path: Path, header: str) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--app-name", "MyApp", "--header", header)
+    assert result.exit_code != 0
+    assert not out.exists() and list(tmp_path.glob("*.tmp")) == []
+    assert SECRET not in result.output
+
+
+def test_bad_bridge_options_are_refused_like_the_bridge_would(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--url", "http://example.com/mcp")
+    assert result.exit_code == 2 and "loopback" in result.output
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--url", "http://127.0.0.1:1/mcp")
+    assert result.exit_code == 2 and "--name" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.posix_only("the executable bit")
+def test_a_file_that_is_not_executable_is_refused(fake_exe: Path, tmp_path: Path) -> None:
+    fake_exe.chmod(0o644)
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(tmp_path / "x.mcpb"), "--app-name", "MyApp")
+    assert result.exit_code == 1 and "not executable" in result.output
+
+
+def unpacked_bundle(tmp_path: Path) -> Path:
+    """The folder CI unpacked with ``mcpb unpack``, or this test's own bundle of the frozen
+    executable, unzipped with the modes the archive records."""
+    given = os.environ.get(BUNDLE_DIR_VAR)
+    if given:
+        return Path(given)
+    out = tmp_path / "ExampleApp.mcpb"
+    result = run_cli("bundle", "--exe", os.environ[BRIDGE_EXE_VAR], "--out", str(out), "--app-name", "ExampleApp")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "unpacked"
+    with zipfile.ZipFile(out) as archive:
+        for info in archive.infolist():
+            target = Path(archive.extract(info, folder))
+            if stat.S_IMODE(info.external_attr >> 16):
+                target.chmod(stat.S_IMODE(info.external_attr >> 16))
+    return folder
+
+
+@pytest.mark.frozen
+@pytest.mark.skipif(not (os.environ.get(BRIDGE_EXE_VAR) or os.environ.get(BUNDLE_DIR_VAR)), reason="no frozen executable or unpacked bundle")
+def test_the_unpacked_bundles_entry_answers_for_the_example_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Claude Desktop would: the manifest's command with ``${__dirname}`` replaced by the
+    bundle's folder, its args and env; the app publishes itself in the default discovery
+    file of ``--app-name ExampleApp`` (a private HOME)."""
+    folder = unpacked_bundle(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    config = manifest["server"]["mcp_config"]
+    command = config["command"].replace("${__dirname}", str(folder))
+    assert Path(command) == folder / manifest["server"]["entry_point"]
+    assert config["args"] == ["--app-name", "ExampleApp"], "CI's bundle names the example app"
+    env = isolated_env(tmp_path / "user")
+    discovery = subprocess.run(
+        [sys.executable, "-c", "from bridge import default_discovery_path as d; print(d('ExampleApp'))"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    app = launch_app_server("--discovery-file", discovery, log_path=tmp_path / "app.log")
+    try:
+        assert processes.wait_until(Path(discovery).exists, 10), "the app writes its discovery file"
+        monkeypatch.setattr(processes, "bridge_command", lambda: [command])
+        with processes.BridgeProcess(*config["args"], env={**env, **config.get("env", {})}) as bridge:
+            bridge.send(initialize(0))
+            assert "result" in bridge.read_reply(0)
+            bridge.send(INITIALIZED)
+            bridge.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            tools = {tool["name"] for tool in bridge.read_reply(1)["result"]["tools"]}
+            assert {"echo", "app_info"} <= tools
+    finally:
+        app.stop()

@@ -1,0 +1,240 @@
+"""A squatter on the app's port gets no credential (issue 12), with real processes.
+
+The app (``examples/app_server.py``, a token in its discovery file and an auth route for
+its 0600 secret) runs, serves a call, and is killed, as by a crash: its discovery file
+stays behind, naming a dead pid. A plain socket server then takes its port and records
+every byte it receives, answering each request as the app would. The bridge must hand it
+nothing: no ``Authorization`` header, no secret, no request at all. The client gets
+reason ``listener_unverified`` where the bridge reached the squatter, ``app_unreachable``
+where a stale file now counts as absent, and with ``--launch`` the real app is started.
+
+Squatters of another user need a second uid: a root test run starts them under one (no
+account needed); other runs skip those cases with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import processes
+from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
+from support.processes import INITIALIZED, bridge_error_reason, initialize
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.linux_only("the listener check is tested on Linux here"),
+]
+as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the squatter as a second uid")
+OTHER_UID = 54_321
+
+_SQUATTER = textwrap.dedent(
+    """
+    import json, socket, sys
+    port = int(sys.argv[1])
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port)); s.listen()
+    print("LISTENING", flush=True)
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"token": "squatter-token", "protocolVersion": "2025-06-18",
+                       "capabilities": {}, "serverInfo": {"name": "squatter", "version": "6.6.6"}}}).encode()
+    while True:
+        c, _ = s.accept()
+        c.settimeout(2)
+        data = b""
+        try:
+            while b"\\r\\n\\r\\n" not in data:
+                more = c.recv(65536)
+                if not more:
+                    break
+                data += more
+            if data:
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nConnection: close\\r\\n"
+                          b"Content-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
+        except OSError:
+            pass
+        print("CONNECTION " + data.hex(), flush=True)
+        c.close()
+    """
+)
+
+
+class Squatter:
+    """A plain server on ``port`` that answers like the app and records every request."""
+
+    def __init__(self, port: int, *, uid: int | None = None) -> None:
+        python = "/usr/bin/python3" if uid is not None else sys.executable
+        options = {"user": uid, "group": uid} if uid is not None else {}
+        self.proc = subprocess.Popen(
+            [python, "-c", _SQUATTER, str(port)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload]
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline() == b"LISTENING\n", "the squatter could not take the port"
+        self.port = port
+
+    def stop(self) -> list[bytes]:
+        """Stop it; return what each connection carried."""
+        self.proc.kill()
+        out, _ = self.proc.communicate(timeout=10)
+        return [bytes.fromhex(line.split(" ", 1)[1]) for line in out.decode().splitlines() if line.startswith("CONNECTION")]
+
+
+@pytest.fixture
+def crashed(desk: Desk) -> Iterator[tuple[Desk, int, str]]:  # noqa: F811 (the imported fixture)
+    """The app ran (it served a call through a bridge, with its discovery token), then was
+    killed: returns the desk, the app's old port, and its token."""
+    app = desk.start_app()
+    token = desk.note_token()
+    with desk.bridge("--discovery-file", str(desk.discovery)) as bridge:
+        processes.handshake(bridge)
+        assert app_info(bridge, 1)["pid"] == app.proc.pid
+    app.kill()
+    assert desk.discovery.exists(), "a crashed app leaves its discovery file behind"
+    yield desk, app.port, token
+
+
+def assert_squatter_got_nothing(received: list[bytes], *secrets: str) -> None:
+    everything = b"".join(received)
+    assert b"authorization" not in everything.lower(), everything[:300]
+    for secret in secrets:
+        assert secret.encode() not in everything
+    assert everything == b"", f"request bytes reached the squatter: {everything[:300]!r}"
+
+
+def test_a_stale_discovery_file_is_absent_nothing_goes_to_its_old_port(crashed: tuple[Desk, int, str]) -> None:
+    here, port, token = crashed
+    squatter = Squatter(port)
+    try:
+        with here.bridge("--discovery-file", str(here.discovery), "--log-level", "info") as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "app_unreachable", reply
+            assert "not running" in reply["error"]["message"] and "stale" in reply["error"]["message"]
+    finally:
+        received = squatter.stop()
+    assert received == [], "the bridge even connected to the old port"
+    assert_squatter_got_nothing(received, token, here.secret)
+
+
+def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crashed: tuple[Desk, int, str]) -> None:
+    here, port, token = crashed
+    squatter = Squatter(port)
+    try:
+        args = ["--discovery-file", str(here.discovery), "--launch", here.launch_command(),
+                "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(here.launch_log)]
+        with here.bridge(*args) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+            relaunched = here.launches()[-1]
+            assert app_info(bridge, 1)["pid"] == relaunched
+            here.note_token()
+        assert len(here.launches()) == 2, "the real app was not started again"
+    finally:
+        received = squatter.stop()
+    assert_squatter_got_nothing(received, token, here.secret)
+
+
+@pytest.mark.parametrize("source", ["discovery-token", "auth-route", "token-file"])
+def test_a_listener_that_is_not_the_named_pid_gets_no_token_and_no_secret(
+    crashed: tuple[Desk, int, str], tmp_path: Path, source: str
+) -> None:
+    """The discovery file names a live process (a reused pid), but another process of the
+    same user holds the port: the bridge connects, sees the mismatch, and writes nothing."""
+    here, port, token = crashed
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    document = json.loads(here.discovery.read_text())
+    document["pid"] = sleeper.pid
+    here.discovery.write_text(json.dumps(document))  # still 0600: written in place
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    args = {
+        "discovery-token": [],
+        "auth-route": ["--auth-url", "/auth/token", "--secret-file", str(here.secret_file)],
+        "token-file": ["--token-file", str(token_file)],
+    }[source]
+    squatter = Squatter(port)
+    try:
+        with here.bridge("--discovery-file", str(here.discovery), *args) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "listener_unverified", reply
+            message = reply["error"]["message"]
+            assert f"not by pid {sleeper.pid}" in message and f"held by pid {squatter.proc.pid}" in message, message
+            assert token not in message and here.secret not in message
+    finally:
+        received = squatter.stop()
+        sleeper.kill()
+        sleeper.wait()
+    assert_squatter_got_nothing(received, token, here.secret)
+
+
+@as_root
+@pytest.mark.parametrize("source", ["token-env", "auth-route"])
+def test_another_users_squatter_on_a_fixed_url_gets_nothing_and_check_says_whose_it_is(
+    crashed: tuple[Desk, int, str], source: str
+) -> None:
+    here, port, token = crashed
+    env = dict(here.env, APP_TOKEN=token)
+    args = ["--url", f"http://127.0.0.1:{port}/mcp"]
+    args += ["--token-env", "APP_TOKEN"] if source == "token-env" else ["--auth-url", "/auth/token", "--secret-file", str(here.secret_file)]
+    squatter = Squatter(port, uid=OTHER_UID)
+    try:
+        with here.bridge(*args, env=env) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "listener_unverified", reply
+            assert f"belongs to uid {OTHER_UID}" in reply["error"]["message"], reply
+        check = subprocess.run(
+            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT
+        )
+        report = check.stdout.decode()
+        assert check.returncode == 1 and "✗ listener" in report and f"uid {OTHER_UID}" in report, report
+        assert token not in report + check.stderr.decode()
+    finally:
+        received = squatter.stop()
+    everything = b"".join(received)
+    assert b"authorization" not in everything.lower() and token.encode() not in everything
+    assert here.secret.encode() not in everything and everything == b""
+
+
+def test_no_verify_listener_is_the_documented_way_out(crashed: tuple[Desk, int, str]) -> None:
+    """With the check off the bridge talks to whatever listens (a container's forwarded
+    port looks the same): the squatter's answer reaches the client. The test proves the
+    option works, and so that the check above is what kept the token back."""
+    here, port, token = crashed
+    squatter = Squatter(port)
+    try:
+        with here.bridge("--url", f"http://127.0.0.1:{port}/mcp", "--no-verify-listener") as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "squatter", reply
+    finally:
+        received = squatter.stop()
+    assert received and received[0].startswith(b"POST /mcp")
+
+
+def test_the_launched_app_gets_no_bridge_credential_in_its_environment(tmp_path: Path) -> None:
+    """The app outlives the bridge (detached, on purpose); the ``--token-env`` variable and
+    the bridge's own ``MCP_APP_BRIDGE_*`` variables stay behind."""
+    dump = tmp_path / "launched-env.json"
+    program = f"import json, os, sys; open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ))); sys.exit(3)"
+    env = dict(processes.base_env(), APP_TOKEN="tok-launch-0123456789", MCP_APP_BRIDGE_SOMETHING="1", KEEP_ME="yes")
+    port = processes.free_port()
+    with processes.BridgeProcess(
+        "--url", f"http://127.0.0.1:{port}/mcp", "--token-env", "APP_TOKEN", "--launch", shlex.join([sys.executable, "-c", program]),
+        env=env,
+    ) as bridge:
+        bridge.send(initialize(0))
+        assert bridge_error_reason(bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)) == "app_launch_failed"
+    launched = json.loads(dump.read_text())
+    assert "APP_TOKEN" not in launched and "MCP_APP_BRIDGE_SOMETHING" not in launched
+    assert launched["KEEP_ME"] == "yes"
