@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomlkit
 from pathlib import Path
+
+import tomlkit
 
 ROOT = Path(__file__).resolve().parents[1]
 
