@@ -88,12 +88,12 @@ def test_the_licence_text_travels_beside_the_executable(fake_exe: Path, tmp_path
 
 
 def test_without_a_licence_text_no_bundle_is_written(fake_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bridge.bundle
+    import bridge.clients.bundle as bundle_module
 
     def missing() -> str:
-        raise bridge.bundle.BundleError("the bridge's licence text (LICENSE) is not part of this installation")
+        raise bundle_module.BundleError("the bridge's licence text (LICENSE) is not part of this installation")
 
-    monkeypatch.setattr(bridge.bundle, "license_text", missing)
+    monkeypatch.setattr(bundle_module, "license_text", missing)
     out = tmp_path / "MyApp.mcpb"
     result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--app-name", "MyApp")
     assert result.exit_code == 1 and "LICENSE" in result.output and "Nothing was written" in result.output
