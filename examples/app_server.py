@@ -12,7 +12,7 @@ Server mode (what the app does when the user starts it)::
         [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
 ``--port 0`` picks a free port. The server half is the library's
-(``bridge.appserver.AppServer``, see the README's "For Python apps"). Once uvicorn serves
+(``bridge.appserver.AppServer``, see docs/python-apps.md). Once uvicorn serves
 the socket the server writes its discovery file (if asked), then prints exactly one line to
 **stdout** and flushes it::
 

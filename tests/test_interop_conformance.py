@@ -9,7 +9,7 @@ Streamable HTTP itself (``direct``, the control) and once speaking stdio to the 
 - ``CORE_SCENARIOS`` run one at a time, each with its own CLI run per way.
 - ``AUTH_SCENARIOS`` (OAuth flows) run in parallel, one CLI run per suite of ``AUTH_SUITES`` per way,
   and are expected to fail both ways: the bridge has no OAuth flow, its tokens come from
-  the app (README, "Tokens"), so the same client logic has none direct either. Through the
+  the app (docs/discovery.md, "Tokens"), so the same client logic has none direct either. Through the
   bridge each must fail with the bridge's own ``auth_rejected`` error, promptly, not by a timeout.
 - ``TIMING_CHECKS`` are left out of the equality, with the reason, and printed.
 

@@ -15,7 +15,8 @@ ever read or written here: the environment of the machine building the bundle is
 looked at, and a header that carries credentials is refused.
 
 The manifest's ``version`` is the bridge's own (``bridge._version``), the one
-``mcp-app-bridge --version`` prints.
+``mcp-app-bridge --version`` prints. The bridge's licence (MIT) requires its text to travel
+with every copy, so the archive holds ``server/LICENSE`` beside the executable.
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ from typing import Any
 
 from .._version import __version__
 
-__all__ = ["MANIFEST_VERSION", "PLATFORMS", "BundleError", "bundle_manifest", "entry_point", "read_manifest", "write_bundle"]
+__all__ = [
+    "LICENSE_ENTRY",
+    "MANIFEST_VERSION",
+    "PLATFORMS",
+    "BundleError",
+    "bundle_manifest",
+    "entry_point",
+    "license_text",
+    "read_manifest",
+    "write_bundle",
+]
 
 #: The MCPB manifest version written: the one ``mcpb init`` writes (0.3 and 0.4 are marked
 #: work in progress and experimental in the CLI's schemas).
@@ -40,12 +51,47 @@ MANIFEST_VERSION = "0.2"
 PLATFORMS = ("darwin", "win32", "linux")
 #: Headers whose value is a credential: never written into a bundle.
 _SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key")
+#: Where the bridge's licence text goes in the archive: beside the executable.
+LICENSE_ENTRY = "server/LICENSE"
+#: The distribution whose licence text is bundled (pyproject's ``name``).
+_DISTRIBUTION = "mcp-app-bridge"
 #: Fixed time stamps make the archive depend on its contents only.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 class BundleError(ValueError):
     """The bundle cannot be built as asked; nothing was written."""
+
+
+def license_text() -> str:
+    """The bridge's licence text (``LICENSE``, MIT), as shipped with this copy of the bridge.
+
+    Looked up in the installed distribution's metadata (``*.dist-info/licenses/LICENSE``,
+    core metadata 2.4's ``License-File``), then in the frozen executable's unpacked data
+    (``sys._MEIPASS``, where ``build/mcp-app-bridge.spec`` puts it), then in the source tree
+    the package is imported from (a clone used without installing it).
+
+    Raises:
+        BundleError: no licence text was found in any of these places.
+    """
+    from importlib import metadata
+
+    for distribution in metadata.distributions(name=_DISTRIBUTION):
+        text = distribution.read_text("licenses/LICENSE")
+        if text:
+            return text
+    places = []
+    unpacked = getattr(sys, "_MEIPASS", None)
+    if unpacked:
+        places.append(Path(unpacked) / "LICENSE")
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "pyproject.toml").is_file():
+            places.append(folder / "LICENSE")
+            break
+    for place in places:
+        if place.is_file():
+            return place.read_text(encoding="utf-8")
+    raise BundleError("the bridge's licence text (LICENSE) is not part of this installation; reinstall mcp-app-bridge")
 
 
 def entry_point(platform: str) -> str:
@@ -116,6 +162,7 @@ def bundle_manifest(
             f"message to {shown}'s own MCP server on this computer (Streamable HTTP on 127.0.0.1)."
         ),
         "author": {"name": author or shown},
+        "license": "MIT",
         "server": {"type": "binary", "entry_point": entry, "mcp_config": mcp_config},
         "compatibility": {"platforms": [platform]},
     }
@@ -124,15 +171,18 @@ def bundle_manifest(
     return manifest
 
 
-def write_bundle(executable: Path, out: Path, manifest: dict[str, Any]) -> None:
-    """Write the ``.mcpb`` archive: ``manifest.json`` and the executable at the manifest's
-    ``server.entry_point`` (mode 0755 recorded, so unzipping keeps it executable).
+def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, license_body: str | None = None) -> None:
+    """Write the ``.mcpb`` archive: ``manifest.json``, the executable at the manifest's
+    ``server.entry_point`` (mode 0755 recorded, so unzipping keeps it executable) and the
+    licence text beside it at :data:`LICENSE_ENTRY` (``license_body``, by default
+    :func:`license_text`).
 
     The archive is written beside ``out`` and renamed into place, so ``out`` is either
     the old file or the complete new one.
 
     Raises:
-        BundleError: ``executable`` is not a regular file, or not executable on POSIX.
+        BundleError: ``executable`` is not a regular file, or not executable on POSIX; or
+            no licence text was found.
         OSError: the archive could not be written (``out`` is unchanged).
     """
     try:
@@ -143,6 +193,8 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any]) -> None:
         raise BundleError(f"{executable} is not a file")
     if sys.platform != "win32" and not mode & stat.S_IXUSR:
         raise BundleError(f"{executable} is not executable")
+    if license_body is None:
+        license_body = license_text()
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
@@ -157,6 +209,10 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any]) -> None:
             with executable.open("rb") as source, archive.open(info, "w", force_zip64=True) as target:
                 while chunk := source.read(1024 * 1024):
                     target.write(chunk)
+            info = zipfile.ZipInfo(LICENSE_ENTRY, _ZIP_TIME)
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, license_body)
         os.replace(temporary, out)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -2,7 +2,7 @@
 
 In process: the token middleware and the auth route as ASGI (through httpx's ASGI
 transport, and the bridge's own auth-route client against it), and the credential files.
-As processes: the 20-line app exactly as the README prints it, reached by
+As processes: the 20-line app exactly as the docs print it (docs/python-apps.md), reached by
 ``mcp-app-bridge --app-name`` and started by its own ``--mcp-stdio``; a discovery file
 that appears only once the server answers and is gone after SIGTERM or Ctrl-C; the
 bridge's start-up never importing the module or uvicorn.
@@ -261,12 +261,12 @@ def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None
 # -- as processes -----------------------------------------------------------------------------
 
 
-def readme_block(starts_with: str) -> str:
-    """The README's Python code block that starts with ``starts_with``, exactly as printed."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def docs_block(starts_with: str) -> str:
+    """The Python code block of the docs' "For Python apps" page that starts with ``starts_with``, exactly as printed."""
+    text = (REPO_ROOT / "docs" / "python-apps.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
     matching = [block for block in blocks if block.startswith(starts_with)]
-    assert len(matching) == 1, f"the README has {len(matching)} python blocks starting with {starts_with!r}"
+    assert len(matching) == 1, f"docs/python-apps.md has {len(matching)} python blocks starting with {starts_with!r}"
     return matching[0]
 
 
@@ -328,7 +328,7 @@ def greet_through(bridge: BridgeProcess, timeout: float = 10.0) -> str:
 @pytest.mark.process
 def test_the_readme_app_is_reached_by_mcp_app_bridge_with_only_its_name(desk: Desk) -> None:
     script = desk.root / "myapp.py"
-    script.write_text(readme_block("# myapp.py"), encoding="utf-8")
+    script.write_text(docs_block("# myapp.py"), encoding="utf-8")
     app = desk.start(script)
     published = desk.published()
     assert published["pid"] == app.pid  # the process that holds the listening socket
@@ -352,7 +352,7 @@ def test_the_readme_app_started_by_its_own_mcp_stdio_answers(desk: Desk) -> None
     """Nothing runs yet: ``python myapp.py --mcp-stdio`` launches ``launch_command``
     (the same script, detached) and bridges to it."""
     script = desk.root / "myapp.py"
-    script.write_text(readme_block("# myapp.py"), encoding="utf-8")
+    script.write_text(docs_block("# myapp.py"), encoding="utf-8")
     command = [sys.executable, str(script)]
     with mock.patch.object(processes, "bridge_command", lambda: command):
         bridge = BridgeProcess("--mcp-stdio", env=desk.env)

@@ -70,10 +70,34 @@ def test_the_manifest_declares_the_binary_and_starts_it_from_the_bundle(fake_exe
     assert manifest["compatibility"] == {"platforms": ["darwin"]}
     assert "user_config" not in manifest, "nothing to ask the user for"
     with zipfile.ZipFile(out) as archive:
-        assert archive.namelist() == ["manifest.json", "server/mcp-app-bridge"]
+        assert archive.namelist() == ["manifest.json", "server/mcp-app-bridge", "server/LICENSE"]
         entry = archive.getinfo("server/mcp-app-bridge")
         assert stat.S_IMODE(entry.external_attr >> 16) == 0o755, "unzipped, it must stay executable"
         assert archive.read(entry) == fake_exe.read_bytes()
+
+
+def test_the_licence_text_travels_beside_the_executable(fake_exe: Path, tmp_path: Path) -> None:
+    """MIT requires its notice in every copy: an app vendor ships the bundle as built."""
+    out = tmp_path / "MyApp.mcpb"
+    manifest = build(fake_exe, out, "--app-name", "MyApp")
+    shipped = (Path(__file__).resolve().parents[2] / "LICENSE").read_text(encoding="utf-8")
+    assert shipped.startswith("MIT License") and "The mcp-app-bridge authors" in shipped
+    with zipfile.ZipFile(out) as archive:
+        assert archive.read("server/LICENSE").decode("utf-8") == shipped
+    assert manifest["license"] == "MIT"
+
+
+def test_without_a_licence_text_no_bundle_is_written(fake_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bridge.clients.bundle as bundle_module
+
+    def missing() -> str:
+        raise bundle_module.BundleError("the bridge's licence text (LICENSE) is not part of this installation")
+
+    monkeypatch.setattr(bundle_module, "license_text", missing)
+    out = tmp_path / "MyApp.mcpb"
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--app-name", "MyApp")
+    assert result.exit_code == 1 and "LICENSE" in result.output and "Nothing was written" in result.output
+    assert not out.exists() and list(tmp_path.iterdir()) == [fake_exe]
 
 
 def test_a_windows_executable_is_the_entry_with_its_suffix(fake_exe: Path, tmp_path: Path) -> None:

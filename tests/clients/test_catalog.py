@@ -417,10 +417,10 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
 
 
 @pytest.mark.posix_only("HOME decides the path on POSIX only")
-def test_the_readmes_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("  import bridge.clients as cc")
-    snippet = "\n".join(line[2:] for line in readme[start : readme.index("```", start)].splitlines())
+def test_the_docs_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text(encoding="utf-8")
+    start = page.index("import bridge.clients as cc")
+    snippet = page[start : page.index("```", start)]
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA")}
     env["HOME"] = str(tmp_path)
     for _ in range(2):  # the second run replaces the first entry (force=True)
