@@ -1,7 +1,7 @@
 """What `config install` writes so that the bridge works under each client as it really
-runs servers (issue 19, items 3-5): a stripped environment still finds the app's discovery
-file, a `--token-env` token reaches the bridge without its value in the file, and a launch
-fits the client's start-up timeout.
+runs servers: a stripped environment still finds the app's discovery file, a `--token-env`
+token reaches the bridge without its value in the file, and a launch fits the client's
+start-up timeout.
 
 The clients' own rules for a server's environment are restated here from their source, so
 the bridge can be run the way each client would run it:
