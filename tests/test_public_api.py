@@ -37,6 +37,7 @@ PUBLIC = {
         "ClientConfigError",
         "ClientInfo",
         "ServerEntry",
+        "app_entry",
         "config_path",
         "entry_document",
         "entry_object",

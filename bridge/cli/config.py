@@ -7,7 +7,6 @@ serving never imports the config face; tomlkit loads only for Codex's file.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,15 +71,46 @@ def _token_variables(args: list[str]) -> list[str]:
     return found
 
 
-def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bool, link: bool = False) -> Any:
-    """The server entry for these bridge arguments, validated like the bridge would. For a
-    link, every --token-env variable is named in ``env`` with a placeholder, set or not."""
-    from ..clients.catalog import ClientConfigError, ServerEntry
-    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command, split_secrets
+def _startup_timeout_option(function: F) -> F:
+    return click.option(
+        "--startup-timeout",
+        "startup_timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help="How long the client should wait for the bridge to start and answer initialize, written where the "
+        "client has a per-server setting (default: --launch-timeout + 15 with --launch, 45 with --command).",
+    )(function)
+
+
+def _entry(
+    client: str,
+    command_path: str | None,
+    bridge_args: tuple[str, ...],
+    *,
+    reveal: bool,
+    link: bool = False,
+    startup_timeout: float | None = None,
+) -> Any:
+    """The server entry for these bridge arguments, validated like the bridge would
+    (``bridge.clients.catalog.client_entry`` decides what the client's entry carries). For a
+    link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
+    nothing of this machine's environment goes in."""
+    from ..clients.catalog import (
+        DEFAULT_LAUNCH_TIMEOUT_SECONDS,
+        ClientConfigError,
+        ServerEntry,
+        client_entry,
+        startup_timeout_for,
+    )
+    from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+
     args = list(bridge_args)
     if command_path is None:
-        build_config(parse_bridge_args(args), require_env=False)
+        options = parse_bridge_args(args)
+        build_config(options, require_env=False)
         command = bridge_command()
+        if startup_timeout is None and options["launch"] is not None:
+            startup_timeout = startup_timeout_for(options["launch_timeout_seconds"])
     else:
         try:
             path, warnings = resolve_command(command_path)
@@ -90,19 +120,20 @@ def _entry(command_path: str | None, bridge_args: tuple[str, ...], *, reveal: bo
         warnings += command_warnings([path, *args])
         for warning in warnings:
             _warn(warning)
+        if startup_timeout is None:  # an app's own entry may launch the app (its default bound)
+            startup_timeout = startup_timeout_for(DEFAULT_LAUNCH_TIMEOUT_SECONDS)
     argv = isolate_python([*command, *args])
-    env = split_secrets(args, os.environ)
-    for variable in _token_variables(args):
-        if link:
-            env[variable] = ""
-        elif variable not in env:
-            _warn(
-                f"{variable} is not set here, so the entry has no value for it; "
-                "add it to the entry's env block, or the bridge will refuse to start"
-            )
-    if not reveal or link:
-        env = {name: f"<the value of {name}>" for name in env}
-    return ServerEntry(command=argv[0], args=tuple(argv[1:]), env=env)
+    variables = _token_variables(args)
+    if link:
+        placeholders = {variable: f"<the value of {variable}>" for variable in variables}
+        return ServerEntry(command=argv[0], args=tuple(argv[1:]), env=placeholders)
+    entry, remarks = client_entry(client, argv, token_variables=variables, startup_timeout_seconds=startup_timeout)
+    for remark in remarks:
+        _warn(remark)
+    if not reveal:
+        env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
+        entry = ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
+    return entry
 
 
 def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
@@ -115,14 +146,20 @@ def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
 )
 @_entry_options
 @click.option("--show-secrets", is_flag=True, help="Print the values of --token-env variables instead of placeholders.")
+@_startup_timeout_option
 def config_print(
-    client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], show_secrets: bool
+    client: str,
+    name: str,
+    command_path: str | None,
+    bridge_args: tuple[str, ...],
+    show_secrets: bool,
+    startup_timeout: float | None,
 ) -> None:
     """Print the client's configuration document holding just this entry (JSON, or TOML for Codex)."""
     from ..clients.catalog import ClientConfigError, entry_document
     from ..clients.files import render_document
 
-    entry = _entry(command_path, bridge_args, reveal=show_secrets)
+    entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout)
     try:
         document = entry_document(client, name, entry)
     except ClientConfigError as exc:
@@ -136,8 +173,15 @@ def config_print(
 @click.option(
     "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
 )
+@_startup_timeout_option
 def config_install(
-    client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...], force: bool, path: Path | None
+    client: str,
+    name: str,
+    command_path: str | None,
+    bridge_args: tuple[str, ...],
+    force: bool,
+    path: Path | None,
+    startup_timeout: float | None,
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
@@ -146,9 +190,8 @@ def config_install(
 
     target = path or config_path(client)
     try:
-        replaced = install_entry(
-            target, client, name, _entry(command_path, bridge_args, reveal=True), force=force, warn=_warn
-        )
+        entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
+        replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(
@@ -190,7 +233,7 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
             param_hint="--client",
         )
     try:
-        link, warnings = install_link(client, name, _entry(command_path, bridge_args, reveal=False, link=True))
+        link, warnings = install_link(client, name, _entry(client, command_path, bridge_args, reveal=False, link=True))
     except ClientConfigError as exc:
         raise _fail(exc) from None
     for warning in warnings:

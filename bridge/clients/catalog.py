@@ -21,14 +21,23 @@ trailing commas, key order and layout survive (JSONC and TOML alike); a file tha
 be used, or an entry of the same name without ``force``, is refused and the file left
 byte for byte unchanged; the previous file is kept as ``<file>.bak`` (0600); a symlinked
 file is written through (the link stays, its target is replaced atomically).
+
+How a client runs the entry is in :data:`CLIENT_RUNS` (:func:`client_entry` builds the
+entry ``config install`` writes from it): what the client passes of its own environment
+(Codex only 11 variables plus ``env_vars``; Gemini CLI drops names with TOKEN, KEY…; Claude
+Code all of it), and its per-server start-up timeout (Codex ``startup_timeout_sec``, Gemini
+CLI ``timeout``). Every entry ``config install`` writes carries the user's
+``XDG_STATE_HOME`` (:func:`state_environment`), so the bridge finds the app's discovery
+file under each of them.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +48,14 @@ __all__ = [
     "ClientInfo",
     "ClientConfigError",
     "ServerEntry",
+    "ClientRun",
+    "CLIENT_RUNS",
+    "client_run",
+    "client_entry",
+    "app_entry",
+    "state_environment",
+    "startup_timeout_for",
+    "STARTUP_MARGIN_SECONDS",
     "config_path",
     "entry_object",
     "entry_document",
@@ -135,6 +152,109 @@ CLIENT_INFO: dict[str, ClientInfo] = {
 CLIENTS = tuple(CLIENT_INFO)
 
 
+@dataclass(frozen=True)
+class ClientRun:
+    """How a client runs a stdio server: what it passes of its own environment, and how
+    long it waits for the server to start.
+
+    Attributes:
+        env_passing: how a variable of the user's environment (a ``--token-env`` token)
+            reaches the bridge without its value being written into the file:
+            ``"literal"``: it cannot (a desktop app, not started from the user's shell), so
+            the value goes into ``env``; ``"inherit"``: the client passes its whole
+            environment to the server, so nothing is written; ``"env_vars"``: the name goes
+            into a list the client passes from its own environment (Codex ``env_vars``);
+            ``"expand"``: ``env`` gets ``"$VAR"``, which the client expands from its own
+            environment (Gemini CLI).
+        startup_timeout_key: the entry's key for how long the client waits for the server
+            to start and answer ``initialize``, if the client has one.
+        startup_timeout_scale: that key's unit per second (1 for seconds, 1000 for ms).
+        startup_timeout_floor_seconds: the least value worth writing there, when the same
+            key also bounds every later request (Gemini CLI: its 600 s default).
+        startup_budget_seconds: the client's fixed start-up budget, when it has no
+            per-server key (Claude Code: ``MCP_TIMEOUT``, default 30 s).
+        startup_budget_hint: how to raise that budget; ``{milliseconds}`` is filled in.
+        startup_budget_max_seconds: the most the budget can be raised to.
+    """
+
+    env_passing: str = "literal"
+    startup_timeout_key: str | None = None
+    startup_timeout_scale: int = 1
+    startup_timeout_floor_seconds: float = 0.0
+    startup_budget_seconds: float | None = None
+    startup_budget_hint: str | None = None
+    startup_budget_max_seconds: float | None = None
+
+
+# Claude Code passes its whole environment to a stdio server, and `claude mcp get` prints
+# an entry's env values in clear (anthropics/claude-code issues 30467, 64043). It has no
+# per-server start-up timeout: MCP_TIMEOUT (ms, in its own environment) bounds every
+# server's start, 30 s by default, and the SDK's 60 s request timeout caps it (issue 7575).
+_CLAUDE_CODE_RUN = ClientRun(
+    env_passing="inherit",
+    startup_budget_seconds=30.0,
+    startup_budget_hint="start Claude Code with MCP_TIMEOUT={milliseconds} in its environment",
+    startup_budget_max_seconds=60.0,
+)
+
+#: How each client runs the bridge, where it differs from :class:`ClientRun`'s defaults
+#: (a desktop app that passes nothing of the user's shell and has no start-up setting).
+CLIENT_RUNS: dict[str, ClientRun] = {
+    "claude-code": _CLAUDE_CODE_RUN,
+    "claude-code-user": _CLAUDE_CODE_RUN,
+    # A server gets only 11 variables of Codex's environment (codex-rs/rmcp-client
+    # utils.rs DEFAULT_ENV_VARS: HOME LOGNAME PATH SHELL USER __CF_USER_TEXT_ENCODING LANG
+    # LC_ALL TERM TMPDIR TZ), then the names in `env_vars`, then the literal `env`.
+    # `startup_timeout_sec` bounds start-up, initialize and tools/list (unset: 30 s, as
+    # measured with 0.169.0; its docs say 10 s); tool calls have their own `tool_timeout_sec`.
+    "codex": ClientRun(env_passing="env_vars", startup_timeout_key="startup_timeout_sec"),
+    # Its stdio servers get its environment without the names matching TOKEN, SECRET, KEY,
+    # AUTH, PASSWORD, CREDENTIAL… (only PATH, HOME, LANG, SHELL, TMPDIR, USER, LOGNAME… under
+    # GitHub Actions); the entry's `env` is added afterwards, each value with $VAR and ${VAR}
+    # expanded from its whole environment (google-gemini/gemini-cli packages/core
+    # src/tools/mcp-client.ts, src/services/environmentSanitization.ts). `timeout` (ms)
+    # bounds the connection (initialize) and every request: unset, 600 s in a session but
+    # 5 s in `gemini mcp list` (packages/cli/src/commands/mcp/list.ts).
+    "gemini-cli": ClientRun(
+        env_passing="expand",
+        startup_timeout_key="timeout",
+        startup_timeout_scale=1000,
+        startup_timeout_floor_seconds=600.0,
+    ),
+}
+
+
+def client_run(client: str) -> ClientRun:
+    """How ``client`` runs the bridge (:data:`CLIENT_RUNS`, else the defaults).
+
+    Raises:
+        ClientConfigError: an unknown client.
+    """
+    _info(client)
+    return CLIENT_RUNS.get(client, ClientRun())
+
+
+def _with_passed_env(client: str, entry: ServerEntry) -> ServerEntry:
+    """``entry`` with its ``passed_env`` in ``env`` as ``"$VAR"``, for a client that expands it."""
+    if client_run(client).env_passing != "expand" or not entry.passed_env:
+        return entry
+    env = {**entry.env, **{variable: "$" + variable for variable in entry.passed_env}}
+    return ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
+
+
+def _run_members(client: str, entry: ServerEntry) -> dict[str, Any]:
+    """The members for how the client runs the entry: Codex's ``env_vars``, and the start-up
+    timeout under the client's key (whole units, at least its floor)."""
+    run = client_run(client)
+    members: dict[str, Any] = {}
+    if run.env_passing == "env_vars" and entry.passed_env:
+        members["env_vars"] = list(entry.passed_env)
+    if run.startup_timeout_key and entry.startup_timeout_seconds is not None:
+        seconds = max(entry.startup_timeout_seconds, run.startup_timeout_floor_seconds)
+        members[run.startup_timeout_key] = math.ceil(seconds * run.startup_timeout_scale)
+    return members
+
+
 def _info(client: str) -> ClientInfo:
     try:
         return CLIENT_INFO[client]
@@ -149,12 +269,19 @@ class ServerEntry:
     Attributes:
         command: absolute path of the executable.
         args: its arguments, one element each.
-        env: environment variables for it (where secrets go).
+        env: environment variables for it, with their values.
+        passed_env: names of variables the client passes from its own environment, so
+            their values are not written (a ``--token-env`` token); how depends on the
+            client (:attr:`ClientRun.env_passing`).
+        startup_timeout_seconds: how long the client should wait for the server to start
+            and answer ``initialize``; written where the client has a per-server key for it.
     """
 
     command: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    passed_env: tuple[str, ...] = ()
+    startup_timeout_seconds: float | None = None
 
 
 def config_path(
@@ -217,11 +344,13 @@ def config_path(
 def entry_object(client: str, entry: ServerEntry) -> dict[str, Any]:
     """The one entry's object, in the client's format (``type`` first where it has one)."""
     info = _info(client)
+    entry = _with_passed_env(client, entry)
     obj: dict[str, Any] = {}
     if info.stdio_type:
         obj["type"] = "stdio"
     obj["command"] = entry.command
     obj["args"] = list(entry.args)
+    obj.update(_run_members(client, entry))
     if entry.env:
         obj["env"] = dict(entry.env)
     return obj
@@ -295,3 +424,125 @@ def read_servers(document: Any, client: str | None = None) -> tuple[str, dict[st
         inferred = "stdio" if "command" in entry else "streamable-http"
         entries[name] = {"type": entry.get("type", inferred), **entry}
     return key, entries
+
+
+#: Seconds added to the app's launch bound for a client's start-up budget: the bridge's own
+#: start (a frozen one unpacks first), a token, the connection and ``initialize`` once the
+#: app listens.
+STARTUP_MARGIN_SECONDS = 15.0
+
+#: How long the bridge gives a launched app by default (``--launch-timeout``, and
+#: ``BridgeConfig.launch_timeout_seconds``), in seconds.
+DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+
+
+def startup_timeout_for(launch_timeout_seconds: float) -> float:
+    """A client's start-up budget, in whole seconds, for a bridge that may launch the app
+    within ``launch_timeout_seconds``: that plus :data:`STARTUP_MARGIN_SECONDS`."""
+    return float(math.ceil(launch_timeout_seconds + STARTUP_MARGIN_SECONDS))
+
+
+def state_environment(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> dict[str, str]:
+    """The variables that move this user's state folder, as set here: the entry carries
+    them, so the bridge a client starts finds the same discovery file and launch lock as
+    the app and this shell, even when the client passes it almost no environment.
+
+    platformdirs (``user_state_path``, where both live) reads ``XDG_STATE_HOME`` on Linux,
+    the BSDs and macOS, and ``WIN_PD_OVERRIDE_LOCAL_APPDATA`` on Windows; everything else
+    it derives from ``HOME`` or the Windows known folder, which every client passes (Codex
+    passes only 11 variables, and not these: codex-rs/rmcp-client ``DEFAULT_ENV_VARS``).
+
+    Returns:
+        ``{name: value}`` for each of them set (not blank) in ``environ``; empty when the
+        default folder is in use, which a stripped environment finds too.
+    """
+    environ = os.environ if environ is None else environ
+    names = ("WIN_PD_OVERRIDE_LOCAL_APPDATA",) if platform == "win32" else ("XDG_STATE_HOME",)
+    return {name: environ[name] for name in names if environ.get(name, "").strip()}
+
+
+def client_entry(
+    client: str,
+    argv: Sequence[str],
+    *,
+    token_variables: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+    startup_timeout_seconds: float | None = None,
+) -> tuple[ServerEntry, list[str]]:
+    """The entry ``config install`` writes for ``argv`` in ``client``, and remarks to show.
+
+    - ``env`` carries :func:`state_environment`, so the bridge finds the app's discovery
+      file under any client.
+    - Each of ``token_variables`` reaches the bridge the client's way
+      (:attr:`ClientRun.env_passing`): named only, for a client that can pass it from its
+      own environment (Claude Code, Codex, Gemini CLI); its value from ``environ``
+      otherwise (the desktop apps, which are not started from the user's shell).
+    - ``startup_timeout_seconds`` is kept for the client's per-server key; a client with a
+      fixed, shorter budget gets a remark saying how to raise it.
+
+    Raises:
+        ClientConfigError: an unknown client.
+    """
+    info, run = _info(client), client_run(client)
+    environ = os.environ if environ is None else environ
+    env = state_environment(environ, platform)
+    passed: list[str] = []
+    remarks: list[str] = []
+    for variable in token_variables:
+        if run.env_passing == "literal":
+            if environ.get(variable):
+                env[variable] = environ[variable]
+            else:
+                remarks.append(
+                    f"{variable} is not set here, so the entry has no value for it; "
+                    "add it to the entry's env block, or the bridge will refuse to start"
+                )
+        else:
+            passed.append(variable)
+            here = "is not set here" if not environ.get(variable) else "goes into the entry by name only"
+            remarks.append(
+                f"{variable} {here}: {info.title} passes it to the bridge from its own environment, "
+                f"so start {info.title} with {variable} set"
+            )
+    budget = run.startup_budget_seconds
+    if startup_timeout_seconds is not None and run.startup_timeout_key is None and budget is not None:
+        most = run.startup_budget_max_seconds
+        needs = f"{info.title} gives a server {budget:g} s to start, and starting the app may take {startup_timeout_seconds:g} s"
+        if startup_timeout_seconds > budget and most is not None and startup_timeout_seconds > most:
+            remarks.append(
+                f"{needs}, more than it can give ({most:g} s): lower --launch-timeout to "
+                f"{most - STARTUP_MARGIN_SECONDS:g} or less"
+            )
+        elif startup_timeout_seconds > budget and run.startup_budget_hint:
+            hint = run.startup_budget_hint.format(milliseconds=math.ceil(startup_timeout_seconds * 1000))
+            remarks.append(f"{needs}: {hint}, or lower --launch-timeout to {budget - STARTUP_MARGIN_SECONDS:g} or less")
+    entry = ServerEntry(
+        command=argv[0],
+        args=tuple(argv[1:]),
+        env=env,
+        passed_env=tuple(passed),
+        startup_timeout_seconds=startup_timeout_seconds,
+    )
+    return entry, remarks
+
+
+def app_entry(
+    command: str,
+    args: Sequence[str] = ("--mcp-stdio",),
+    *,
+    launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
+    environ: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+) -> ServerEntry:
+    """The entry for an app's own executable run with ``--mcp-stdio`` (a "Connect to
+    Claude" button): :func:`state_environment` in ``env``, so the bridge half looks for the
+    discovery file where this running app wrote it and never launches a second instance;
+    and a start-up budget for its ``launch_timeout_seconds`` (the app's
+    ``BridgeConfig.launch_timeout_seconds``) where the client has a key for it."""
+    return ServerEntry(
+        command=command,
+        args=tuple(args),
+        env=state_environment(environ, platform),
+        startup_timeout_seconds=startup_timeout_for(launch_timeout_seconds),
+    )

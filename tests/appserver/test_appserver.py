@@ -26,15 +26,16 @@ from unittest import mock
 import httpx
 import pytest
 from support import processes
-from support.apps import REPO_ROOT, isolated_env, process_alive
-from support.processes import INITIALIZED, BridgeProcess, handshake, initialize, result_text, tool_call, wait_until
+from support.appdesk import START_TIMEOUT, docs_block, greet_through
+from support.appdesk import AppDesk as Desk
+from support.apps import REPO_ROOT, process_alive
+from support.processes import INITIALIZED, BridgeProcess, handshake, initialize, wait_until
 
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
 from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
 
 TOKEN = "tok-Aa0_appserver-test-token"
 SECRET = "sec-Zz9_appserver-test-secret"
-START_TIMEOUT = 20.0
 """Seconds an app may take to start and publish itself (it imports the SDK; CI is slow)."""
 
 
@@ -261,56 +262,6 @@ def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None
 # -- as processes -----------------------------------------------------------------------------
 
 
-def docs_block(starts_with: str) -> str:
-    """The Python code block of the docs' "For Python apps" page that starts with ``starts_with``, exactly as printed."""
-    text = (REPO_ROOT / "docs" / "python-apps.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-    matching = [block for block in blocks if block.startswith(starts_with)]
-    assert len(matching) == 1, f"docs/python-apps.md has {len(matching)} python blocks starting with {starts_with!r}"
-    return matching[0]
-
-
-class Desk:
-    """A private HOME and state folder, the app's script in it, and the processes to stop."""
-
-    def __init__(self, root: Path, app_name: str) -> None:
-        self.root = root
-        self.env = isolated_env(root)
-        self.env["PYTHONPATH"] = str(REPO_ROOT)  # as an installed package would be
-        self.discovery = Path(self.env["XDG_STATE_HOME"]) / app_name / "mcp-endpoint.json"
-        self.apps: list[subprocess.Popen[bytes]] = []
-        self.pids: list[int] = []
-
-    def start(self, script: Path, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.root / f"{script.stem}-{len(self.apps)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, str(script), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=self.root, env=self.env,
-        )
-        log.close()
-        self.apps.append(proc)
-        return proc
-
-    def log(self, proc: subprocess.Popen[bytes]) -> str:
-        index = self.apps.index(proc)
-        return next(self.root.glob(f"*-{index}.log")).read_text(errors="replace")
-
-    def published(self) -> dict[str, Any]:
-        assert wait_until(self.discovery.exists, START_TIMEOUT), "the app never wrote its discovery file"
-        document: dict[str, Any] = json.loads(self.discovery.read_text())
-        self.pids.append(document["pid"])
-        return document
-
-    def close(self) -> None:
-        for proc in self.apps:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        for pid in self.pids:  # apps a bridge launched are not our children
-            if process_alive(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def desk(tmp_path: Path) -> Iterator[Desk]:
     made = Desk(tmp_path, "MyApp")
@@ -318,11 +269,6 @@ def desk(tmp_path: Path) -> Iterator[Desk]:
         yield made
     finally:
         made.close()
-
-
-def greet_through(bridge: BridgeProcess, timeout: float = 10.0) -> str:
-    bridge.send(tool_call(7, "greet", {"name": "Ada"}))
-    return result_text(bridge.read_reply(7, timeout))
 
 
 @pytest.mark.process

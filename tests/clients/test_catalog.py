@@ -242,7 +242,7 @@ def test_config_print_puts_options_in_args_and_secrets_only_in_env() -> None:
             "--token-env",
             "MYAPP_TOKEN",
         ],
-        env={"MYAPP_TOKEN": TOKEN},
+        env={"MYAPP_TOKEN": TOKEN, "XDG_STATE_HOME": None},  # no state folder to carry
     )
     assert result.exit_code == 0, result.output
     entry = json.loads(result.stdout)["mcpServers"]["myapp"]
@@ -265,7 +265,7 @@ def test_config_print_puts_options_in_args_and_secrets_only_in_env() -> None:
             "--token-env",
             "MYAPP_TOKEN",
         ],
-        env={"MYAPP_TOKEN": TOKEN},
+        env={"MYAPP_TOKEN": TOKEN, "XDG_STATE_HOME": None},
     )
     entry = json.loads(revealed.stdout)["mcpServers"]["myapp"]
     assert entry["env"] == {"MYAPP_TOKEN": TOKEN} and TOKEN not in json.dumps(entry["args"])
