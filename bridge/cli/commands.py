@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .._version import __version__
-from .diagnostics import setup_logging
+from .diagnostics import console_fallbacks, setup_logging
 from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
 
 __all__ = ["main"]
@@ -25,6 +25,10 @@ class _LazyGroup(click.Group):
     (click's documented lazy-loading pattern): serving never loads the config face."""
 
     _lazy = {"config": ("bridge.cli.config", "config")}
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        console_fallbacks()  # before any help or report is printed
+        return super().main(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._lazy])
