@@ -629,3 +629,16 @@ def test_a_request_slower_than_the_header_timeout_still_gets_its_answer(tmp_path
         with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {server.token}"}) as client:
             assert client.get(server.url).text == "slow"
             assert client.get(server.url).text == "slow"  # the same connection, kept alive
+
+
+@pytest.mark.posix_only("POSIX modes")
+def test_an_unsafe_token_file_ends_serve_app_with_one_line_and_status_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bridge.appserver import serve_app
+
+    token_file = tmp_path / "token"
+    token_file.write_text("readable-by-others\n")
+    token_file.chmod(0o644)
+    assert serve_app(Inner(), discovery_file=tmp_path / "state" / "d.json", token_file=token_file) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot serve the app" in err and "chmod 600" in err, err
+    assert not (tmp_path / "state" / "d.json").exists()

@@ -392,8 +392,9 @@ def _with_header_deadline(http: Any, seconds: float) -> Any:
     A class that is not one of uvicorn's (no ``cycle``) is returned unchanged.
     """
     import uvicorn.config
+    import uvicorn.importer
 
-    base = uvicorn.config.import_from_string(uvicorn.config.HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str) else http
+    base = uvicorn.importer.import_from_string(uvicorn.config.HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str) else http
     if not isinstance(base, type) or not hasattr(base, "on_response_complete"):
         return http
 
