@@ -180,7 +180,7 @@ def test_the_bridge_creates_its_log_file_0600(tmp_path: Path) -> None:
 def test_missing_folders_are_created_0700_whatever_the_umask(tmp_path: Path, umask: int) -> None:
     """Ubuntu's and Fedora's 0002 umask made the parents 0775, which the folder check
     then refused."""
-    from bridge.privatefile import write_private_file
+    from bridge.system.privatefile import write_private_file
 
     path = tmp_path / "a" / "b" / "c" / "mcp-endpoint.json"
     old = os.umask(umask)
