@@ -61,7 +61,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "uvicorn": {"appserver.server"},
     "psutil": {"app.listener"},
     "platformdirs": {"app"},
-    "filelock": {"app"},
+    "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
 }
 
 STDLIB = set(sys.stdlib_module_names)

@@ -15,9 +15,15 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from ..system.privatefile import UnsafeFileError, check_folders, credential_text, read_private_file
+from ..system.privatefile import (
+    UnsafeFileError,
+    check_folders,
+    credential_text,
+    make_private_folders,
+    read_private_file,
+)
 
-__all__ = ["AUTH_PATH", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret"]
+__all__ = ["AUTH_PATH", "LOOPBACK_HOST_NAMES", "LoopbackHostMiddleware", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret"]
 
 log = logging.getLogger("bridge.appauth")
 
@@ -59,7 +65,7 @@ def load_or_create_secret(path: Path, what: str = "token file") -> str:
         OSError: it could not be read or created.
     """
     path = Path(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_folders(path.parent)
     check_folders(path)
     value = secrets.token_urlsafe(32)
     if not _create_with_content(path, (value + "\n").encode("ascii")):
@@ -187,6 +193,109 @@ class TokenAuthMiddleware:
             return
         token = self._token.decode("ascii")
         await _send_json(send, 200, {"token": token, "token_type": "Bearer"}, [(b"cache-control", b"no-store")])
+
+
+# -- Host and Origin ---------------------------------------------------------------------------
+
+#: The names a request to the app's loopback server may give in ``Host`` and ``Origin``.
+LOOPBACK_HOST_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+class LoopbackHostMiddleware:
+    """ASGI middleware against DNS rebinding: only requests addressed to this loopback
+    server reach the app (the auth route included, when this wraps :class:`TokenAuthMiddleware`).
+
+    The MCP specification (2025-11-25, Basic › Transports › Streamable HTTP, §2.0.1
+    "Security Warning") says servers MUST validate the ``Origin`` header of every incoming
+    connection to prevent DNS rebinding, and MUST answer a present but invalid ``Origin``
+    with 403 Forbidden. A page whose name was rebound to 127.0.0.1 sends its own name in
+    ``Host``, so ``Host`` is checked too (as the official SDKs' DNS-rebinding protection does):
+
+    - ``Host`` must be exactly one of :data:`LOOPBACK_HOST_NAMES` with this server's port
+      (``127.0.0.1:PORT``, ``localhost:PORT``, ``[::1]:PORT``; case-insensitive). Another
+      name or port gets **421** Misdirected Request (RFC 9110 §15.5.20); none or several
+      ``Host`` headers get **400** (RFC 9112 §3.2).
+    - ``Origin`` may be absent (the bridge and other non-browser clients send none). If
+      present it must be one ``http``/``https`` origin on a loopback name (any port: a local
+      page, which still needs the token); ``null``, another host or several get **403**.
+    - Refusals carry a JSON-RPC error without an ``id`` (code -32000); a WebSocket is closed
+      with 1008 before it is accepted (uvicorn answers 403). ``lifespan`` passes through.
+
+    Args:
+        app: the ASGI app to protect.
+        port: this server's port; ``None`` takes the one the connection came in on
+            (``scope["server"]``).
+    """
+
+    def __init__(self, app: ASGIApp, *, port: int | None = None) -> None:
+        self.app = app
+        self.port = port
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, message = refusal
+        log.warning("refused a request: %s", message)
+        if kind == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await _send_json(send, status, {"jsonrpc": "2.0", "error": {"code": -32000, "message": message}})
+
+    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        hosts = [value for name, value in scope["headers"] if name.lower() == b"host"]
+        origins = [value for name, value in scope["headers"] if name.lower() == b"origin"]
+        if len(hosts) != 1:
+            return 400, "exactly one Host header is needed"
+        port = self.port
+        if port is None:
+            server = scope.get("server")
+            port = server[1] if server else None
+        if port is None or not _is_loopback_host(hosts[0], port):
+            return 421, "the Host header does not name this loopback server"
+        if len(origins) > 1 or (origins and not _is_loopback_origin(origins[0])):
+            return 403, "the Origin header is not a loopback origin"
+        return None
+
+
+def _is_loopback_host(value: bytes, port: int) -> bool:
+    """Whether a ``Host`` value is a loopback name with ``port`` (no port: only for port 80)."""
+    try:
+        text = value.decode("ascii").strip().lower()
+    except UnicodeDecodeError:
+        return False
+    if text.startswith("["):
+        name, _, rest = text.partition("]")
+        name += "]"
+        given = rest[1:] if rest.startswith(":") else (None if not rest else "bad")
+    else:
+        name, colon, given_port = text.partition(":")
+        given = given_port if colon else None
+    if name not in LOOPBACK_HOST_NAMES:
+        return False
+    if given is None:
+        return port == 80
+    return given == str(port)
+
+
+def _is_loopback_origin(value: bytes) -> bool:
+    """Whether an ``Origin`` value (RFC 6454 §7) is ``http(s)://`` on a loopback name."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.decode("ascii").strip())
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if parts.scheme not in ("http", "https") or parts.username is not None or parts.path not in ("", "/"):
+        return False
+    host = parts.hostname or ""
+    return (f"[{host}]" if ":" in host else host) in LOOPBACK_HOST_NAMES
 
 
 async def _send_json(send: Send, status: int, document: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:

@@ -15,12 +15,23 @@ is the other side of that handshake, for an app whose MCP server is any ASGI app
 What :class:`AppServer` does, in order:
 
 1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port.
-2. Wraps the app in :class:`TokenAuthMiddleware` (``bridge/appserver/auth.py``): every HTTP and WebSocket request needs
+   Before that, the discovery file's folder is created 0700 (whatever the umask) and
+   checked, and a lock beside the discovery file is taken for the server's lifetime: a
+   second instance for the same file refuses to start. Any of these failing ends
+   :meth:`AppServer.run` with one line on stderr and status 1, before anything is served.
+2. Wraps the app in :class:`LoopbackHostMiddleware` (``Host`` and ``Origin`` must be
+   loopback: DNS rebinding; the auth route included) and
+   :class:`TokenAuthMiddleware` (``bridge/appserver/auth.py``): every HTTP and WebSocket request needs
    ``Authorization: Bearer <token>`` (401 otherwise). The token is random and new at every
    start, or kept in ``token_file`` (created 0600 on the first start, reused after). With
    ``secret_file`` it also serves the bridge's auth route (``--auth-url /auth/token
    --secret-file S``): ``POST /auth/token {"secret": …}`` → ``{"token": …}``.
-3. Runs uvicorn (the ``app`` extra: ``pip install 'mcp-app-bridge[app]'``). Once uvicorn
+3. Runs uvicorn (the ``app`` extra: ``pip install 'mcp-app-bridge[app]'``) with bounds on
+   what a local client can hold: a request head must be complete within
+   :data:`HEADER_TIMEOUT_SECONDS` of the connection (or of the previous response) and
+   within :data:`MAX_HEADER_BYTES`; an idle keep-alive connection closes after
+   :data:`KEEP_ALIVE_SECONDS`; past :data:`MAX_CONNECTIONS` connections or running
+   requests, new requests get 503. Once uvicorn
    has started (the app's lifespan has run and the socket is served), it writes the
    discovery file ``{"url", "pid", "token"}`` atomically with mode 0600, at
    ``default_discovery_path(app_name)`` unless told otherwise; ``pid`` is this process,
@@ -34,6 +45,7 @@ uvicorn.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import ipaddress
 import logging
@@ -45,21 +57,54 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+from ..app.discovery import DiscoveryError, default_discovery_path, remove_discovery_file, write_discovery_file
+from ..system.privatefile import check_folders, make_private_folders
 from .auth import (
     AUTH_PATH,
     ASGIApp,
+    LoopbackHostMiddleware,
     TokenAuthMiddleware,
     UnsafeFileError,
     load_or_create_secret,
 )
 
 if TYPE_CHECKING:
+    import filelock
     import uvicorn
 
-__all__ = ["AppServer", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret", "serve_app"]
+__all__ = [
+    "AlreadyServingError",
+    "AppServer",
+    "HEADER_TIMEOUT_SECONDS",
+    "KEEP_ALIVE_SECONDS",
+    "LoopbackHostMiddleware",
+    "MAX_CONNECTIONS",
+    "MAX_HEADER_BYTES",
+    "TokenAuthMiddleware",
+    "UnsafeFileError",
+    "load_or_create_secret",
+    "serve_app",
+]
 
 log = logging.getLogger("bridge.appserver")
+
+#: A request head (request line and headers) must be complete this many seconds after the
+#: connection opened or the previous response ended; else the connection is closed.
+#: uvicorn has no such timeout of its own (its keep-alive timer starts only after a response).
+HEADER_TIMEOUT_SECONDS = 10.0
+#: Largest request head, in bytes (h11's ``max_incomplete_event_size``; over it: 400).
+MAX_HEADER_BYTES = 64 * 1024
+#: An idle keep-alive connection is closed after this many seconds (uvicorn's ``timeout_keep_alive``).
+KEEP_ALIVE_SECONDS = 5
+#: Past this many open connections or running requests, a new request gets 503
+#: (uvicorn's ``limit_concurrency``). A bridge holds at most ``--max-concurrent-requests``
+#: (32 by default) plus its GET stream.
+MAX_CONNECTIONS = 128
+_LOCK_SUFFIX = ".lock"
+
+
+class AlreadyServingError(RuntimeError):
+    """Another server already publishes through the same discovery file (its lock is held)."""
 
 # -- the server ------------------------------------------------------------------------------
 
@@ -86,11 +131,14 @@ class AppServer:
         require_token: ``False`` serves without any check. Then every local user, and any
             web page a browser shows through DNS rebinding, may call the app's tools.
         on_listening: called with this server once the discovery file is written.
+        header_timeout_seconds: a request head must be complete within this time.
         log_level: uvicorn's log level; all its logs go to stderr.
         access_log: log one line per request (off by default).
         graceful_shutdown_seconds: how long open requests and streams may still run after
             a stop was asked for.
-        uvicorn_options: further ``uvicorn.Config`` arguments.
+        uvicorn_options: further ``uvicorn.Config`` arguments (they win over the bounds
+            above; an ``http`` protocol of your own keeps the header timeout only if it is
+            uvicorn's h11 or httptools one).
 
     Raises:
         ValueError: ``host`` is not a loopback address, or ``path`` does not start with "/".
@@ -119,6 +167,7 @@ class AppServer:
         log_level: str = "warning",
         access_log: bool = False,
         graceful_shutdown_seconds: float = 2.0,
+        header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS,
         uvicorn_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
@@ -137,7 +186,13 @@ class AppServer:
             self.token = load_or_create_secret(Path(token_file)) if token_file else secrets.token_urlsafe(32)
             secret = load_or_create_secret(Path(secret_file), "secret file") if secret_file else None
         self._token_in_discovery = token_in_discovery
-        self.app = app if self.token is None else TokenAuthMiddleware(app, token=self.token, secret=secret, auth_path=auth_path)
+        inner = app if self.token is None else TokenAuthMiddleware(app, token=self.token, secret=secret, auth_path=auth_path)
+        self._host_check = LoopbackHostMiddleware(inner)
+        self.app: ASGIApp = self._host_check
+        self._header_timeout_seconds = header_timeout_seconds
+        self._lock: filelock.BaseFileLock | None = None
+        #: Why the server stopped before it could publish itself (one line), if it did.
+        self.failure: str | None = None
         self._on_listening = on_listening
         self._log_level = log_level
         self._access_log = access_log
@@ -173,6 +228,7 @@ class AppServer:
             sock.set_inheritable(False)  # a process the app starts must not hold the port
             self._socket = sock
             self.port = sock.getsockname()[1]
+            self._host_check.port = self.port
             host = f"[{self.host}]" if family == socket.AF_INET6 else self.host
             self.url = f"http://{host}:{self.port}{self.path}"
         assert self.url is not None
@@ -181,23 +237,30 @@ class AppServer:
     def run(self) -> int:
         """Serve until SIGTERM, SIGINT or :meth:`stop`; return 0, or 1 if start-up failed.
 
+        A start-up that fails before serving (an unsafe or unwritable discovery folder,
+        another instance holding the discovery file's lock, a port that cannot be bound)
+        or while publishing is told in one line on stderr (no traceback), and returns 1.
         In the main thread uvicorn handles SIGTERM and SIGINT, and re-raises the signal
         once it has stopped, so the process then ends the way that signal ends it.
         """
-        import asyncio
-
         try:
             asyncio.run(self.serve())
         except KeyboardInterrupt:
             pass
+        except (UnsafeFileError, AlreadyServingError, DiscoveryError, OSError) as exc:
+            self.failure = f"cannot serve the app: {exc}"
         except SystemExit:
             if self._server is None or self._server.started:
                 raise
             return 1  # uvicorn exits this way when the app's lifespan start-up fails
         finally:
             self._unpublish()
+            self._release()
             if self._socket is not None:
                 self._socket.close()
+        if self.failure is not None:
+            print(f"mcp-app-bridge: {self.failure}", file=sys.stderr, flush=True)
+            return 1
         server = self._server
         return 0 if server is not None and (server.started or server.should_exit) else 1
 
@@ -205,16 +268,55 @@ class AppServer:
         """Serve on the running event loop until asked to stop (see :meth:`run`).
 
         Raises:
-            OSError: binding failed, or the discovery file could not be written.
+            UnsafeFileError: the discovery file's folder, or one above it, is open to
+                other users.
+            AlreadyServingError: another instance serves through the same discovery file.
+            OSError: the folder could not be created, or binding failed.
         """
-        url = self.bind()
-        self._server = _make_server(self, self._uvicorn_config())
-        self._server.should_exit = self._stop_asked  # stop() may come before the server exists
-        log.info("serving %s", url)
+        self.prepare()
         try:
-            await self._server.serve(sockets=[self._socket] if self._socket else None)
+            url = self.bind()
+            self._server = _make_server(self, self._uvicorn_config())
+            self._server.should_exit = self._stop_asked  # stop() may come before the server exists
+            log.info("serving %s", url)
+            try:
+                await self._server.serve(sockets=[self._socket] if self._socket else None)
+            finally:
+                self._unpublish()
         finally:
-            self._unpublish()
+            self._release()
+
+    def prepare(self) -> None:
+        """Before serving: create the discovery file's folder (0700, whatever the umask),
+        check it as the bridge will, and take the lock beside the discovery file (held
+        until the server stops). Done once; :meth:`serve` calls it.
+
+        Raises:
+            UnsafeFileError: the folder, or one above it, is another user's or others may write to it.
+            AlreadyServingError: another live server holds the lock.
+            OSError: the folder or the lock file could not be created.
+        """
+        if self.discovery_file is None or self._lock is not None:
+            return
+        import filelock
+
+        make_private_folders(self.discovery_file.parent)
+        check_folders(self.discovery_file)
+        lock_path = self.discovery_file.with_name(self.discovery_file.name + _LOCK_SUFFIX)
+        lock = filelock.FileLock(str(lock_path), timeout=0, mode=0o600, thread_local=False)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise AlreadyServingError(
+                f"another instance already serves through the discovery file {self.discovery_file} "
+                f"(it holds {lock_path.name}); stop that one first, or give this one another discovery file"
+            ) from None
+        self._lock = lock
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def stop(self) -> None:
         """Ask the server to stop (from any thread); :meth:`run` then returns."""
@@ -230,8 +332,14 @@ class AppServer:
             "log_level": self._log_level.lower(),
             "access_log": self._access_log,
             "timeout_graceful_shutdown": self._graceful_shutdown_seconds,
+            # h11, not "auto": httptools sets no limit on a request head's size.
+            "http": "h11",
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
+            "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+            "limit_concurrency": MAX_CONNECTIONS,
         }
         options.update(self._uvicorn_options)
+        options["http"] = _with_header_deadline(options["http"], self._header_timeout_seconds)
         return uvicorn.Config(self.app, **options)
 
     def _publish(self) -> None:
@@ -257,7 +365,11 @@ def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if self.started and not self.should_exit:
-                owner._publish()  # the socket is served now: the bridge may come
+                try:
+                    owner._publish()  # the socket is served now: the bridge may come
+                except (UnsafeFileError, DiscoveryError, OSError) as exc:
+                    owner.failure = f"cannot publish the app: {exc}"
+                    self.should_exit = True
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # Stop advertising first, and here: after a SIGTERM uvicorn re-raises the
@@ -266,6 +378,72 @@ def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
             await super().shutdown(sockets)
 
     return Server(config)
+
+
+def _with_header_deadline(http: Any, seconds: float) -> Any:
+    """uvicorn's HTTP protocol class ``http`` (a name or a class) with a header timeout.
+
+    A connection must complete each request head (request line and headers) within
+    ``seconds`` of opening, or of the previous response's end; otherwise it is closed.
+    uvicorn itself only times out a connection idle *after* a response (keep-alive), so a
+    client that connects and drips a header byte at a time would hold its connection for
+    ever. The clock stops once the head is complete (the app then runs; the body and the
+    response are the app's own business) and once the connection is upgraded (WebSocket).
+    A class that is not one of uvicorn's (no ``cycle``) is returned unchanged.
+    """
+    import uvicorn.config
+    import uvicorn.importer
+
+    base = uvicorn.importer.import_from_string(uvicorn.config.HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str) else http
+    if not isinstance(base, type) or not hasattr(base, "on_response_complete"):
+        return http
+
+    class HeaderDeadline(base):  # type: ignore[misc,valid-type]
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request head is complete: the app has it
+                self._disarm_header_timer()
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            super().on_response_complete()
+            if self.cycle is cycle and not self.transport.is_closing():
+                self._arm_header_timer()  # the next head's clock starts now
+            else:
+                self._disarm_header_timer()  # a pipelined request started at once, or closing
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_header_timer()
+            super().connection_lost(exc)
+
+        def _arm_header_timer(self) -> None:
+            self._disarm_header_timer()
+            self._header_timer = self.loop.call_later(seconds, self._header_timeout)
+
+        def _disarm_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _header_timeout(self) -> None:
+            self._header_timer = None
+            transport = self.transport
+            if transport.is_closing() or transport.get_protocol() is not self:
+                return  # closed already, or upgraded to a WebSocket
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a request is running
+            log.info("closed a connection whose request head was not complete within %g s", seconds)
+            transport.close()
+
+    HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
+    return HeaderDeadline
 
 
 def _log_config(level: str) -> dict[str, Any]:
@@ -286,11 +464,18 @@ def _log_config(level: str) -> dict[str, Any]:
 def serve_app(app: ASGIApp, **options: Any) -> int:
     """``AppServer(app, **options).run()``: serve until stopped; return the exit status.
 
-    A missing uvicorn is reported on stderr with the command that installs it (status 1).
+    A missing uvicorn is reported on stderr with the command that installs it, and a token
+    or secret file that cannot be used, an unsafe discovery folder or another instance on
+    the same discovery file in one line (status 1, no traceback).
     """
     try:
         import uvicorn  # noqa: F401
     except ImportError:
         print("serving the app needs uvicorn: pip install 'mcp-app-bridge[app]'", file=sys.stderr)
         return 1
-    return AppServer(app, **options).run()
+    try:
+        server = AppServer(app, **options)
+    except (UnsafeFileError, OSError, ValueError) as exc:  # a token or secret file that cannot be used
+        print(f"mcp-app-bridge: cannot serve the app: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return server.run()

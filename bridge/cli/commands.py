@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .._version import __version__
-from .diagnostics import setup_logging
+from .diagnostics import console_fallbacks, setup_logging
 from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
 
 __all__ = ["main"]
@@ -25,6 +25,10 @@ class _LazyGroup(click.Group):
     (click's documented lazy-loading pattern): serving never loads the config face."""
 
     _lazy = {"config": ("bridge.cli.config", "config")}
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        console_fallbacks()  # before any help or report is printed
+        return super().main(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._lazy])
@@ -109,21 +113,30 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     \b
         mcp-app-bridge bundle --exe build/out/mcp-app-bridge --out dist/MyApp.mcpb --app-name MyApp
 
-    A --token-env VAR becomes a setting the user fills in at install time; no secret goes into the bundle.
+    A --token-env VAR, a --token-command and each --header value become settings the user fills
+    in at install time; no secret goes into the bundle, and a header that carries one is refused.
     """
     params = parse_bridge_args(bridge_args)
     build_config(params, require_env=False)
     app_name = params["app_name"]
     if name is None and app_name is None:
         raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
-    from ..clients.bundle import BundleError, bundle_manifest, write_bundle
+    from ..clients.bundle import BundleError, bundle_manifest, check_bundle_name, name_from_app_name, write_bundle
 
+    try:
+        name = check_bundle_name(name) if name is not None else name_from_app_name(app_name)
+    except BundleError as exc:
+        raise click.BadParameter(str(exc), param_hint="--name") from None
+    value_options = {
+        opt for param in main.params if isinstance(param, click.Option) and not param.is_flag and not param.count for opt in param.opts
+    }
     if platform is None:
         platform = "win32" if executable.suffix.lower() == ".exe" else ("linux" if sys.platform.startswith("linux") else sys.platform)
     try:
         manifest = bundle_manifest(
-            name=name or app_name.lower(),
+            name=name,
             bridge_args=bridge_args,
+            value_options=value_options,
             platform=platform,
             display_name=display_name or app_name,
             description=description,

@@ -9,10 +9,21 @@ the folder the client unpacked the bundle into (``${__dirname}``) with the bridg
 given here.
 
 What the user must supply goes into ``user_config``, which the client asks for at install
-time and keeps itself: a ``--token-env VAR`` becomes a required, sensitive ``token``
-setting that the client passes as ``VAR`` in the server's environment. No secret value is
-ever read or written here: the environment of the machine building the bundle is not
-looked at, and a header that carries credentials is refused.
+time and keeps itself; ``mcp_config`` names it as ``${user_config.KEY}``, which the client
+replaces wherever it appears in ``args`` and ``env``. No value that could be a secret is
+ever written into the manifest:
+
+- ``--token-env VAR`` becomes a required, sensitive ``token`` setting that the client
+  passes as ``VAR`` in the server's environment;
+- ``--token-command CMD`` becomes a required, sensitive ``token_command`` setting (the
+  command may hold a credential);
+- each ``--header 'NAME: VALUE'`` keeps its name and asks for its value (a required
+  ``header_NAME`` setting); a header whose name says it carries a credential
+  (``Authorization``, ``Cookie``, anything with *token*, *key*, *secret*, *auth*,
+  *session*, *password*…) is refused, since the bridge would get its value on a command
+  line that every local user can read: ``--token-env`` is the way to pass a token.
+
+The environment of the machine building the bundle is not looked at.
 
 The manifest's ``version`` is the bridge's own (``bridge._version``), the one
 ``mcp-app-bridge --version`` prints. The bridge's licence (MIT) requires its text to travel
@@ -23,10 +34,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
+import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +51,10 @@ __all__ = [
     "PLATFORMS",
     "BundleError",
     "bundle_manifest",
+    "check_bundle_name",
     "entry_point",
     "license_text",
+    "name_from_app_name",
     "read_manifest",
     "write_bundle",
 ]
@@ -49,8 +64,13 @@ __all__ = [
 MANIFEST_VERSION = "0.2"
 #: The platform names of the manifest's ``compatibility.platforms`` (Node's ``process.platform``).
 PLATFORMS = ("darwin", "win32", "linux")
-#: Headers whose value is a credential: never written into a bundle.
-_SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key")
+#: Words in a header's name that say its value is a credential (matched in the lower-case
+#: name): such a header is refused.
+_SECRET_HEADER_WORDS = ("auth", "cookie", "token", "key", "secret", "passw", "session", "credential", "signature", "csrf", "xsrf")
+#: A bundle's name: it may end up as a folder name on the user's machine.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+#: Bridge options that take a value, when the caller does not say (``bridge/cli.py`` does).
+_VALUE_OPTIONS = frozenset({"--header", "--token-env", "--token-command"})
 #: Where the bridge's licence text goes in the archive: beside the executable.
 LICENSE_ENTRY = "server/LICENSE"
 #: The distribution whose licence text is bundled (pyproject's ``name``).
@@ -99,6 +119,32 @@ def entry_point(platform: str) -> str:
     return "server/mcp-app-bridge.exe" if platform == "win32" else "server/mcp-app-bridge"
 
 
+def check_bundle_name(name: str) -> str:
+    """Return ``name`` if it is a safe bundle name: 1 to 100 letters, digits, ``.``, ``_``
+    and ``-``, starting and ending with a letter or digit, no ``..`` (no path separator, no
+    parent folder: clients may use it as a folder name).
+
+    Raises:
+        BundleError: it is not.
+    """
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise BundleError(
+            f"the bundle name {name!r} is not allowed: use 1 to 100 letters, digits, '.', '_' or '-', "
+            "starting and ending with a letter or digit (no path separators, no '..')"
+        )
+    return name
+
+
+def name_from_app_name(app_name: str) -> str:
+    """The default bundle name for ``--app-name``: lower case, other characters as ``-``.
+
+    Raises:
+        BundleError: nothing usable is left (then ``--name`` must be given).
+    """
+    slug = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9._-]", "-", app_name.lower())).strip("-._")
+    return check_bundle_name(slug.replace("..", "."))
+
+
 def bundle_manifest(
     *,
     name: str,
@@ -108,45 +154,58 @@ def bundle_manifest(
     description: str | None = None,
     author: str | None = None,
     version: str = __version__,
+    value_options: Collection[str] = _VALUE_OPTIONS,
 ) -> dict[str, Any]:
     """The ``manifest.json`` document.
 
     Args:
-        name: the bundle's machine-readable name (e.g. ``myapp``).
+        name: the bundle's machine-readable name (e.g. ``myapp``; :func:`check_bundle_name`).
         bridge_args: the bridge options, as ``mcp-app-bridge`` takes them (already
-            checked by the caller); ``--token-env VAR`` becomes ``user_config.token``.
+            checked by the caller). ``--token-env``, ``--token-command`` and each
+            ``--header`` value become ``user_config`` settings (see the module's docstring).
         platform: one of :data:`PLATFORMS`: the OS the executable was built for.
         display_name, description, author: shown by the client (defaults from ``name``).
         version: the bridge's version.
+        value_options: the long options of ``bridge_args`` that take a value (so a value
+            that looks like an option is not read as one).
     Raises:
-        BundleError: an unknown platform, a credential in ``bridge_args``, or more than
-            one ``--token-env``.
+        BundleError: a bad name, an unknown platform, a credential header in
+            ``bridge_args``, or more than one ``--token-env``.
     """
+    check_bundle_name(name)
     if platform not in PLATFORMS:
         raise BundleError(f"platform must be one of {', '.join(PLATFORMS)}, not {platform!r}")
-    args = list(bridge_args)
     env: dict[str, str] = {}
     user_config: dict[str, Any] = {}
     shown = display_name or name
-    for index, arg in enumerate(args):
-        value = args[index + 1] if index + 1 < len(args) else ""
-        option, _, inline = arg.partition("=")
+    args: list[str] = []
+    for option, value in _options(bridge_args, value_options):
+        if value is None:
+            args.append(option)
+            continue
         if option == "--header":
-            header = inline or value
-            if header.partition(":")[0].strip().lower() in _SECRET_HEADERS:
-                raise BundleError(f"the header {header.partition(':')[0].strip()!r} carries a credential; a bundle never holds one (use --token-env)")
-        if option == "--token-env":
-            variable = inline or value
-            if env:
-                raise BundleError("give at most one --token-env")
-            env[variable] = "${user_config.token}"
-            user_config["token"] = {
+            value = _header_setting(value, user_config)
+        elif option == "--token-command":
+            user_config["token_command"] = {
                 "type": "string",
-                "title": f"{shown} token",
-                "description": f"The token {shown} gives for AI clients. Kept by the client and passed to the bridge as {variable}.",
+                "title": f"{shown} token command",
+                "description": f"The command that prints a token for {shown} (run without a shell). Kept by the client.",
                 "sensitive": True,
                 "required": True,
             }
+            value = "${user_config.token_command}"
+        elif option == "--token-env":
+            if env:
+                raise BundleError("give at most one --token-env")
+            env[value] = "${user_config.token}"
+            user_config["token"] = {
+                "type": "string",
+                "title": f"{shown} token",
+                "description": f"The token {shown} gives for AI clients. Kept by the client and passed to the bridge as {value}.",
+                "sensitive": True,
+                "required": True,
+            }
+        args += [option, value]
     entry = entry_point(platform)
     mcp_config: dict[str, Any] = {"command": "${__dirname}/" + entry, "args": args}
     if env:
@@ -196,9 +255,12 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
     if license_body is None:
         license_body = license_text()
     out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    # Created O_EXCL (never through a planted link) with an unpredictable name, in the same
+    # folder so the rename is atomic.
+    descriptor, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    temporary = Path(name)
     try:
-        with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with os.fdopen(descriptor, "w+b") as handle, zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             info = zipfile.ZipInfo("manifest.json", _ZIP_TIME)
             info.external_attr = (stat.S_IFREG | 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -213,10 +275,63 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
             info.external_attr = (stat.S_IFREG | 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, license_body)
+        if os.name == "posix":  # mkstemp makes it 0600; a bundle is for sharing: the usual mode
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, out)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _options(bridge_args: Sequence[str], value_options: Collection[str]) -> list[tuple[str, str | None]]:
+    """``bridge_args`` as (option, value) pairs: ``--x V`` and ``--x=V`` give ``("--x", "V")``;
+    a flag or anything else gives ``(arg, None)``."""
+    pairs: list[tuple[str, str | None]] = []
+    index = 0
+    while index < len(bridge_args):
+        arg = bridge_args[index]
+        option, equals, inline = arg.partition("=")
+        index += 1
+        if arg.startswith("--") and option in value_options:
+            if equals:
+                pairs.append((option, inline))
+            elif index < len(bridge_args):
+                pairs.append((option, bridge_args[index]))
+                index += 1
+            else:
+                pairs.append((arg, None))
+        else:
+            pairs.append((arg, None))
+    return pairs
+
+
+def _header_setting(header: str, user_config: dict[str, Any]) -> str:
+    """``NAME: ${user_config.header_NAME}`` for ``--header 'NAME: VALUE'``, with the setting
+    added to ``user_config``; the value itself is dropped.
+
+    Raises:
+        BundleError: the name says the value is a credential.
+    """
+    name = header.partition(":")[0].strip()
+    if any(word in name.lower() for word in _SECRET_HEADER_WORDS):
+        raise BundleError(
+            f"the header {name!r} carries a credential: a bundle never holds one, and the bridge would get it on "
+            "its command line, which other local users can read (give the token with --token-env instead)"
+        )
+    key = base = "header_" + (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "value")
+    number = 2
+    while key in user_config:
+        key, number = f"{base}_{number}", number + 1
+    user_config[key] = {
+        "type": "string",
+        "title": f"{name} header",
+        "description": f"The value of the {name} header the bridge sends with every request to the app.",
+        "sensitive": False,
+        "required": True,
+    }
+    return f"{name}: ${{user_config.{key}}}"
 
 
 def read_manifest(bundle: Path) -> dict[str, Any]:

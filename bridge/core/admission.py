@@ -20,6 +20,10 @@ requests queue (about 14,000 small ones fit in the budget). Past the budget noth
 is read, a notification included, until replies go out: the bound holds whatever the
 client writes. One line is always taken when the budget has room, so a single line up to
 ``--max-message-bytes`` passes; the memory held is bounded by the budget plus one line.
+
+A third budget is stdout's (``bridge/stdio/outbox.py``, :data:`~bridge.stdio.outbox.OUTPUT_BUDGET_BYTES`):
+while the replies waiting for a client that does not read fill it, the reader takes no
+line and no request is sent to the app (``Dispatcher.wait_for_room``).
 """
 
 from __future__ import annotations

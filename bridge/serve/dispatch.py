@@ -109,10 +109,17 @@ class Dispatcher:
         self._handshake.set()
 
     async def wait_for_room(self) -> None:
-        """Return once the reader may take another line (backpressure, ``bridge/core/admission.py``)."""
-        while self._admission.reading_paused():
-            self._room = anyio.Event()
-            await self._room.wait()
+        """Return once the reader may take another line: the open requests are within
+        their budgets (``bridge/core/admission.py``) and stdout's budget has room (``bridge/stdio/outbox.py``: a
+        client that does not read stdout is not read from either)."""
+        while True:
+            if self._admission.reading_paused():
+                self._room = anyio.Event()
+                await self._room.wait()
+            elif not self._outbox.has_room:
+                await self._outbox.wait_for_room()
+            else:
+                return
 
     async def dispatch_line(self, line: bytes, *, stopping: bool = False) -> None:
         """Classify one stdin line (without its line end) and start what it asks for.
@@ -237,10 +244,12 @@ class Dispatcher:
                 if not gate.is_set():  # (anyio's wait yields to the loop even when set)
                     await gate.wait()
                 if request.method in _OUTSIDE_THE_LIMIT:
+                    await self._stdout_room()
                     line = await self._driver.request(request, self.relay)
                 else:
                     await self._take_slot()
                     try:
+                        await self._stdout_room()
                         line = await self._driver.request(request, self.relay)
                     finally:
                         self._limiter.release()
@@ -262,6 +271,13 @@ class Dispatcher:
         if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
             await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
         self._made_room()
+
+    async def _stdout_room(self) -> None:
+        """Send nothing to the app while stdout's budget is used up: its reply could not
+        go out, and would only be held here. The replies still held are then those of
+        the requests already sent: at most ``max_concurrent_requests`` plus pings."""
+        if not self._outbox.has_room:
+            await self._outbox.wait_for_room()
 
     async def _take_slot(self) -> None:
         """One of the ``max_concurrent_requests`` slots; a free one is taken without a

@@ -26,7 +26,14 @@ import shlex
 import stat
 from pathlib import Path
 
-__all__ = ["UnsafeFileError", "read_private_file", "write_private_file", "check_folders", "MAX_PRIVATE_FILE_BYTES"]
+__all__ = [
+    "UnsafeFileError",
+    "read_private_file",
+    "write_private_file",
+    "check_folders",
+    "make_private_folders",
+    "MAX_PRIVATE_FILE_BYTES",
+]
 
 #: Credential files are small; more than this is not read.
 MAX_PRIVATE_FILE_BYTES = 64 * 1024
@@ -66,6 +73,31 @@ def check_folders(path: Path) -> None:
         if folder.parent == folder:
             return
         folder = folder.parent
+
+
+def make_private_folders(folder: Path) -> None:
+    """Create ``folder`` and any missing folder above it with mode 0700, whatever the umask.
+
+    ``Path.mkdir(mode=0o700, parents=True)`` gives only the last folder that mode; the
+    others get ``0777 & ~umask``, 0775 under the 0002 umask of Ubuntu and Fedora, which
+    :func:`check_folders` then refuses. Here each folder this call creates is made 0700
+    explicitly (``chmod`` after ``mkdir``). Folders that exist are left as they are.
+
+    Raises:
+        OSError: a folder could not be created (or a file is in the way).
+    """
+    missing: list[Path] = []
+    current = Path(folder)
+    while not current.exists() and current.parent != current:
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue  # created meanwhile by someone else: not ours to change (it is checked)
+        if _POSIX:
+            os.chmod(path, 0o700)
 
 
 def read_private_file(path: Path, what: str, *, secret: bool = True, max_bytes: int = MAX_PRIVATE_FILE_BYTES) -> bytes:
@@ -143,7 +175,7 @@ def write_private_file(path: Path, data: bytes) -> None:
         UnsafeFileError: the folder, or one above it, is another user's or others may write to it.
         OSError: the file could not be written (``path`` is then unchanged).
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_folders(path.parent)
     check_folders(path)
     import secrets
 

@@ -362,3 +362,226 @@ def test_the_discovery_file_appears_once_the_server_answers_and_goes_at_a_signal
     assert not desk.discovery.exists()
     assert status == (-signal.SIGTERM if stop == signal.SIGTERM else 0), desk.log(app)
 
+
+
+# -- hardening: umask, unsafe folders, one instance, Host and Origin, header timeout ---------
+
+
+class Running:
+    """An :class:`AppServer` run in a thread of this process (as a GUI app would)."""
+
+    def __init__(self, server: AppServer) -> None:
+        import threading
+
+        self.server = server
+        self.statuses: list[int] = []
+        self.thread = threading.Thread(target=lambda: self.statuses.append(server.run()), daemon=True)
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        assert self.server.discovery_file is not None
+        assert wait_until(self.server.discovery_file.exists, START_TIMEOUT), "the server never published itself"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+        self.thread.join(START_TIMEOUT)
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("the umask")
+def test_the_readme_app_serves_under_umask_0002_with_its_folders_0700(desk: Desk) -> None:
+    """Ubuntu's and Fedora's default umask: missing parent folders must not come out 0775."""
+    state = desk.root / "home" / "new-state" / "deeper"
+    desk.env["XDG_STATE_HOME"] = str(state)
+    desk.discovery = state / "MyApp" / "mcp-endpoint.json"
+    script = desk.root / "myapp.py"
+    script.write_text(docs_block("# myapp.py"), encoding="utf-8")
+    log = open(desk.root / "myapp-0.log", "wb")  # noqa: SIM115
+    app = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        cwd=desk.root, env=desk.env, umask=0o002,
+    )
+    log.close()
+    desk.apps.append(app)
+    assert wait_until(lambda: desk.discovery.exists() or app.poll() is not None, START_TIMEOUT)
+    assert app.poll() is None, desk.log(app)
+    published = desk.published()
+    for folder in (state.parent, state, state / "MyApp"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    with BridgeProcess("--app-name", "MyApp", env=desk.env) as bridge:
+        handshake(bridge)
+        assert greet_through(bridge) == "Hello, Ada!"
+    assert published["pid"] == app.pid
+    assert "Traceback" not in desk.log(app)
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("POSIX folder modes")
+def test_an_unsafe_folder_is_refused_before_serving_in_one_line(desk: Desk) -> None:
+    state = Path(desk.env["XDG_STATE_HOME"])
+    state.chmod(0o777)  # others may write: they could swap the discovery file
+    script = desk.root / "waiting_app.py"
+    script.write_text(WAITING_APP, encoding="utf-8")
+    go = desk.root / "go"
+    go.touch()
+    app = desk.start(script, str(go))
+    assert app.wait(START_TIMEOUT) == 1
+    output = desk.log(app)
+    assert "Traceback" not in output and "lifespan waiting" not in output, output  # nothing was served
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bad ownership or modes for directory" in lines[0] and str(state) in lines[0], output
+    assert not desk.discovery.exists()
+
+
+@pytest.mark.process
+def test_a_second_instance_refuses_while_the_first_lives(desk: Desk) -> None:
+    script = desk.root / "waiting_app.py"
+    script.write_text(WAITING_APP, encoding="utf-8")
+    go = desk.root / "go"
+    go.touch()
+    first = desk.start(script, str(go))
+    published = desk.published()
+    second = desk.start(script, str(go))
+    assert second.wait(START_TIMEOUT) == 1
+    output = desk.log(second)
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "another instance already serves" in lines[0] and "Traceback" not in output, output
+    assert json.loads(desk.discovery.read_text()) == published  # the first one's file is untouched
+    assert first.poll() is None
+    first.send_signal(signal.SIGTERM)
+    first.wait(10)
+    assert not desk.discovery.exists()
+    third = desk.start(script, str(go))  # the lock went with the first: the next one starts
+    assert desk.published()["pid"] == third.pid
+
+
+def test_two_servers_in_one_process_on_one_discovery_file_the_second_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    discovery = tmp_path / "state" / "mcp-endpoint.json"
+    with Running(AppServer(Inner(), discovery_file=discovery)) as first:
+        second = AppServer(Inner(), discovery_file=discovery)
+        assert second.run() == 1
+        assert "another instance already serves" in capsys.readouterr().err
+        assert json.loads(discovery.read_text())["url"] == first.server.url
+    assert first.statuses == [0]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "localhost:PORT"}, 200),
+        ({"Host": "LOCALHOST:PORT", "Origin": "http://localhost:3000"}, 200),
+        ({"Origin": "http://127.0.0.1:PORT"}, 200),
+        ({"Host": "evil.example:PORT"}, 421),
+        ({"Host": "127.0.0.1:1"}, 421),
+        ({"Host": "127.0.0.1"}, 421),
+        ({"Host": "localhost.evil.example:PORT"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "http://evil.example:PORT"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Origin": "http://localhost.evil.example"}, 403),
+    ],
+)
+def test_host_and_origin_must_be_loopback_for_the_app_and_the_auth_route(tmp_path: Path, headers: dict[str, str], status: int) -> None:
+    """A web page whose name was rebound to 127.0.0.1 (DNS rebinding) sends its own name in
+    Host and Origin: it reaches neither the app nor the auth route, even with the secret."""
+    from support.apps import make_secret_file
+
+    secret_file = tmp_path / "secret"
+    secret = make_secret_file(secret_file)
+    server = AppServer(Inner(), discovery_file=tmp_path / "state" / "d.json", secret_file=secret_file)
+    with Running(server):
+        assert server.url is not None
+        headers = {name: value.replace("PORT", str(server.port)) for name, value in headers.items()}
+        with httpx.Client(timeout=10) as client:
+            auth = client.post(server.url.replace("/mcp", "/auth/token"), json={"secret": secret}, headers=headers)
+            app = client.get(server.url, headers={**headers, "Authorization": f"Bearer {server.token}"})
+    assert (auth.status_code, app.status_code) == (status, status)
+    if status == 200:
+        assert auth.json()["token"] == server.token and app.text == "inner"
+    else:
+        assert server.token not in auth.text and app.text != "inner"
+        assert auth.json()["error"]["code"] == -32000 and "id" not in auth.json()
+
+
+def test_uvicorn_gets_header_idle_and_connection_bounds(tmp_path: Path) -> None:
+    from bridge.appserver.server import KEEP_ALIVE_SECONDS, MAX_CONNECTIONS, MAX_HEADER_BYTES
+
+    config = AppServer(Inner())._uvicorn_config()
+    assert config.h11_max_incomplete_event_size == MAX_HEADER_BYTES
+    assert config.timeout_keep_alive == KEEP_ALIVE_SECONDS
+    assert config.limit_concurrency == MAX_CONNECTIONS
+
+
+def test_connections_that_drip_or_never_finish_their_head_are_closed(tmp_path: Path) -> None:
+    """uvicorn has no header timeout of its own: 400 dripping connections stayed open. Here
+    50 connect (some silent, some dripping a header line every 0.2 s) and all are closed
+    once the header timeout passes, while a normal request still gets its answer."""
+    import socket
+    import time
+
+    server = AppServer(Inner(), discovery_file=tmp_path / "state" / "d.json", header_timeout_seconds=1.0)
+    with Running(server):
+        assert server.url is not None
+        sockets = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(50)]
+        try:
+            for index, sock in enumerate(sockets):
+                if index % 2:
+                    sock.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())
+            closed: set[int] = set()
+            deadline = time.monotonic() + 30  # a bound, not a speed: the timeout is 1 s
+            while len(closed) < len(sockets) and time.monotonic() < deadline:
+                for index, sock in enumerate(sockets):
+                    if index in closed:
+                        continue
+                    try:
+                        if index % 2:
+                            sock.sendall(b"X-Drip: 1\r\n")
+                        sock.settimeout(0.005)
+                        if sock.recv(1024) == b"":
+                            closed.add(index)
+                    except (TimeoutError, BlockingIOError):
+                        pass
+                    except OSError:
+                        closed.add(index)
+                time.sleep(0.2)
+            assert len(closed) == len(sockets), f"{len(sockets) - len(closed)} connections still open"
+            answered = httpx.get(server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
+            assert answered.text == "inner"
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_a_request_slower_than_the_header_timeout_still_gets_its_answer(tmp_path: Path) -> None:
+    """The header clock stops once the head is complete: a slow tool call (or a long SSE
+    stream) is the app's business."""
+    import asyncio
+
+    async def slow(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await asyncio.sleep(2.5)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"slow"})
+
+    server = AppServer(slow, discovery_file=tmp_path / "state" / "d.json", header_timeout_seconds=1.0)
+    with Running(server):
+        assert server.url is not None
+        with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {server.token}"}) as client:
+            assert client.get(server.url).text == "slow"
+            assert client.get(server.url).text == "slow"  # the same connection, kept alive
+
+
+@pytest.mark.posix_only("POSIX modes")
+def test_an_unsafe_token_file_ends_serve_app_with_one_line_and_status_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bridge.appserver import serve_app
+
+    token_file = tmp_path / "token"
+    token_file.write_text("readable-by-others\n")
+    token_file.chmod(0o644)
+    assert serve_app(Inner(), discovery_file=tmp_path / "state" / "d.json", token_file=token_file) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot serve the app" in err and "chmod 600" in err, err
+    assert not (tmp_path / "state" / "d.json").exists()

@@ -6,6 +6,7 @@ tested with real subprocesses in processes.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -120,3 +121,25 @@ def test_config_print_warns_when_the_token_variable_is_not_set_here(runner: CliR
         ["config", "print", "--client", "cursor", "--name", "x", "--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_FOR_TEST"],
     )
     assert result.exit_code == 0 and "UNSET_FOR_TEST is not set here" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check", "--help"], ["endpoint -> connect", "-> ping"]),
+        (["check", "--url", "URL"], ["OK endpoint", "X connect", "the check failed"]),
+    ],
+    ids=["check --help", "check"],
+)
+def test_check_prints_ascii_marks_on_a_console_that_cannot_encode_them(args: list[str], expected: list[str]) -> None:
+    """Windows Python writes piped output in cp1252, which has neither ✓ nor →."""
+    from support.scripted import closed_port
+
+    args = [arg.replace("URL", f"http://127.0.0.1:{closed_port()}/mcp") for arg in args]
+    env = {**os.environ, "PYTHONIOENCODING": "cp1252", "PYTHONUTF8": "0"}
+    done = subprocess.run([sys.executable, "-m", "bridge", *args], capture_output=True, timeout=60, env=env)
+    stdout, stderr = done.stdout.decode("cp1252"), done.stderr.decode("cp1252", errors="replace")
+    assert "Traceback" not in stderr and "UnicodeEncodeError" not in stderr, stderr
+    assert done.returncode == (0 if "--help" in args else 1), stderr
+    for text in expected:
+        assert text in stdout, stdout

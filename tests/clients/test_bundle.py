@@ -119,13 +119,90 @@ def test_a_token_is_asked_of_the_user_and_never_written_into_the_bundle(fake_exe
     assert SECRET.encode() not in out.read_bytes()
 
 
-@pytest.mark.parametrize("header", ["Authorization: Bearer " + SECRET, "cookie: session=" + SECRET, "X-Api-Key: " + SECRET])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Authorization: Bearer " + SECRET,
+        "cookie: session=" + SECRET,
+        "X-Api-Key: " + SECRET,
+        "X-Auth-Token: " + SECRET,
+        "Private-Token: " + SECRET,
+        "X-Goog-Api-Key: " + SECRET,
+        "X-Session-Id: " + SECRET,
+        "X-Client-Secret: " + SECRET,
+    ],
+)
 def test_a_credential_header_is_refused_and_nothing_is_written(fake_exe: Path, tmp_path: Path, header: str) -> None:
     out = tmp_path / "MyApp.mcpb"
     result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--app-name", "MyApp", "--header", header)
     assert result.exit_code != 0
     assert not out.exists() and list(tmp_path.glob("*.tmp")) == []
     assert SECRET not in result.output
+
+
+def test_every_header_value_is_asked_of_the_user_never_written_into_the_bundle(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    manifest = build(
+        fake_exe, out, "--app-name", "MyApp", "--header", "X-Client: " + SECRET, "--header=X-Profile: " + SECRET + "2",
+        "--header", "x-client: again-" + SECRET,
+    )
+    assert manifest["server"]["mcp_config"]["args"] == [
+        "--app-name", "MyApp",
+        "--header", "X-Client: ${user_config.header_x_client}",
+        "--header", "X-Profile: ${user_config.header_x_profile}",
+        "--header", "x-client: ${user_config.header_x_client_2}",
+    ]
+    settings = manifest["user_config"]
+    assert set(settings) == {"header_x_client", "header_x_profile", "header_x_client_2"}
+    assert all(setting["type"] == "string" and setting["required"] is True for setting in settings.values())
+    assert SECRET.encode() not in out.read_bytes()
+    with zipfile.ZipFile(out) as archive:
+        assert SECRET.encode() not in archive.read("manifest.json")
+
+
+def test_a_token_command_is_asked_of_the_user_as_a_secret_never_written_into_the_bundle(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    for form in (["--token-command", f"myapp-cli token --password {SECRET}"], [f"--token-command=myapp-cli token --password {SECRET}"]):
+        manifest = build(fake_exe, out, "--app-name", "MyApp", *form)
+        assert manifest["server"]["mcp_config"]["args"] == ["--app-name", "MyApp", "--token-command", "${user_config.token_command}"]
+        setting = manifest["user_config"]["token_command"]
+        assert setting["sensitive"] is True and setting["required"] is True
+        with zipfile.ZipFile(out) as archive:
+            assert SECRET.encode() not in archive.read("manifest.json")
+
+
+@pytest.mark.posix_only("symbolic links and modes")
+def test_the_temporary_file_is_created_exclusively_never_through_a_planted_link(fake_exe: Path, tmp_path: Path) -> None:
+    """Another user (or a stale file) at the old predictable name ``.OUT.<pid>.tmp``: the
+    bundle must not be written through it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    out = dist / "MyApp.mcpb"
+    (dist / f".{out.name}.{os.getpid()}.tmp").symlink_to(victim)
+    old_umask = os.umask(0o022)
+    try:
+        build(fake_exe, out, "--app-name", "MyApp")
+    finally:
+        os.umask(old_umask)
+    assert victim.read_bytes() == b"precious\n"
+    assert zipfile.is_zipfile(out) and not out.is_symlink()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644, "a bundle is for sharing: the usual mode"
+    assert sorted(path.name for path in dist.iterdir()) == sorted([out.name, f".{out.name}.{os.getpid()}.tmp"])
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "a\\b", "..", ".hidden", "my app", "x..y", "", "-x", "x" * 101])
+def test_a_name_that_could_be_a_path_is_refused(fake_exe: Path, tmp_path: Path, name: str) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    result = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", name, "--app-name", "MyApp")
+    assert result.exit_code == 2 and "--name" in result.output, result.output
+    assert not out.exists()
+
+
+def test_the_default_name_is_the_app_name_made_safe(fake_exe: Path, tmp_path: Path) -> None:
+    assert build(fake_exe, tmp_path / "a.mcpb", "--app-name", "My App (Pro)")["name"] == "my-app-pro"
+    assert build(fake_exe, tmp_path / "b.mcpb", "--app-name", "MyApp")["name"] == "myapp"
 
 
 def test_bad_bridge_options_are_refused_like_the_bridge_would(fake_exe: Path, tmp_path: Path) -> None:

@@ -5,13 +5,12 @@ while requests queue."""
 
 from __future__ import annotations
 
-import collections
 import json
 from typing import Any
 
 import anyio
 import pytest
-from support.helpers import FakeStdout, request_line
+from support.helpers import CountingStdin, FakeStdout, request_line, settled
 from support.pool_app import App, json_reply
 from support.scripted import Peer, Seen, serve
 
@@ -27,51 +26,6 @@ BOUND_SECONDS = 120.0
 """Upper bound on every wait (never a speed assertion)."""
 
 
-
-
-class CountingStdin:
-    """A stdin of queued chunks that counts what the bridge took and knows whether the
-    bridge is waiting in ``receive`` right now."""
-
-    def __init__(self) -> None:
-        self.chunks: collections.deque[bytes] = collections.deque()
-        self.taken = 0
-        self.receiving = False
-        self.closed = False
-        self._more = anyio.Event()
-
-    def feed(self, data: bytes) -> None:
-        self.chunks.append(data)
-        self._more.set()
-
-    def close(self) -> None:
-        self.closed = True
-        self._more.set()
-
-    async def receive(self) -> bytes:
-        self.receiving = True
-        try:
-            while not self.chunks:
-                if self.closed:
-                    return b""
-                self._more = anyio.Event()
-                await self._more.wait()
-            self.taken += 1
-            return self.chunks.popleft()
-        finally:
-            self.receiving = False
-
-
-async def settled(stdin: CountingStdin) -> None:
-    """Wait until the reader stopped taking chunks although some are left (it paused)."""
-    with anyio.fail_after(BOUND_SECONDS):
-        stable = 0
-        last = -1
-        while stable < 5:
-            await anyio.sleep(0.05)
-            paused = bool(stdin.chunks) and not stdin.receiving and stdin.taken == last
-            stable = stable + 1 if paused else 0
-            last = stdin.taken
 
 
 def test_the_byte_budget_pauses_reading_and_resumes_below_three_quarters() -> None:

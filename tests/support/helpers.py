@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -201,3 +202,52 @@ async def running_bridge(
                 with anyio.fail_after(5):
                     while harness.exit_status is None:
                         await anyio.sleep(0.01)
+
+
+#: Bound on waiting for the in-process bridge's reader to pause (seconds).
+SETTLE_BOUND_SECONDS = 10.0
+
+
+class CountingStdin:
+    """A stdin of queued chunks that counts what the bridge took and knows whether the
+    bridge is waiting in ``receive`` right now."""
+
+    def __init__(self) -> None:
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.taken = 0
+        self.receiving = False
+        self.closed = False
+        self._more = anyio.Event()
+
+    def feed(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self._more.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._more.set()
+
+    async def receive(self) -> bytes:
+        self.receiving = True
+        try:
+            while not self.chunks:
+                if self.closed:
+                    return b""
+                self._more = anyio.Event()
+                await self._more.wait()
+            self.taken += 1
+            return self.chunks.popleft()
+        finally:
+            self.receiving = False
+
+
+async def settled(stdin: CountingStdin) -> None:
+    """Wait until the reader stopped taking chunks although some are left (it paused)."""
+    with anyio.fail_after(SETTLE_BOUND_SECONDS):
+        stable = 0
+        last = -1
+        while stable < 5:
+            await anyio.sleep(0.05)
+            paused = bool(stdin.chunks) and not stdin.receiving and stdin.taken == last
+            stable = stable + 1 if paused else 0
+            last = stdin.taken

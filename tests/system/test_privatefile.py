@@ -173,3 +173,21 @@ def test_the_bridge_creates_its_log_file_0600(tmp_path: Path) -> None:
         input=ping, capture_output=True, timeout=60,
     )
     assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.posix_only("the umask")
+@pytest.mark.parametrize("umask", [0o002, 0o022, 0o000])
+def test_missing_folders_are_created_0700_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """Ubuntu's and Fedora's 0002 umask made the parents 0775, which the folder check
+    then refused."""
+    from bridge.system.privatefile import write_private_file
+
+    path = tmp_path / "a" / "b" / "c" / "mcp-endpoint.json"
+    old = os.umask(umask)
+    try:
+        write_private_file(path, b"{}")
+    finally:
+        os.umask(old)
+    for folder in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
