@@ -46,7 +46,15 @@ PUBLIC = {
         "split_secrets",
         "uninstall_entry",
     ],
-    "bridge.appserver": ["AppServer", "TokenAuthMiddleware", "UnsafeFileError", "load_or_create_secret", "serve_app"],
+    "bridge.appserver": [
+        "AlreadyServingError",
+        "AppServer",
+        "LoopbackHostMiddleware",
+        "TokenAuthMiddleware",
+        "UnsafeFileError",
+        "load_or_create_secret",
+        "serve_app",
+    ],
 }
 
 
