@@ -89,7 +89,7 @@ def build_parts(
         pool_timeout_seconds=config.request_timeout_seconds,
         write_timeout_seconds=config.request_timeout_seconds,
         injected=http_transport,
-        verify_connection=listener_check.verify_socket if listener_check is not None else None,
+        verify_connection=listener_check.verify_connection if listener_check is not None else None,
     )
     upstream = Upstream(
         config,
@@ -97,7 +97,11 @@ def build_parts(
         tokens=tokens,
         transport=transport,
         listener_check=listener_check,
-        auth_client=AuthClient(http_transport, timeout_seconds=config.token_timeout_seconds),
+        auth_client=AuthClient(
+            http_transport,
+            timeout_seconds=config.token_timeout_seconds,
+            verify_connection=listener_check.verify_connection if listener_check is not None else None,
+        ),
     )
     configured = config.launch_command is not None or config.ensure_running is not None
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
