@@ -36,6 +36,7 @@ from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
 from ..transport import AuthClient
 from ..transport.byscheme import ByScheme
+from ..transport.verifiedconnect import verified_probe
 from .driver import Driver
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ def build_parts(
         app_name=config.app_name,
         lock_path=default_lock_path(lock_key) if configured else None,
         log_file=config.launch_log_file,
-        probe=app_probe,
+        # Whether the app is up: an address whose listener is not the app's does not count
+        # (another user on [::1] must not keep the app from being started on 127.0.0.1).
+        probe=app_probe or (verified_probe(listener_check.verify_connection) if listener_check is not None else None),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)

@@ -220,9 +220,10 @@ class _VerifyingBackend:
     ) -> Any:
         import httpcore
 
-        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses
+        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
 
         refusals: list[BaseException] = []
+        skipped: list[str] = []
         failure: BaseException | None = None
         scope = anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext()
         try:
@@ -237,7 +238,7 @@ class _VerifyingBackend:
                             address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
                         )
                     except (httpcore.ConnectError, OSError) as exc:
-                        failure = exc
+                        failure = exc  # nothing listens there
                         continue
                     try:
                         outcome = self._verify(stream.get_extra_info("socket"))
@@ -248,6 +249,7 @@ class _VerifyingBackend:
                         if len(addresses) > 1:
                             note_skipped(address, port, exc)
                         refusals.append(exc)
+                        skipped.append(address)
                         continue
                     except BaseException:
                         await stream.aclose()
@@ -255,10 +257,10 @@ class _VerifyingBackend:
                     return stream
         except TimeoutError:
             raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
-        refused = pick_failure(refusals)
+        refused = pick_failure(refusals, nothing_listens_somewhere=failure is not None)
         if refused is not None:
             raise refused
-        raise ConnectFailed(f"connection to {host}:{port} failed: {failure or 'no address'}")
+        raise ConnectFailed(f"connection to {host}:{port} failed: {failure or 'no address'}{skipped_note(skipped)}")
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
         raise ConnectFailed("the auth route is never reached over a Unix socket")

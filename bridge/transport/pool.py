@@ -314,12 +314,14 @@ class Http11Pool:
         (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
         (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
         unused and the next address is tried. The connect timeout bounds the whole."""
-        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses
+        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
 
         loop = asyncio.get_running_loop()
         host, port = key
         refusals: list[BaseException] = []
+        skipped: list[str] = []
         reason = "no address"
+        nothing_listens = False
         try:
             # anyio's scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
             # cancellation that arrives as the connection completes (CPython gh-86296).
@@ -333,6 +335,7 @@ class Http11Pool:
                         transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
                     except OSError as exc:
                         reason = exc.strerror or type(exc).__name__
+                        nothing_listens = True
                         continue
                     if self._verify_connection is None:
                         return connection
@@ -346,6 +349,7 @@ class Http11Pool:
                             raise
                         note_skipped(address, port, exc)
                         refusals.append(exc)
+                        skipped.append(address)
                         continue
                     except BaseException:
                         connection.close()
@@ -353,10 +357,10 @@ class Http11Pool:
                     return connection
         except TimeoutError:  # (before OSError, its base class)
             raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
-        refused = pick_failure(refusals)
+        refused = pick_failure(refusals, nothing_listens_somewhere=nothing_listens)
         if refused is not None:
             raise refused
-        raise ConnectFailed(f"connection to {host}:{port} failed: {reason}")
+        raise ConnectFailed(f"connection to {host}:{port} failed: {reason}{skipped_note(skipped)}")
 
     def release(self, connection: Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: close it)."""

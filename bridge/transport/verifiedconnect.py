@@ -14,23 +14,32 @@ connection to the app (the own pool, ``pool.py``; the auth route's httpx client,
    address is tried; the first verified connection is the one the request is sent on.
 
 When no address gives a verified connection, :func:`pick_failure` chooses what the caller
-raises: the first refusal by the listener check in address order (``listener_unverified``,
-or the recoverable "the app is exiting"), else the connection failure (nothing listens: the
-app is not running). Nothing has been sent on any socket.
+raises. When some address refused the connection (nothing listens there), it is the
+connection failure: the app is not running, and ``--launch`` may start it there (a
+squatter on ``[::1]`` must not keep the app from being started on ``127.0.0.1``). Else it
+is the first refusal by the listener check, in address order (``listener_unverified``, or
+the recoverable "the app is exiting"). Nothing has been sent on any socket.
+
+:func:`verified_probe` answers the launcher's question (does the app accept connections?)
+the same way: an address counts only when its listener passes the check.
 """
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
 
-__all__ = ["resolve_addresses", "pick_failure", "note_skipped", "VERIFY_REFUSALS"]
+__all__ = ["resolve_addresses", "pick_failure", "note_skipped", "skipped_note", "verified_probe", "VERIFY_REFUSALS"]
 
 log = logging.getLogger("bridge.listener")
 
@@ -61,11 +70,56 @@ async def resolve_addresses(host: str, port: int) -> list[str]:
     return addresses
 
 
-def pick_failure(refusals: Sequence[BaseException]) -> BaseException | None:
-    """What to raise when no address gave a verified connection: the first refusal by the
-    listener check (address order), else ``None`` (the caller raises its connection
-    failure: nothing listens, the app is not running)."""
-    return refusals[0] if refusals else None
+def pick_failure(refusals: Sequence[BaseException], *, nothing_listens_somewhere: bool) -> BaseException | None:
+    """What to raise when no address gave a verified connection: ``None`` when some address
+    refused the connection or there was no refusal (the caller raises its connection
+    failure: the app is not running there, and may be started), else the first refusal by
+    the listener check (address order)."""
+    if nothing_listens_somewhere or not refusals:
+        return None
+    return refusals[0]
+
+
+def skipped_note(skipped: Sequence[str]) -> str:
+    """`` (skipped: ADDRESS, …: not the app's)`` for a connection-failure message, or ``""``."""
+    return f" (skipped {', '.join(skipped)}: its listener is not the app's)" if skipped else ""
+
+
+def verified_probe(verify: Callable[[Any], object], *, timeout_seconds: float = 1.0) -> Callable[[str], Awaitable[bool]]:
+    """An ``async (url) -> bool`` for the launcher: whether some address of ``url``'s host
+    accepts a connection whose listener passes ``verify`` (a listener that is not the app's
+    does not count; one that is exiting does, as a plain TCP probe would say). Each address
+    is bounded by ``timeout_seconds``."""
+
+    async def probe(url: str) -> bool:
+        parts = urlsplit(url)
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with anyio.fail_after(timeout_seconds):
+                addresses = await resolve_addresses(host, port)
+        except (OSError, TimeoutError):
+            return False
+        for address in addresses:
+            try:
+                with anyio.fail_after(timeout_seconds):
+                    stream = await anyio.connect_tcp(address, port)
+            except (OSError, TimeoutError):
+                continue
+            try:
+                outcome = verify(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except ListenerUnverifiedError:
+                continue
+            except AppUnreachableError:
+                return True  # exiting: the app is there (its restart is waited for elsewhere)
+            finally:
+                await stream.aclose()
+            return True
+        return False
+
+    return probe
 
 
 def note_skipped(address: str, port: int, exc: BaseException) -> None:

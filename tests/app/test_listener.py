@@ -384,8 +384,15 @@ _RECORDING_LISTENER = textwrap.dedent(
                 if not more:
                     break
                 data += more
+            head, _, received = data.partition(b"\\r\\n\\r\\n")
+            length = [int(line.split(b":")[1]) for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:")]
+            while length and len(received) < length[0]:
+                more = c.recv(65536)
+                if not more:
+                    break
+                received += more
+                data += more
             if data:
-                data += c.recv(65536)
                 c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: "
                           + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
         except OSError:

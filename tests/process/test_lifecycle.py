@@ -278,7 +278,7 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
         first = bridge.read_reply(0, 15)
         failed_at = time.monotonic()
         assert bridge_error_reason(first) == "app_launch_failed", first
-        assert test_process.wait_until(lambda: len(desk.launches()) == 1, 5)
+        assert test_process.wait_until(lambda: len(desk.launches()) == 1, 15), "the launched child never recorded its pid"
         bridge.send(initialize(1))
         second = bridge.read_reply(1, 15)
         assert bridge_error_reason(second) == "app_launch_failed", second

@@ -351,3 +351,37 @@ def test_a_reused_pid_counts_as_absent_the_app_is_launched_and_the_messages_say_
     finally:
         stranger.kill()
         stranger.wait()
+
+
+@as_root
+@pytest.mark.skipif(bool(os.environ.get(test_process.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
+def test_localhost_another_users_listener_on_ipv6_does_not_keep_the_app_from_being_launched(
+    desk: Desk, tmp_path: Path  # noqa: F811 (the imported fixture)
+) -> None:
+    """The app is down; another user listens on [::1]:PORT; ``localhost`` resolves to ::1
+    first. ``--launch`` still starts the app (on 127.0.0.1:PORT), whose listener alone counts
+    as "the app is up", and the request, secret included, goes to it; ::1 gets nothing."""
+    from conftest import APP_SERVER_SCRIPT
+
+    port = test_process.free_port()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_LOCALHOST_BOTH)
+    env = dict(desk.env, PYTHONPATH=os.pathsep.join(filter(None, [str(site), desk.env.get("PYTHONPATH")])))
+    launch = shlex.join([sys.executable, str(APP_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port),
+                         *desk.app_args(auth="secret")])
+    args = ["--url", f"http://localhost:{port}/mcp", "--auth-url", "/auth/token", "--secret-file", str(desk.secret_file),
+            "--launch", launch, "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(desk.launch_log)]
+    squatter = Squatter(port, uid=OTHER_UID, host="::1")
+    try:
+        with desk.bridge(*args, env=env) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+            assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
+            desk.note_token()
+        assert len(desk.launches()) == 1
+    finally:
+        received = squatter.stop()
+    assert_squatter_got_nothing(received, desk.secret)
