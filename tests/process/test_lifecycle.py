@@ -271,14 +271,14 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
     be slow); the test stops it."""
     from bridge.app.launcher import RETRY_FIRST_SECONDS
 
-    args = ["--url", f"http://127.0.0.1:{test_process.free_port()}/mcp", "--launch", _never_listens(desk),
+    args = ["--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
             "--launch-timeout", "2"]
     with desk.bridge(*args) as bridge:
         bridge.send(initialize(0))
         first = bridge.read_reply(0, 15)
         failed_at = time.monotonic()
         assert bridge_error_reason(first) == "app_launch_failed", first
-        assert test_process.wait_until(lambda: len(desk.launches()) == 1, 15), "the launched child never recorded its pid"
+        assert processes.wait_until(lambda: len(desk.launches()) == 1, 15), "the launched child never recorded its pid"
         bridge.send(initialize(1))
         second = bridge.read_reply(1, 15)
         assert bridge_error_reason(second) == "app_launch_failed", second
@@ -301,16 +301,16 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
 def test_check_launch_leaves_no_child_behind(desk: Desk) -> None:
     """``check --launch`` whose child never listens: the check fails, says it stopped the
     process it started, and that process is gone (reaped, not a zombie)."""
-    args = ["check", "--url", f"http://127.0.0.1:{test_process.free_port()}/mcp", "--launch", _never_listens(desk),
+    args = ["check", "--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
             "--launch-timeout", "2"]
     check = subprocess.run(
-        [*test_process.bridge_command(), *args], env=desk.env, capture_output=True, timeout=60, cwd=test_process.REPO_ROOT
+        [*processes.bridge_command(), *args], env=desk.env, capture_output=True, timeout=60, cwd=REPO_ROOT
     )
     report = check.stdout.decode()
     assert check.returncode == 1 and "did not accept connections within 2 s" in report, report
     (pid,) = desk.launches()
     assert f"stopped the process it started (pid {pid})" in report, report
-    assert test_process.wait_until(lambda: not _running(pid), 5), f"pid {pid} still runs after check"
+    assert processes.wait_until(lambda: not _running(pid), 5), f"pid {pid} still runs after check"
 
 
 # -- the discovery file -----------------------------------------------------------------------

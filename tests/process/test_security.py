@@ -264,7 +264,7 @@ _LOCALHOST_BOTH = textwrap.dedent(
 
 
 @as_root
-@pytest.mark.skipif(bool(os.environ.get(test_process.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
+@pytest.mark.skipif(bool(os.environ.get(processes.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
 @pytest.mark.parametrize("source", ["auth-route", "token-env"])
 def test_localhost_another_users_listener_on_ipv6_gets_nothing_and_requests_reach_the_app_on_ipv4(
     desk: Desk, tmp_path: Path, source: str  # noqa: F811 (the imported fixture)
@@ -286,13 +286,13 @@ def test_localhost_another_users_listener_on_ipv6_gets_nothing_and_requests_reac
     try:
         for _start in range(2):  # a second bridge start: nothing left to chance
             with desk.bridge(*args, "--log-level", "info", env=env) as bridge:
-                test_process.handshake(bridge)
+                processes.handshake(bridge)
                 for request_id in (1, 2):
                     assert app_info(bridge, request_id)["pid"] == app.proc.pid
                 log = bridge.stderr_tail()
             assert "skipped ::1" in log, log
         check = subprocess.run(
-            [*test_process.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=test_process.REPO_ROOT
+            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT
         )
         report = check.stdout.decode()
         assert check.returncode == 0 and "at 127.0.0.1; skipped ::1" in report, report + check.stderr.decode()
@@ -354,16 +354,16 @@ def test_a_reused_pid_counts_as_absent_the_app_is_launched_and_the_messages_say_
 
 
 @as_root
-@pytest.mark.skipif(bool(os.environ.get(test_process.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
+@pytest.mark.skipif(bool(os.environ.get(processes.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
 def test_localhost_another_users_listener_on_ipv6_does_not_keep_the_app_from_being_launched(
     desk: Desk, tmp_path: Path  # noqa: F811 (the imported fixture)
 ) -> None:
     """The app is down; another user listens on [::1]:PORT; ``localhost`` resolves to ::1
     first. ``--launch`` still starts the app (on 127.0.0.1:PORT), whose listener alone counts
     as "the app is up", and the request, secret included, goes to it; ::1 gets nothing."""
-    from conftest import APP_SERVER_SCRIPT
+    from support.apps import APP_SERVER_SCRIPT
 
-    port = test_process.free_port()
+    port = processes.free_port()
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_LOCALHOST_BOTH)
