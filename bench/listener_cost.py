@@ -34,6 +34,7 @@ def main() -> None:
     server.listen()
     port = server.getsockname()[1]
     client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()  # held by this process, as an app holds its side (psutil checks it)
     sockets = sum(len(open(name).read().splitlines()) - 1 for name in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(name))
     processes = sum(name.isdigit() for name in os.listdir("/proc"))
     print(f"{sockets} sockets in /proc/net/tcp*, {processes} processes, {len(os.listdir('/proc/self/fd'))} fds in this one")

@@ -59,7 +59,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "click": {"cli"},
     "tomlkit": {"clients.files"},
     "uvicorn": {"appserver.server"},
-    "psutil": {"app.listener"},
+    "psutil": {"app.listener", "app.discovery"},
     "platformdirs": {"app"},
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
 }

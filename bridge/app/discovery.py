@@ -11,19 +11,30 @@ client's configuration::
   or ``[::1]``), never a name such as ``localhost`` that could resolve elsewhere.
 - ``pid`` (optional): the app's process id. While that process lives, the bridge waits for
   it instead of launching a second instance.
+- ``pid_start_time`` (optional): when that process started, in Unix seconds, as the OS
+  reports it (Linux: ``/proc/PID/stat`` field 22 in clock ticks after the boot time of
+  ``/proc/stat``; macOS and Windows: psutil's ``create_time()``).
+  :func:`write_discovery_file` records it. A pid is the app's only while the process
+  with that pid started at that time (within :data:`START_TIME_TOLERANCE_SECONDS`): after
+  a crash the pid may be reused by an unrelated process, and the file then counts as
+  absent (the app is started, with ``--launch``). A file without it (an older writer)
+  is judged by its modification time: a process that started after the file was
+  written cannot be the one that wrote its pid there.
 - ``token`` (optional): a bearer token for the endpoint.
 
 The file must be owned by the user running the bridge, not be a symbolic link, not be
 writable by group or others (nor readable by them when it holds a token), and sit in
 folders nobody else may write to (``bridge/system/privatefile.py``: the app writes it with mode
-0600, atomically); otherwise it is refused. A file whose ``pid`` is not alive (the app
-crashed) counts as absent: the app is not running, and nothing is sent to its old port.
+0600, atomically); otherwise it is refused. A file whose ``pid`` is not alive, or alive
+but another process than the app's (a reused pid, see ``pid_start_time``), counts as
+absent: the app is not running, and nothing is sent to its old port.
 Its default place is per user: ``platformdirs.user_state_path(app_name) / "mcp-endpoint.json"``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -44,7 +55,14 @@ __all__ = [
     "write_discovery_file",
     "remove_discovery_file",
     "pid_is_alive",
+    "process_start_time",
+    "pid_is_the_apps",
+    "START_TIME_TOLERANCE_SECONDS",
 ]
+
+#: How far a process's start time may be from the one recorded (seconds): the clock-tick
+#: rounding of Linux, a writer that computes it differently (another language's runtime).
+START_TIME_TOLERANCE_SECONDS = 2.0
 
 DISCOVERY_FILE_NAME = "mcp-endpoint.json"
 
@@ -71,6 +89,10 @@ class Discovery:
     url: str
     pid: int | None = None
     token: str | None = field(default=None, repr=False)
+    #: When ``pid`` started (Unix seconds), as recorded by the writer; ``None``: not recorded.
+    pid_start_time: float | None = None
+    #: The file's modification time (Unix seconds) when it was read.
+    written_at: float | None = field(default=None, compare=False, repr=False)
 
 
 def default_discovery_path(app_name: str) -> Path:
@@ -112,13 +134,20 @@ def read_discovery_file(path: Path) -> Discovery:
         raise DiscoveryError(f'the "pid" in {path} is not a positive integer')
     if token is not None and (not isinstance(token, str) or not token):
         raise DiscoveryError(f'the "token" in {path} is not a non-empty string')
+    started = document.get("pid_start_time")
+    if started is not None and (not isinstance(started, (int, float)) or isinstance(started, bool) or not started > 0):
+        raise DiscoveryError(f'the "pid_start_time" in {path} is not a positive number')
     if token is not None and os.name == "posix" and os.lstat(path).st_mode & 0o044:
         mode = stat.S_IMODE(os.lstat(path).st_mode)
         raise DiscoveryError(
             f"refusing the discovery file: Permissions {mode:04o} for '{path}' are too open: it holds a token, "
             "so others must not read it; the app must write it with mode 0600"
         )
-    return Discovery(url=url, pid=pid, token=token)
+    try:
+        written_at: float | None = os.lstat(path).st_mtime
+    except OSError:
+        written_at = None
+    return Discovery(url=url, pid=pid, token=token, pid_start_time=None if started is None else float(started), written_at=written_at)
 
 
 def _check_explicit_loopback(url: str, path: Path) -> None:
@@ -139,7 +168,8 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
     """Publish the app's endpoint, for Python apps (call it once the server listens).
 
     Writes atomically (a temporary file in the same folder, then a rename) with mode 0600,
-    creating the folder (mode 0700) if needed. ``pid`` defaults to this process.
+    creating the folder (mode 0700) if needed. ``pid`` defaults to this process; its start
+    time is recorded beside it (``pid_start_time``) when the OS tells it.
 
     Raises:
         DiscoveryError: ``url`` is not an explicit loopback http(s) URL.
@@ -147,7 +177,11 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
         OSError: the file could not be written.
     """
     _check_explicit_loopback(url, path)
-    document: dict[str, object] = {"url": url, "pid": os.getpid() if pid is None else pid}
+    pid = os.getpid() if pid is None else pid
+    document: dict[str, object] = {"url": url, "pid": pid}
+    started = process_start_time(pid)
+    if started is not None:
+        document["pid_start_time"] = round(started, 3)
     if token is not None:
         document["token"] = token
     from ..system.privatefile import write_private_file
@@ -194,13 +228,64 @@ def pid_is_alive(pid: int) -> bool:
         return True
 
 
+@functools.lru_cache(maxsize=1)
+def _boot_time() -> int:
+    """``btime`` of ``/proc/stat``: when the system booted, Unix seconds (read once)."""
+    with open("/proc/stat", "rb") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in Unix seconds; ``None`` when it does not exist or
+    the OS will not say. Never raises.
+
+    Linux: ``/proc/PID/stat`` field 22 (``starttime``, clock ticks since boot, ``proc(5)``)
+    divided by ``SC_CLK_TCK``, plus ``btime`` of ``/proc/stat`` (the boot time, Unix
+    seconds). Elsewhere: psutil's ``Process.create_time()`` (installed with the bridge on
+    macOS and Windows).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                ticks = int(handle.read().rsplit(b")", 1)[1].split()[19])
+            return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError, StopIteration):
+            return None
+    try:
+        import psutil  # type: ignore[import-untyped,unused-ignore]
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:  # ImportError, NoSuchProcess, AccessDenied: the OS will not say
+        return None
+
+
+def pid_is_the_apps(discovery: Discovery) -> bool:
+    """Whether the discovery file's ``pid`` is (still) the app that wrote it: alive, and
+    started when the file says (``pid_start_time``), or, for a file without it, not after
+    the file was written. ``True`` when the file names no pid. A start time the OS will not
+    tell is no evidence either way (the pid counts as the app's while alive)."""
+    pid = discovery.pid
+    if pid is None:
+        return True
+    if not pid_is_alive(pid):
+        return False
+    started = process_start_time(pid)
+    if started is None:
+        return True
+    if discovery.pid_start_time is not None:
+        return abs(started - discovery.pid_start_time) <= START_TIME_TOLERANCE_SECONDS
+    if discovery.written_at is not None:
+        return started <= discovery.written_at + START_TIME_TOLERANCE_SECONDS
+    return True
+
+
 class Endpoint:
     """Where the app's MCP endpoint is: a fixed URL, or the discovery file's, or both.
 
     With a discovery file the file is read at the first request and again whenever
     :meth:`reload` is called (on every reconnect attempt and after every 401), so an app
     that restarted on another port, or with a rotated token, is found again. A file whose
-    pid is dead counts as missing.
+    pid is dead, or now another process's (see ``pid_start_time``), counts as missing.
 
     Args:
         url: a fixed endpoint (``--url``); it wins over the discovery file's.
@@ -224,9 +309,13 @@ class Endpoint:
             return
         try:
             discovery = read_discovery_file(self.discovery_file)
-            if discovery.pid is not None and not pid_is_alive(discovery.pid):
+            if discovery.pid is not None and not pid_is_the_apps(discovery):
+                if pid_is_alive(discovery.pid):
+                    why = "which now belongs to another process (not the one that wrote the file)"
+                else:
+                    why = "which is not running"
                 raise DiscoveryError(
-                    f"the discovery file {self.discovery_file} names pid {discovery.pid}, which is not running: "
+                    f"the discovery file {self.discovery_file} names pid {discovery.pid}, {why}: "
                     "the app is not running (it left a stale file behind)",
                     missing=True,
                 )

@@ -17,6 +17,20 @@ environment carries no bridge credential (the ``--token-env`` variable, ``MCP_AP
 
 Waiting is bounded by ``launch_timeout_seconds``; progress lines go to the log (stderr)
 every few seconds, never to stdout.
+
+One launch at a time, with a memory (per bridge process):
+
+- a child this bridge launched that has not listened yet is waited for, never started a
+  second time while it runs (a slow app, or one stuck before listening, stays one process);
+- it is never killed by the bridge: a desktop app may legitimately take longer than the
+  timeout (a first-run dialog, an update, a login window the user is filling in), and it
+  is detached on purpose. A child that exits is reaped (``poll``) at the next attempt;
+  ``check --launch`` stops the child it started when that child did not listen in time
+  (:meth:`Launcher.stop_unready_child`), so a diagnostic leaves nothing behind;
+- a failed attempt is remembered: requests in the next :func:`retry_delay_seconds`
+  (5 s after the first failure, doubling with each failure in a row, at most 60 s) get the
+  same failure at once, with the time of the next attempt, instead of one more launch and
+  one more launch timeout each. A success, or the app found listening, clears the memory.
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ import anyio
 from ..core.config import in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..system.logsink import open_log_file
-from .discovery import DiscoveryError, Endpoint, pid_is_alive
+from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
 
 if TYPE_CHECKING:
     import filelock
@@ -55,6 +69,16 @@ POLL_INTERVAL_SECONDS = 0.1
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Bound on one connection attempt to loopback.
 PROBE_TIMEOUT_SECONDS = 1.0
+#: After a failed launch, no new attempt for this long (seconds), doubled after each
+#: further failure in a row, up to :data:`RETRY_MAX_SECONDS`.
+RETRY_FIRST_SECONDS = 5.0
+RETRY_MAX_SECONDS = 60.0
+
+
+def retry_delay_seconds(failures_in_a_row: int) -> float:
+    """Seconds before the next launch attempt after ``failures_in_a_row`` (>= 1) failed
+    ones: 5, 10, 20, 40, then 60 s each time."""
+    return min(RETRY_FIRST_SECONDS * 2.0 ** (max(failures_in_a_row, 1) - 1), RETRY_MAX_SECONDS)
 
 
 def default_lock_path(key: str) -> Path:
@@ -148,7 +172,9 @@ class Launcher:
         self._lock = anyio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._file_lock_object: filelock.BaseFileLock | None = None
-        self._failure: tuple[float, str] | None = None  # when the last attempt failed, and why
+        self._failure: str | None = None  # why the last attempt failed (cleared by a success)
+        self._failures_in_a_row = 0
+        self._retry_at = 0.0  # anyio time before which a failure is answered from memory
 
     @property
     def configured(self) -> bool:
@@ -158,20 +184,21 @@ class Launcher:
     async def ensure_running(self) -> None:
         """Make sure the app accepts connections, starting it at most once at a time.
 
+        A child this bridge started that has not listened yet is waited for, not started
+        again. After a failed attempt, calls within :func:`retry_delay_seconds` get that
+        failure at once (the app is still probed first: started by hand, it is used).
+
         Raises:
             AppUnreachableError: (not recoverable) the app is down and nothing is
                 configured to start it.
             AppLaunchFailedError: (not recoverable) starting it failed, or it did not
-                accept connections within the launch timeout.
+                accept connections within the launch timeout (now, or in the attempt
+                remembered).
         """
-        arrived = anyio.current_time()
         async with self._lock:
-            if self._failure is not None and self._failure[0] >= arrived:
-                # Waited while an attempt failed: the same answer now, not one more launch
-                # after another (N queued requests would otherwise take N launch timeouts).
-                raise AppLaunchFailedError(self._failure[1], recoverable=False)
             self._endpoint.reload()  # the app may be back, on another port
             if await self._accepts_connections():
+                self._forget_failure()
                 return
             problem = self._endpoint.problem
             if problem is not None and not problem.missing:
@@ -183,11 +210,38 @@ class Launcher:
                     f"{self._why_unreachable()}.",
                     recoverable=False,
                 )
+            now = anyio.current_time()
+            if self._failure is not None and now < self._retry_at:
+                # Not one more launch (and one more launch timeout) per request: the same answer.
+                raise AppLaunchFailedError(
+                    f"{self._failure} The bridge tries again in {self._retry_at - now:.0f} s.", recoverable=False
+                )
             try:
                 await self._launch_under_file_lock()
             except AppLaunchFailedError as exc:
-                self._failure = (anyio.current_time(), exc.message)
-                raise
+                self._failures_in_a_row += 1
+                delay = retry_delay_seconds(self._failures_in_a_row)
+                self._failure = exc.message
+                self._retry_at = anyio.current_time() + delay
+                raise AppLaunchFailedError(f"{exc.message} The bridge tries again in {delay:.0f} s.", recoverable=False) from None
+            self._forget_failure()
+
+    def _forget_failure(self) -> None:
+        self._failure = None
+        self._failures_in_a_row = 0
+
+    def stop_unready_child(self) -> int | None:
+        """Stop (kill, with its process group) and reap the child this launcher started,
+        if it is still running; for ``check --launch`` after a failed launch, which must
+        leave nothing behind. Returns its pid, or ``None`` when there was none running.
+        The bridge itself never calls this: a launched app is left running (see the
+        module's docstring)."""
+        process = self._process
+        self._process = None
+        if process is None or process.poll() is not None:
+            return None
+        _kill_tree(process)
+        return process.pid
 
     async def _launch_under_file_lock(self) -> None:
         deadline = anyio.current_time() + self._timeout_seconds
@@ -216,11 +270,19 @@ class Launcher:
             if self._process is not None and self._process.poll() is not None:
                 self._process = None  # an app this bridge started has exited (and is reaped now)
             discovery = self._endpoint.discovery
-            if discovery is not None and discovery.pid is not None and pid_is_alive(discovery.pid):
+            if discovery is not None and discovery.pid is not None and pid_is_the_apps(discovery):
                 log.warning("%s (pid %d) is starting; waiting for it to accept connections", self._app, discovery.pid)
+                waiting_for = f"pid {discovery.pid}, named by its discovery file, is running"
+            elif self._process is not None:
+                log.warning(
+                    "%s (pid %d, started earlier by this bridge) has not accepted connections yet; waiting for it "
+                    "instead of starting another", self._app, self._process.pid,
+                )
+                waiting_for = f"it was started earlier (pid {self._process.pid}) and is still running"
             else:
                 await self._start()
-            await self._wait_until_listening(deadline)
+                waiting_for = None
+            await self._wait_until_listening(deadline, waiting_for)
         finally:
             if lock is not None:
                 lock.release()
@@ -272,7 +334,9 @@ class Launcher:
             if self._log_file:
                 output.close()  # type: ignore[union-attr]
 
-    async def _wait_until_listening(self, deadline: float) -> None:
+    async def _wait_until_listening(self, deadline: float, waiting_for: str | None) -> None:
+        """Wait for the app to accept connections. ``waiting_for``: what is waited for when
+        this call started nothing (the messages must not say "was started")."""
         started = anyio.current_time()
         next_progress = started + PROGRESS_INTERVAL_SECONDS
         while True:
@@ -281,16 +345,27 @@ class Launcher:
                 log.warning("%s accepts connections after %.1f s", self._app, anyio.current_time() - started)
                 return
             if self._process is not None and self._process.poll() not in (None, 0):
+                status = self._process.returncode
+                self._process = None  # reaped: a later attempt may launch again
                 raise AppLaunchFailedError(
-                    f"{self._app} was started but exited with status {self._process.returncode} before accepting "
+                    f"{self._app} was started but exited with status {status} before accepting "
                     "connections. Start it by hand to see why.",
                     recoverable=False,
                 )
             now = anyio.current_time()
             if now >= deadline:
+                if waiting_for is not None:
+                    raise AppLaunchFailedError(
+                        f"{self._app} did not accept connections within {self._timeout_seconds:g} s (--launch-timeout) "
+                        f"and was not started again: {waiting_for}{self._why_unreachable(launched=True)}.",
+                        recoverable=False,
+                    )
+                running = self._process is not None and self._process.poll() is None
                 raise AppLaunchFailedError(
                     f"{self._app} was started but did not accept connections within "
-                    f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable(launched=True)}.",
+                    f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable(launched=True)}."
+                    + (f" It is still running (pid {self._process.pid}) and is left running; no second copy is "
+                       "started while it runs." if running and self._process is not None else ""),
                     recoverable=False,
                 )
             if now >= next_progress:
@@ -331,6 +406,21 @@ async def tcp_probe(url: str) -> bool:
         return False
     await stream.aclose()
     return True
+
+
+def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """Kill a detached child and its process group (POSIX: it leads its own session), and
+    reap it; bounded (5 s)."""
+    import contextlib
+    import signal
+
+    if sys.platform != "win32":
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
 
 
 def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -20,13 +20,21 @@ How, per OS:
   ``socket:[inode]`` show whether the named pid (or a descendant, found from
   ``/proc/*/stat``) holds the listening socket.
 - **macOS and Windows**: psutil (listening sockets with their pids; each pid's user and
-  ancestry), installed with the bridge there. Without it the check refuses.
+  ancestry), installed with the bridge there. Without it the check refuses. For a
+  connection, the connection's own server side is checked too: the socket whose local
+  address is the connection's peer and whose peer is the connection's local address, and
+  the pid that holds it (the process that accepted it). The app may take a moment to
+  accept: :meth:`ListenerCheck.verify_connection` waits for it up to
+  :data:`ACCEPT_WAIT_SECONDS`, then refuses.
 - Anything the OS will not say (no ``/proc``, no visible listener, psutil refused)
   is a refusal, with that reason. ``--no-verify-listener`` (``BridgeConfig.verify_listener``)
   turns the check off for setups where it cannot work: a container or network namespace,
   an app run as another user on purpose.
 
 When: once per new connection (the pool keeps verified connections), never per request.
+Which connection: the very one the request then goes on (``transport/verifiedconnect.py``):
+a name such as ``localhost`` is resolved once and each address is connected and checked
+in turn; an address whose listener fails the check is skipped, never written to.
 A failure raises :class:`~bridge.core.errors.ListenerUnverifiedError`: the connection is closed
 before anything is written, and the request gets reason ``listener_unverified``.
 """
@@ -41,7 +49,12 @@ from typing import Any
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
 from .procnet import LISTEN, Address, TcpEntry, find_listeners, normal_address, parse_proc_net_tcp
 
-__all__ = ["ListenerCheck"]
+__all__ = ["ListenerCheck", "ACCEPT_WAIT_SECONDS"]
+
+#: psutil backend: how long a connection's server side may take to be accepted (held by a
+#: process) before the check refuses, in seconds; polled every :data:`_ACCEPT_POLL_SECONDS`.
+ACCEPT_WAIT_SECONDS = 2.0
+_ACCEPT_POLL_SECONDS = 0.005
 
 _PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
 
@@ -74,6 +87,10 @@ class ListenerCheck:
     def verify_socket(self, sock: Any) -> None:
         """Check the listener a freshly connected socket reached; call it before writing.
 
+        Synchronous: with the psutil backend it may sleep (at most
+        :data:`ACCEPT_WAIT_SECONDS`) until the app has accepted the connection. Code on an
+        event loop uses :meth:`verify_connection`.
+
         Args:
             sock: a connected TCP socket (``socket.socket`` or asyncio's ``TransportSocket``).
 
@@ -81,6 +98,32 @@ class ListenerCheck:
             ListenerUnverifiedError: another user's socket, not the named pid's, or the OS
                 would not say. Nothing has been sent; the caller closes the socket.
         """
+        import time
+
+        peer, port, local = self._ends(sock)
+        deadline = time.monotonic() + ACCEPT_WAIT_SECONDS
+        while not self._verify(peer, port, local):
+            if time.monotonic() >= deadline:
+                raise self._not_accepted(peer, port)
+            time.sleep(_ACCEPT_POLL_SECONDS)
+
+    async def verify_connection(self, sock: Any) -> None:
+        """:meth:`verify_socket` for an event loop: the wait for the app to accept the
+        connection (psutil backend only) sleeps without blocking the loop.
+
+        Raises:
+            ListenerUnverifiedError: as :meth:`verify_socket`.
+        """
+        import anyio
+
+        peer, port, local = self._ends(sock)
+        deadline = anyio.current_time() + ACCEPT_WAIT_SECONDS
+        while not self._verify(peer, port, local):
+            if anyio.current_time() >= deadline:
+                raise self._not_accepted(peer, port)
+            await anyio.sleep(_ACCEPT_POLL_SECONDS)
+
+    def _ends(self, sock: Any) -> tuple[Address, int, tuple[Address, int]]:
         try:
             local = sock.getsockname()
             peer = sock.getpeername()
@@ -89,12 +132,21 @@ class ListenerCheck:
                 f"{self._app} closed the connection as soon as it was opened ({exc.strerror or exc}); "
                 "nothing was sent."
             ) from None
-        self._verify(normal_address(peer[0]), int(peer[1]), (normal_address(local[0]), int(local[1])))
+        return normal_address(peer[0]), int(peer[1]), (normal_address(local[0]), int(local[1]))
+
+    def _not_accepted(self, address: Address, port: int) -> ListenerUnverifiedError:
+        where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+        return self._cannot_tell(
+            where, f"no process of this user accepted the connection within {ACCEPT_WAIT_SECONDS:g} s "
+            "(the connection's server side is held by another user, or the app is stuck)"
+        )
 
     def verify_address(self, host: str, port: int) -> None:
         """Check who listens on ``host:port`` (a loopback address, or ``localhost``: then
-        both ``127.0.0.1`` and ``::1``), before connecting there with another client (the
-        auth route's httpx client).
+        both ``127.0.0.1`` and ``::1``), without a connection: a look before connecting,
+        which proves nothing about the connection made afterwards. The bridge itself checks
+        each connection (:meth:`verify_connection`) instead; this stays for callers that
+        want the look (a library's token source).
 
         Raises:
             ListenerUnverifiedError: as :meth:`verify_socket`.
@@ -114,13 +166,15 @@ class ListenerCheck:
         if len(missing) == 2:
             raise missing[0]
 
-    def _verify(self, address: Address, port: int, client: tuple[Address, int] | None) -> None:
+    def _verify(self, address: Address, port: int, client: tuple[Address, int] | None) -> bool:
+        """Raise when the listener is not the app's; ``False``: the connection's server
+        side is not held by any process yet (psutil backend: the app has not accepted it)."""
         where = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
         expected = self._expected_pid(port)
         if self._backend in ("proc", "proc-text"):
             self._verify_proc(where, address, port, client, expected)
-        else:
-            self._verify_psutil(where, address, port, expected, client is None)
+            return True
+        return self._verify_psutil(where, address, port, expected, client)
 
     # -- Linux ------------------------------------------------------------------------------
 
@@ -214,51 +268,72 @@ class ListenerCheck:
 
     # -- macOS, Windows (and Linux when asked): psutil --------------------------------------
 
-    def _verify_psutil(self, where: str, address: Address, port: int, expected: int | None, address_only: bool) -> None:
+    def _verify_psutil(
+        self, where: str, address: Address, port: int, expected: int | None, client: tuple[Address, int] | None
+    ) -> bool:
         try:
             import psutil  # type: ignore[import-untyped,unused-ignore]
         except ImportError:
             raise self._cannot_tell(where, "psutil, which the check needs on this OS, is not installed") from None
         try:
-            rows = [
-                row for row in psutil.net_connections(kind="tcp")
-                if row.status == psutil.CONN_LISTEN and row.laddr and row.laddr[1] == port
-            ]
+            rows = [row for row in psutil.net_connections(kind="tcp") if row.laddr and row.laddr[1] == port]
         except psutil.AccessDenied:  # macOS without root: only our own processes' sockets
             rows = []
             for process in psutil.process_iter():
                 try:
                     rows += [
                         row._replace(pid=process.pid) for row in process.net_connections(kind="tcp")
-                        if row.status == psutil.CONN_LISTEN and row.laddr and row.laddr[1] == port
+                        if row.laddr and row.laddr[1] == port
                     ]
                 except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
                     continue
+        server_side = [
+            row for row in rows
+            if client is not None and row.status != psutil.CONN_LISTEN and row.raddr
+            and (normal_address(row.laddr[0]), row.laddr[1]) == (address, port)
+            and (normal_address(row.raddr[0]), row.raddr[1]) == client
+        ]
+        rows = [row for row in rows if row.status == psutil.CONN_LISTEN]
         exact = [row for row in rows if normal_address(row.laddr[0]) == address]
         rows = exact or [
             row for row in rows
             if normal_address(row.laddr[0]).is_unspecified and (normal_address(row.laddr[0]).version == 6 or address.version == 4)
         ]
         if not rows:
-            raise self._nothing_listens(where, None if address_only else ())
+            raise self._nothing_listens(where, client)
         me = psutil.Process()
         for row in rows:
             if row.pid is None:
                 raise self._cannot_tell(where, "the OS does not say which process listens there")
+            self._check_psutil_pid(psutil, me, where, row.pid, expected)
+        if client is None:
+            return True
+        # The connection's own server side: the process that accepted it (DESIGN §5). Until
+        # the app accepts, no process holds it (pid None, or not listed at all).
+        held = [row for row in server_side if row.pid is not None]
+        if not held:
+            return False
+        for row in held:
+            self._check_psutil_pid(psutil, me, where, row.pid, expected)
+        return True
+
+    def _check_psutil_pid(self, psutil: Any, me: Any, where: str, pid: int, expected: int | None) -> None:
+        """Raise unless ``pid`` runs as this user and, given ``expected``, is that pid or
+        one of its descendants."""
+        try:
+            owner = psutil.Process(pid)
+            same = owner.uids().effective == me.uids().effective if os.name == "posix" else owner.username() == me.username()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            same = False
+        if not same:
+            raise self._other_user(where, f"pid {pid}", "this user")
+        if expected is not None and pid != expected:
             try:
-                owner = psutil.Process(row.pid)
-                same = owner.uids().effective == me.uids().effective if os.name == "posix" else owner.username() == me.username()
+                family = {expected} | {child.pid for child in psutil.Process(expected).children(recursive=True)}
             except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-                same = False
-            if not same:
-                raise self._other_user(where, f"pid {row.pid}", "this user")
-            if expected is not None and row.pid != expected:
-                try:
-                    family = {expected} | {child.pid for child in psutil.Process(expected).children(recursive=True)}
-                except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-                    family = {expected}
-                if row.pid not in family:
-                    raise self._not_the_app(where, expected, row.pid)
+                family = {expected}
+            if pid not in family:
+                raise self._not_the_app(where, expected, pid)
 
     # -- messages ---------------------------------------------------------------------------
 

@@ -27,11 +27,9 @@ import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import anyio
-
-from ..core.errors import ListenerUnverifiedError
 
 if TYPE_CHECKING:
     import httpx
@@ -76,9 +74,10 @@ class TokenContext:
         http_client: an ``httpx.AsyncClient`` (no proxies, no redirects), or
         http_client_factory: a callable building it on first use of :attr:`http_client`,
             so that a run whose sources never talk HTTP does not import httpx.
-        verify_listener: ``(host, port) -> None``, the listener check (``bridge/app/listener.py``)
-            a source calls before it sends a secret to an ``http://`` address; it raises
-            ``ListenerUnverifiedError``. ``None``: the check is off.
+        verify_listener: ``(host, port) -> None``, a look at who listens on an address
+            (``ListenerCheck.verify_address``; raises ``ListenerUnverifiedError``; ``None``:
+            the check is off). It proves nothing about a connection made afterwards: the
+            bridge's :attr:`http_client` checks each of its ``http://`` connections itself.
     """
 
     __slots__ = ("base_url", "_http_client", "_factory", "verify_listener")
@@ -203,11 +202,12 @@ class AuthRouteTokenSource:
     ``/auth/token`` is resolved against the MCP endpoint, so it follows an app whose port
     changes with every start.
 
-    Before the secret is POSTed to an ``http://`` auth route, the context's listener check
-    looks at who LISTENs on that host and port (``/proc`` on Linux): this user's socket,
-    held by the discovery file's pid when the route is on the endpoint's port. The check
-    is made right before the POST; httpx then connects on its own (a squatter would have
-    to take the port in the instant between). ``https://`` routes rely on TLS instead.
+    The secret goes only on a connection verified to be the app's: the bridge's client
+    (``transport.AuthClient``) resolves the route's host once, connects to each address in
+    turn, runs the listener check on that very socket (this user's, held by the discovery
+    file's pid when the route is on the endpoint's port) and sends on the first connection
+    that passes; another user's listener on ``[::1]`` while the app has ``127.0.0.1`` is
+    skipped, never written to. ``https://`` routes rely on TLS instead.
     """
 
     def __init__(self, auth_url: str, secret_file: Path) -> None:
@@ -219,19 +219,6 @@ class AuthRouteTokenSource:
         secret = read_credential(self.secret_file, "secret file")
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         from ..transport.base import ConnectFailed, TransportError
-
-        parts = urlsplit(auth_url)
-        if parts.scheme == "http" and context.verify_listener is not None and parts.hostname:
-            try:
-                port = parts.port or 80
-            except ValueError:
-                raise TokenSourceError(f"the {self.description} has an invalid port") from None
-            try:
-                context.verify_listener(parts.hostname, port)  # ListenerUnverifiedError: nothing sent
-            except ListenerUnverifiedError as exc:
-                if exc.nothing_listens:
-                    raise TokenSourceUnreachableError(f"nothing listens at the {self.description}") from None
-                raise
 
         try:  # the client's transport (transport/httpx_adapter.py) raises the bridge's classes
             response = await context.http_client.post(auth_url, json={"secret": secret})

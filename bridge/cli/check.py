@@ -4,7 +4,9 @@ Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 
 1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
 2. **connect** — a TCP connection to the endpoint; if nothing listens and a launcher is
-   configured, the app is started exactly as the bridge would start it;
+   configured, the app is started exactly as the bridge would start it (a started process
+   that does not accept connections within the launch timeout is stopped again: the
+   check leaves no child behind);
    **listener** — the listener check the bridge makes on every new connection (this
    user's socket, held by the discovery file's pid), with what listens there if not;
 3. **token** — the configured token source (its name and the token's length, never the
@@ -132,7 +134,11 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
             report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {endpoint.url()}",
                         time.monotonic() - started)
         except UpstreamError as exc:
-            report.step("connect", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+            # A diagnostic leaves nothing behind: the child it started and that did not
+            # listen in time is stopped (the bridge itself leaves a launched app running).
+            stopped = driver.stop_unready_child()
+            message = exc.message + (f" The check stopped the process it started (pid {stopped})." if stopped else "")
+            report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
             return
     else:
         report.step("connect", False, f"nothing accepts connections at {_url_or_none(endpoint)}",
@@ -212,23 +218,46 @@ async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) 
         return True
     from urllib.parse import urlsplit
 
+    from ..transport.verifiedconnect import VERIFY_REFUSALS, resolve_addresses
+
     parts = urlsplit(url)
     port = parts.port or 80
+    # As the bridge connects (bridge/verifiedconnect.py): each address of the host in turn,
+    # the first verified one is used, the others are skipped and said.
+    skipped: list[str] = []
+    failure: UpstreamError | None = None
+    verified: str | None = None
     try:
         with anyio.fail_after(config.connect_timeout_seconds):
-            stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", port)
+            addresses = await resolve_addresses(parts.hostname or "127.0.0.1", port)
+            for address in addresses:
+                try:
+                    stream = await anyio.connect_tcp(address, port)
+                except OSError:
+                    continue
+                try:
+                    await check.verify_connection(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+                except VERIFY_REFUSALS as exc:
+                    failure = failure or exc
+                    skipped.append(address)
+                    continue
+                finally:
+                    await stream.aclose()
+                verified = address
+                break
     except (OSError, TimeoutError) as exc:
         report.step("listener", False, f"cannot connect to {url} again: {exc}", time.monotonic() - started, FIXES["app_unreachable"])
         return False
-    try:
-        check.verify_socket(stream.extra(anyio.abc.SocketAttribute.raw_socket))
-    except UpstreamError as exc:
-        report.step("listener", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+    if verified is None:
+        if failure is not None:
+            report.step("listener", False, failure.message, time.monotonic() - started, FIXES.get(str(failure.reason)))
+        else:
+            report.step("listener", False, f"cannot connect to {url} again", time.monotonic() - started, FIXES["app_unreachable"])
         return False
-    finally:
-        await stream.aclose()
     pid = driver.endpoint.listener_pid(port)
     detail = "a socket of this user's" + (f", held by the app's pid {pid} (or a child)" if pid is not None else "")
+    if skipped:
+        detail += f", at {verified}; skipped {', '.join(skipped)}: not the app's (nothing is sent there)"
     report.step("listener", True, detail, time.monotonic() - started)
     return True
 

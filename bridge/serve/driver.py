@@ -314,6 +314,12 @@ class Driver:
         """
         await self._launcher.ensure_running()
 
+    def stop_unready_child(self) -> int | None:
+        """Stop and reap the app process this bridge launched if it is still running
+        (``Launcher.stop_unready_child``): for ``check --launch`` after a failed launch.
+        Returns its pid, or ``None``."""
+        return self._launcher.stop_unready_child()
+
     @property
     def listener_check(self) -> ListenerCheck | None:
         """The check made on every new ``http://`` connection (``bridge/app/listener.py``), or

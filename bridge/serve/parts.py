@@ -36,6 +36,7 @@ from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
 from ..transport import AuthClient
 from ..transport.byscheme import ByScheme
+from ..transport.verifiedconnect import verified_probe
 from .driver import Driver
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def build_parts(
         pool_timeout_seconds=config.request_timeout_seconds,
         write_timeout_seconds=config.request_timeout_seconds,
         injected=http_transport,
-        verify_connection=listener_check.verify_socket if listener_check is not None else None,
+        verify_connection=listener_check.verify_connection if listener_check is not None else None,
     )
     upstream = Upstream(
         config,
@@ -97,7 +98,11 @@ def build_parts(
         tokens=tokens,
         transport=transport,
         listener_check=listener_check,
-        auth_client=AuthClient(http_transport, timeout_seconds=config.token_timeout_seconds),
+        auth_client=AuthClient(
+            http_transport,
+            timeout_seconds=config.token_timeout_seconds,
+            verify_connection=listener_check.verify_connection if listener_check is not None else None,
+        ),
     )
     configured = config.launch_command is not None or config.ensure_running is not None
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
@@ -109,7 +114,9 @@ def build_parts(
         app_name=config.app_name,
         lock_path=default_lock_path(lock_key) if configured else None,
         log_file=config.launch_log_file,
-        probe=app_probe,
+        # Whether the app is up: an address whose listener is not the app's does not count
+        # (another user on [::1] must not keep the app from being started on 127.0.0.1).
+        probe=app_probe or (verified_probe(listener_check.verify_connection) if listener_check is not None else None),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)

@@ -88,9 +88,10 @@ class RequestHeaders:
         endpoint: where the app listens; read for every request (a discovery file may change).
         tokens: the bearer token store (may hold no source: no ``Authorization``).
         session: the MCP session whose id and version go on every request after ``initialize``.
-        auth_client: the client token sources use to reach the app's auth route.
-        verify_address: the listener check a token source calls before sending a secret to
-            ``(host, port)``; ``None`` when the check is off.
+        auth_client: the client token sources use to reach the app's auth route (it checks
+            each of its ``http://`` connections itself before sending).
+        verify_address: a look at who listens on ``(host, port)``, offered to token sources
+            as ``TokenContext.verify_listener``; ``None`` when the check is off.
     """
 
     def __init__(

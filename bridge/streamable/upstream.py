@@ -67,8 +67,9 @@ class Upstream:
         tokens: the bearer token store (may hold no source: no authentication).
         transport: the transport to the app (``bridge.transport.byscheme.ByScheme``), which
             verifies each new connection where that applies; closed by :meth:`aclose`.
-        listener_check: the listener check (``bridge/app/listener.py``) for token sources
-            about to send a secret, or ``None`` when it is off or there is no socket to check.
+        listener_check: the listener check (``bridge/app/listener.py``), offered to token
+            sources as a look at an address (the auth client checks its own connections), or
+            ``None`` when it is off or there is no socket to check.
         auth_client: the client for token sources that talk to the app's auth route
             (``bridge.transport.AuthClient``); closed by :meth:`aclose`.
 

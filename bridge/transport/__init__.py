@@ -34,7 +34,7 @@ def make_transport(
     pool_timeout_seconds: float,
     write_timeout_seconds: float | None = None,
     injected: Any = None,
-    verify_connection: Callable[[socket.socket], None] | None = None,
+    verify_connection: Callable[[socket.socket], object] | None = None,
 ) -> Transport:
     """The transport for ``url``'s scheme, chosen once.
 
@@ -85,11 +85,22 @@ class AuthClient:
         injected: a test's ``httpx.AsyncBaseTransport`` to send through (other injected
             transports are ignored: the auth route then gets a pool of its own).
         timeout_seconds: the bound on each exchange (``--token-timeout``).
+        verify_connection: the listener check, run on every new ``http://`` connection
+            before a byte is written (it may return an awaitable): the client is pinned to
+            verified connections (``verifiedconnect.py``), so a secret goes only on a
+            socket that passed. ``None``: the check is off.
     """
 
-    def __init__(self, injected: Any = None, *, timeout_seconds: float) -> None:
+    def __init__(
+        self,
+        injected: Any = None,
+        *,
+        timeout_seconds: float,
+        verify_connection: Callable[[socket.socket], object] | None = None,
+    ) -> None:
         self._inner = injected if hasattr(injected, "handle_async_request") else None
         self._timeout_seconds = timeout_seconds
+        self._verify_connection = verify_connection
         self._client: httpx.AsyncClient | None = None
 
     def get(self) -> httpx.AsyncClient:
@@ -97,7 +108,9 @@ class AuthClient:
         if self._client is None:
             from .httpx_adapter import auth_client
 
-            self._client = auth_client(self._inner, timeout_seconds=self._timeout_seconds)
+            self._client = auth_client(
+                self._inner, timeout_seconds=self._timeout_seconds, verify_connection=self._verify_connection
+            )
         return self._client
 
     async def aclose(self) -> None:

@@ -39,7 +39,7 @@ class ByScheme:
         pool_timeout_seconds: float,
         write_timeout_seconds: float | None,
         injected: Any = None,
-        verify_connection: Callable[[socket.socket], None] | None = None,
+        verify_connection: Callable[[socket.socket], object] | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             "max_connections": max_connections,

@@ -17,7 +17,9 @@ variable is read (loopback must not go to a proxy) and no redirect is followed (
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -195,15 +197,189 @@ class _TranslatingStream(httpx.AsyncByteStream):
             await self._response.aclose()
 
 
-def auth_client(inner: httpx.AsyncBaseTransport | None, *, timeout_seconds: float) -> httpx.AsyncClient:
+class _VerifyingBackend:
+    """An httpcore network backend whose TCP connections are verified before use: the
+    host is resolved once, each address connected in turn, and the first connection that
+    ``verify`` accepts is returned; refused or unverified ones are closed unused
+    (``bridge/verifiedconnect.py``). Built on httpcore's public backend interface
+    (``httpcore.AsyncNetworkBackend``; anyio underneath, as httpx's own default)."""
+
+    def __init__(self, verify: Callable[[Any], object]) -> None:
+        import httpcore
+
+        self._inner = httpcore.AnyIOBackend()
+        self._verify = verify
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> Any:
+        import httpcore
+
+        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
+
+        refusals: list[BaseException] = []
+        skipped: list[str] = []
+        failure: BaseException | None = None
+        scope = anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext()
+        try:
+            with scope:
+                try:
+                    addresses = await resolve_addresses(host, port)
+                except OSError as exc:
+                    raise ConnectFailed(f"{host} does not resolve: {exc.strerror or exc}") from None
+                for address in addresses:
+                    try:
+                        stream = await self._inner.connect_tcp(
+                            address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                        )
+                    except (httpcore.ConnectError, OSError) as exc:
+                        failure = exc  # nothing listens there
+                        continue
+                    try:
+                        outcome = self._verify(stream.get_extra_info("socket"))
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                    except VERIFY_REFUSALS as exc:
+                        await stream.aclose()
+                        if len(addresses) > 1:
+                            note_skipped(address, port, exc)
+                        refusals.append(exc)
+                        skipped.append(address)
+                        continue
+                    except BaseException:
+                        await stream.aclose()
+                        raise
+                    return stream
+        except TimeoutError:
+            raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
+        refused = pick_failure(refusals, nothing_listens_somewhere=failure is not None)
+        if refused is not None:
+            raise refused
+        raise ConnectFailed(f"connection to {host}:{port} failed: {failure or 'no address'}{skipped_note(skipped)}")
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+        raise ConnectFailed("the auth route is never reached over a Unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+#: httpcore's exception classes and what each becomes (most specific first).
+def _httpcore_errors() -> dict[type[Exception], type[TransportError]]:
+    import httpcore
+
+    return {
+        httpcore.ConnectTimeout: ConnectTimeout,
+        httpcore.ReadTimeout: ReadTimeout,
+        httpcore.WriteTimeout: WriteTimeout,
+        httpcore.PoolTimeout: PoolTimeout,
+        httpcore.TimeoutException: ReadTimeout,
+        httpcore.ConnectError: ConnectFailed,
+        httpcore.ReadError: ConnectionBroken,
+        httpcore.WriteError: ConnectionBroken,
+        httpcore.RemoteProtocolError: ConnectionBroken,
+        httpcore.NetworkError: ConnectionBroken,
+        httpcore.LocalProtocolError: LocalProtocolError,
+        httpcore.UnsupportedProtocol: LocalProtocolError,
+        httpcore.ProtocolError: ProtocolViolation,
+    }
+
+
+@contextlib.contextmanager
+def _translate_httpcore_errors() -> Iterator[None]:
+    import httpcore
+
+    try:
+        yield
+    except (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
+        table = _httpcore_errors()
+        target = next((table[cls] for cls in type(exc).__mro__ if cls in table), TransportError)
+        if isinstance(exc, httpcore.LocalProtocolError):
+            raise target("the request could not be encoded (an invalid header value?)") from exc
+        raise target(str(exc) or type(exc).__name__) from exc
+
+
+class _VerifiedHttpTransport(httpx.AsyncBaseTransport):
+    """``http://`` requests over an httpcore pool whose every connection is verified
+    (:class:`_VerifyingBackend`); ``https://`` ones over httpx's own transport (TLS
+    verifies the app). No retries, no proxies."""
+
+    def __init__(self, verify: Callable[[Any], object]) -> None:
+        import httpcore
+
+        self._pool = httpcore.AsyncConnectionPool(retries=0, network_backend=_VerifyingBackend(verify))  # type: ignore[arg-type]
+        self._tls = httpx.AsyncHTTPTransport(verify=True, retries=0)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme != "http":
+            return await self._tls.handle_async_request(request)
+        import httpcore
+
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme, host=request.url.raw_host, port=request.url.port, target=request.url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _translate_httpcore_errors():
+            response = await self._pool.handle_async_request(core_request)
+        return httpx.Response(
+            status_code=response.status, headers=response.headers, stream=_CoreStream(response), extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+        await self._tls.aclose()
+
+
+class _CoreStream(httpx.AsyncByteStream):
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _translate_httpcore_errors():
+            async for chunk in self._response.aiter_stream():
+                yield chunk
+
+    async def aclose(self) -> None:
+        with _translate_httpcore_errors():
+            await self._response.aclose()
+
+
+def auth_client(
+    inner: httpx.AsyncBaseTransport | None,
+    *,
+    timeout_seconds: float,
+    verify_connection: Callable[[Any], object] | None = None,
+) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for token sources that talk to the app (its auth route).
 
     It sends through ``inner`` (an injected test transport) or a pool of its own, reads no
     proxy variable and follows no redirect; its transport failures arrive as the bridge's
     ``TransportError`` subclasses (``ConnectFailed`` when nothing listens). Closing the
-    client closes its own pool, never ``inner``."""
+    client closes its own pool, never ``inner``.
+
+    ``verify_connection``: the listener check, called with the socket of every new
+    ``http://`` connection before a byte is written (it may return an awaitable). The
+    client is then pinned to verified connections: the host is resolved once, each address
+    connected and checked in turn, and the request (a secret) goes only on the connection
+    that passed; ``ListenerUnverifiedError`` when none did."""
     owned = inner is None
-    transport = httpx.AsyncHTTPTransport(verify=True, retries=0) if inner is None else inner
+    if inner is not None:
+        transport: httpx.AsyncBaseTransport = inner
+    elif verify_connection is not None:
+        transport = _VerifiedHttpTransport(verify_connection)
+    else:
+        transport = httpx.AsyncHTTPTransport(verify=True, retries=0)
     return httpx.AsyncClient(
         transport=_Translating(transport, owned=owned),
         trust_env=False,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -161,9 +162,11 @@ class Http11Pool:
         pool_timeout_seconds: bound on waiting for a free connection when all are busy.
         max_overflow: connections that ``bounded=False`` requests may open beyond that.
         verify_connection: called with the socket of every NEW connection right after the
-            TCP connect and before any byte is written; whatever it raises reaches the
-            caller of :meth:`request` after the socket is closed, and the connection is
-            never pooled.
+            TCP connect and before any byte is written (it may return an awaitable, which
+            is awaited); whatever it raises reaches the caller of :meth:`request` after the
+            socket is closed, and the connection is never pooled. When the host resolves
+            to several addresses, a ``ListenerUnverifiedError`` (or ``AppUnreachableError``)
+            for one of them skips it and the next one is tried (``bridge/verifiedconnect.py``).
     """
 
     def __init__(
@@ -173,7 +176,7 @@ class Http11Pool:
         connect_timeout_seconds: float,
         pool_timeout_seconds: float,
         max_overflow: int = 8,
-        verify_connection: Callable[[socket.socket], None] | None = None,
+        verify_connection: Callable[[socket.socket], object] | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -305,25 +308,59 @@ class Http11Pool:
                 return
 
     async def _connect(self, key: tuple[str, int]) -> Connection:
+        """A new connection to ``key``, verified before any byte is written.
+
+        The host is resolved once and its addresses tried in order
+        (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
+        (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
+        unused and the next address is tried. The connect timeout bounds the whole."""
+        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
+
         loop = asyncio.get_running_loop()
         host, port = key
+        refusals: list[BaseException] = []
+        skipped: list[str] = []
+        reason = "no address"
+        nothing_listens = False
         try:
             # anyio's scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
             # cancellation that arrives as the connection completes (CPython gh-86296).
             with anyio.fail_after(self._connect_timeout):
-                transport, connection = await loop.create_connection(lambda: Connection(key), host, port)
+                try:
+                    addresses = await resolve_addresses(host, port)
+                except OSError as exc:
+                    raise ConnectFailed(f"{host} does not resolve: {exc.strerror or exc}") from None
+                for address in addresses:
+                    try:
+                        transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
+                    except OSError as exc:
+                        reason = exc.strerror or type(exc).__name__
+                        nothing_listens = True
+                        continue
+                    if self._verify_connection is None:
+                        return connection
+                    try:
+                        outcome = self._verify_connection(transport.get_extra_info("socket"))
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                    except VERIFY_REFUSALS as exc:
+                        connection.close()
+                        if len(addresses) == 1:
+                            raise
+                        note_skipped(address, port, exc)
+                        refusals.append(exc)
+                        skipped.append(address)
+                        continue
+                    except BaseException:
+                        connection.close()
+                        raise
+                    return connection
         except TimeoutError:  # (before OSError, its base class)
             raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise ConnectFailed(f"connection to {host}:{port} failed: {reason}") from None
-        if self._verify_connection is not None:
-            try:
-                self._verify_connection(transport.get_extra_info("socket"))
-            except BaseException:
-                connection.close()
-                raise
-        return connection
+        refused = pick_failure(refusals, nothing_listens_somewhere=nothing_listens)
+        if refused is not None:
+            raise refused
+        raise ConnectFailed(f"connection to {host}:{port} failed: {reason}{skipped_note(skipped)}")
 
     def release(self, connection: Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: close it)."""

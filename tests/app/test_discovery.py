@@ -156,3 +156,49 @@ def test_a_discovery_file_whose_pid_is_dead_counts_as_absent(tmp_path: Path) -> 
     endpoint.reload()
     assert endpoint.url() == "http://127.0.0.1:1111/mcp"
     assert (endpoint.listener_pid(1111), endpoint.listener_pid(2222)) == (os.getpid(), None)
+
+
+# -- the pid's start time: a reused pid is not the app ------------------------------------------
+
+
+def test_the_writer_records_the_pids_start_time_and_files_without_it_stay_readable(tmp_path: Path) -> None:
+    from bridge.app.discovery import process_start_time, read_discovery_file, write_discovery_file
+
+    path = tmp_path / "state" / "mcp-endpoint.json"
+    write_discovery_file(path, url="http://127.0.0.1:9/mcp")
+    found = read_discovery_file(path)
+    assert found.pid == os.getpid() and found.pid_start_time is not None
+    assert abs(found.pid_start_time - (process_start_time(os.getpid()) or 0)) < 0.01
+    path.write_text(json.dumps({"url": "http://127.0.0.1:9/mcp", "pid": 42}))
+    assert read_discovery_file(path).pid_start_time is None  # an older writer's file
+    for bad in ("yesterday", True, -1):
+        path.write_text(json.dumps({"url": "http://127.0.0.1:9/mcp", "pid": 42, "pid_start_time": bad}))
+        with pytest.raises(DiscoveryError, match="pid_start_time"):
+            read_discovery_file(path)
+
+
+@pytest.mark.linux_only("process start times from /proc here; psutil elsewhere")
+def test_a_live_pid_that_started_at_another_time_is_not_the_apps() -> None:
+    import subprocess
+    import sys
+    import time
+
+    from bridge.app.discovery import Discovery, pid_is_the_apps, process_start_time
+
+    me = process_start_time(os.getpid())
+    assert me is not None
+    url = "http://127.0.0.1:9/mcp"
+    assert pid_is_the_apps(Discovery(url, pid=os.getpid(), pid_start_time=me))
+    assert not pid_is_the_apps(Discovery(url, pid=os.getpid(), pid_start_time=me - 60))  # reused
+    assert pid_is_the_apps(Discovery(url, pid=os.getpid(), written_at=time.time()))  # older file, written after the start
+    assert not pid_is_the_apps(Discovery(url, pid=os.getpid(), written_at=me - 60))  # written before this process began
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    assert not pid_is_the_apps(Discovery(url, pid=gone.pid))
+    assert pid_is_the_apps(Discovery(url))  # no pid named: nothing to compare
+
+
+def test_launch_retries_back_off_from_5_s_to_60_s() -> None:
+    from bridge.app.launcher import retry_delay_seconds
+
+    assert [retry_delay_seconds(n) for n in range(1, 8)] == [5, 10, 20, 40, 60, 60, 60]

@@ -10,6 +10,7 @@ that a root test run can switch to; other runs skip those cases with that reason
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -100,8 +101,19 @@ def listening_socket() -> Iterator[socket.socket]:
     server.close()
 
 
-def connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=5)
+@contextlib.contextmanager
+def connect(port: int, server: socket.socket | None = None) -> Iterator[socket.socket]:
+    """A connection to 127.0.0.1:``port``; given the listening ``server`` (in this
+    process), the connection is accepted too, as a real app does (the psutil backend checks
+    the accepted side)."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=5)
+    accepted = server.accept()[0] if server is not None else None
+    try:
+        yield client
+    finally:
+        client.close()
+        if accepted is not None:
+            accepted.close()
 
 
 def check(expected_pid: int | None = None, **options: object) -> ListenerCheck:
@@ -139,7 +151,7 @@ def test_this_users_listener_held_by_the_named_pid_passes(listening_socket: sock
     if backend == "psutil":
         pytest.importorskip("psutil")
     port = listening_socket.getsockname()[1]
-    with connect(port) as client:
+    with connect(port, listening_socket) as client:
         check(os.getpid(), backend=backend).verify_socket(client)
         check(None, backend=backend).verify_socket(client)
     check(os.getpid(), backend=backend).verify_address("127.0.0.1", port)
@@ -154,7 +166,7 @@ def test_a_listener_not_held_by_the_named_pid_is_refused_with_both_pids_in_the_m
     if backend == "psutil":
         pytest.importorskip("psutil")
     port = listening_socket.getsockname()[1]
-    with connect(port) as client, pytest.raises(ListenerUnverifiedError) as caught:
+    with connect(port, listening_socket) as client, pytest.raises(ListenerUnverifiedError) as caught:
         check(other_process.pid, backend=backend).verify_socket(client)
     message = caught.value.message
     assert f"held by pid {os.getpid()}" in message and f"not by pid {other_process.pid}" in message, message
@@ -352,3 +364,128 @@ def test_a_connection_the_app_reset_at_once_is_app_unreachable_not_a_bridge_fail
     with socket.socket() as unconnected, pytest.raises(AppUnreachableError) as caught:
         check(None, backend="proc").verify_socket(unconnected)
     assert caught.value.recoverable and "nothing was sent" in caught.value.message
+
+
+# -- localhost: the connection the bytes go on is the one verified ---------------------------
+
+_RECORDING_LISTENER = textwrap.dedent(
+    """
+    import socket, sys
+    host, port = sys.argv[1], int(sys.argv[2])
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, port)); s.listen()
+    print("LISTENING", flush=True)
+    body = b'{"token": "from-' + host.encode() + b'"}'
+    while True:
+        c, _ = s.accept(); c.settimeout(2); data = b""
+        try:
+            while b"\\r\\n\\r\\n" not in data:
+                more = c.recv(65536)
+                if not more:
+                    break
+                data += more
+            head, _, received = data.partition(b"\\r\\n\\r\\n")
+            length = [int(line.split(b":")[1]) for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:")]
+            while length and len(received) < length[0]:
+                more = c.recv(65536)
+                if not more:
+                    break
+                received += more
+                data += more
+            if data:
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: "
+                          + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
+        except OSError:
+            pass
+        print(data.hex(), flush=True); c.close()
+    """
+)
+
+
+def _recording_listener(host: str, port: int, **popen: object) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        ["/usr/bin/python3" if popen else sys.executable, "-c", _RECORDING_LISTENER, host, str(port)],
+        stdout=subprocess.PIPE, cwd="/", **popen,  # type: ignore[call-overload]
+    )
+    assert process.stdout is not None and process.stdout.readline() == b"LISTENING\n"
+    return process
+
+
+def _received(process: subprocess.Popen[bytes]) -> bytes:
+    process.kill()
+    out, _ = process.communicate(timeout=10)
+    return b"".join(bytes.fromhex(line) for line in out.decode().split())
+
+
+@linux
+@as_root
+def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``localhost`` resolves to ::1 first (as on most desktops); another user listens on
+    [::1]:PORT, this user's app on 127.0.0.1:PORT. The bridge's httpx client for token
+    sources (the auth route's) must not write to ::1: it connects, sees a stranger's
+    listener, closes, and sends on the verified 127.0.0.1 connection."""
+    from bridge.core.config import BridgeConfig
+    from bridge.serve.parts import build_parts
+
+    app = socket.socket()
+    app.bind(("127.0.0.1", 0))
+    port = app.getsockname()[1]
+    app.close()
+    ours = _recording_listener("127.0.0.1", port)
+    stranger = _recording_listener("::1", port, user=OTHER_UID, group=OTHER_UID)
+    real = socket.getaddrinfo
+
+    def localhost_both(host: object, *args: object, **kwargs: object) -> list[object]:
+        if host in ("localhost", b"localhost"):
+            return real("::1", *args, **kwargs) + real("127.0.0.1", *args, **kwargs)  # type: ignore[arg-type]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", localhost_both)
+    url = f"http://localhost:{port}/mcp"
+    upstream = build_parts(BridgeConfig(url=url)).upstream  # as the bridge builds it
+
+    async def post() -> object:
+        try:
+            response = await upstream.token_context().http_client.post(f"http://localhost:{port}/auth", json={"secret": "s3cret-for-the-app"})
+            return response.json()
+        finally:
+            await upstream.aclose()
+
+    try:
+        answer = asyncio.run(post())
+    finally:
+        to_stranger, to_us = _received(stranger), _received(ours)
+    assert b"s3cret" not in to_stranger and to_stranger == b"", to_stranger[:200]
+    assert b"s3cret-for-the-app" in to_us
+    assert answer == {"token": "from-127.0.0.1"}
+
+
+@linux
+def test_psutil_checks_the_connections_own_server_side_and_waits_for_the_accept(
+    listening_socket: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The psutil backend (macOS, Windows) looks at the socket that accepted the
+    connection, not only at who listens: a connection nobody of this user has accepted is
+    refused after the wait; one accepted a moment later passes."""
+    pytest.importorskip("psutil")
+    import threading
+
+    import bridge.app.listener as listener
+
+    port = listening_socket.getsockname()[1]
+    monkeypatch.setattr(listener, "ACCEPT_WAIT_SECONDS", 0.3)
+    with connect(port) as client, pytest.raises(ListenerUnverifiedError, match="accepted the connection"):
+        check(os.getpid(), backend="psutil").verify_socket(client)
+    listening_socket.accept()[0].close()  # that first connection, still queued
+    monkeypatch.setattr(listener, "ACCEPT_WAIT_SECONDS", 5.0)
+    with connect(port) as client:
+        accepted: list[socket.socket] = []
+        timer = threading.Timer(0.2, lambda: accepted.append(listening_socket.accept()[0]))
+        timer.start()
+        try:
+            asyncio.run(check(os.getpid(), backend="psutil").verify_connection(client))
+        finally:
+            timer.join()
+            for sock in accepted:
+                sock.close()
+    assert accepted, "the check returned before the app accepted the connection"

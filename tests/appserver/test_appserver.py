@@ -236,7 +236,11 @@ def test_a_gui_app_runs_the_server_in_a_thread_and_stops_it(tmp_path: Path) -> N
     thread.start()
     assert wait_until(discovery.exists, START_TIMEOUT)
     published = json.loads(discovery.read_text())
-    assert published == {"url": server.url, "pid": os.getpid(), "token": server.token}
+    assert published == {"url": server.url, "pid": os.getpid(), "token": server.token, "pid_start_time": published["pid_start_time"]}
+    from bridge.app.discovery import process_start_time
+
+    started = process_start_time(os.getpid())
+    assert started is not None and abs(published["pid_start_time"] - started) < 0.01, "the pid's start time is recorded beside it"
     reply = httpx.get(published["url"], headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
     assert reply.text == "inner"
     server.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shlex
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -245,6 +246,71 @@ def test_an_app_that_never_listens_fails_within_the_launch_timeout(desk: Desk) -
     # The margin covers the bridge's own start-up (a frozen one-file build unpacks first).
     assert NEVER_LISTENS_TIMEOUT - 0.5 <= elapsed < NEVER_LISTENS_TIMEOUT + 5, f"answered after {elapsed:.1f} s"
     assert len(desk.launches()) == 1
+
+
+def _never_listens(desk: Desk) -> str:
+    """``--launch`` for a program that records its pid, then sleeps 101 s without listening."""
+    return shlex.join([
+        sys.executable, "-c",
+        "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(101)",
+        str(desk.started_file),
+    ])
+
+
+def _running(pid: int) -> bool:
+    from bridge.app.discovery import pid_is_alive
+
+    return pid_is_alive(pid)
+
+
+def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(desk: Desk) -> None:
+    """Issue 20: ``--launch "sleep 101" --launch-timeout 2``. The first request launches it
+    and fails after 2 s; the next one gets that failure at once (no second launch, no second
+    wait); after the backoff (5 s) a request tries again by waiting for the same child, which
+    still runs, and never starts a second one. The child is left running (a desktop app may
+    be slow); the test stops it."""
+    from bridge.app.launcher import RETRY_FIRST_SECONDS
+
+    args = ["--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
+            "--launch-timeout", "2"]
+    with desk.bridge(*args) as bridge:
+        bridge.send(initialize(0))
+        first = bridge.read_reply(0, 15)
+        failed_at = time.monotonic()
+        assert bridge_error_reason(first) == "app_launch_failed", first
+        assert processes.wait_until(lambda: len(desk.launches()) == 1, 15), "the launched child never recorded its pid"
+        bridge.send(initialize(1))
+        second = bridge.read_reply(1, 15)
+        assert bridge_error_reason(second) == "app_launch_failed", second
+        assert time.monotonic() - failed_at < RETRY_FIRST_SECONDS, "the remembered failure was not answered at once"
+        time.sleep(max(0.0, RETRY_FIRST_SECONDS + 0.5 - (time.monotonic() - failed_at)))
+        bridge.send(initialize(2))
+        third = bridge.read_reply(2, 15)
+        assert bridge_error_reason(third) == "app_launch_failed", third
+        time.sleep(0.5)  # a launch would have recorded its pid by now
+        assert len(desk.launches()) == 1, f"launched {len(desk.launches())} times"
+        assert "was started but did not accept connections within 2 s" in first["error"]["message"], first
+        assert "left running" in first["error"]["message"] and "tries again in 5 s" in first["error"]["message"]
+        assert "tries again in" in second["error"]["message"]
+        assert "was not started again" in third["error"]["message"], third
+        assert "tries again in 10 s" in third["error"]["message"], third
+    (pid,) = desk.launches()
+    assert _running(pid), "the launched child was killed (the bridge leaves a launched app running)"
+
+
+def test_check_launch_leaves_no_child_behind(desk: Desk) -> None:
+    """``check --launch`` whose child never listens: the check fails, says it stopped the
+    process it started, and that process is gone (reaped, not a zombie)."""
+    args = ["check", "--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
+            "--launch-timeout", "2"]
+    check = subprocess.run(
+        [*processes.bridge_command(), *args], env=desk.env, capture_output=True, timeout=60, cwd=REPO_ROOT
+    )
+    report = check.stdout.decode()
+    assert check.returncode == 1 and "did not accept connections within 2 s" in report, report
+    (pid,) = desk.launches()
+    assert f"stopped the process it started (pid {pid})" in report, report
+    assert processes.wait_until(lambda: not _running(pid), 5), f"pid {pid} still runs after check"
 
 
 # -- the discovery file -----------------------------------------------------------------------

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,8 @@ import pytest
 from support import processes
 from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
+
+from bridge.app.discovery import process_start_time
 
 pytestmark = [
     pytest.mark.process,
@@ -38,9 +42,9 @@ OTHER_UID = 54_321
 _SQUATTER = textwrap.dedent(
     """
     import json, socket, sys
-    port = int(sys.argv[1])
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port)); s.listen()
+    port, host = int(sys.argv[1]), sys.argv[2]
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port)); s.listen()
     print("LISTENING", flush=True)
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"token": "squatter-token", "protocolVersion": "2025-06-18",
                        "capabilities": {}, "serverInfo": {"name": "squatter", "version": "6.6.6"}}}).encode()
@@ -68,11 +72,11 @@ _SQUATTER = textwrap.dedent(
 class Squatter:
     """A plain server on ``port`` that answers like the app and records every request."""
 
-    def __init__(self, port: int, *, uid: int | None = None) -> None:
+    def __init__(self, port: int, *, uid: int | None = None, host: str = "127.0.0.1") -> None:
         python = "/usr/bin/python3" if uid is not None else sys.executable
         options = {"user": uid, "group": uid} if uid is not None else {}
         self.proc = subprocess.Popen(
-            [python, "-c", _SQUATTER, str(port)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload]
+            [python, "-c", _SQUATTER, str(port), host], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload]
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline() == b"LISTENING\n", "the squatter could not take the port"
@@ -146,12 +150,14 @@ def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crash
 def test_a_listener_that_is_not_the_named_pid_gets_no_token_and_no_secret(
     crashed: tuple[Desk, int, str], tmp_path: Path, source: str
 ) -> None:
-    """The discovery file names a live process (a reused pid), but another process of the
-    same user holds the port: the bridge connects, sees the mismatch, and writes nothing."""
+    """The discovery file names a live process (its pid and start time: a process that
+    looks like the app's), but another process of the same user holds the port: the bridge
+    connects, sees the mismatch, and writes nothing."""
     here, port, token = crashed
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     document = json.loads(here.discovery.read_text())
     document["pid"] = sleeper.pid
+    document["pid_start_time"] = process_start_time(sleeper.pid)
     here.discovery.write_text(json.dumps(document))  # still 0600: written in place
     token_file = tmp_path / "token"
     token_file.write_text(token)
@@ -238,3 +244,144 @@ def test_the_launched_app_gets_no_bridge_credential_in_its_environment(tmp_path:
     launched = json.loads(dump.read_text())
     assert "APP_TOKEN" not in launched and "MCP_APP_BRIDGE_SOMETHING" not in launched
     assert launched["KEEP_ME"] == "yes"
+
+
+#: Loaded by the bridge's Python (``PYTHONPATH``): ``localhost`` resolves to ``::1`` first,
+#: then ``127.0.0.1``, as on a machine whose hosts file lists both (Ubuntu, macOS). This
+#: test machine may list 127.0.0.1 only; the bridge resolves through ``socket.getaddrinfo``
+#: either way (asyncio, anyio and httpx's anyio backend all end there).
+_LOCALHOST_BOTH = textwrap.dedent(
+    """
+    import socket
+    _real = socket.getaddrinfo
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        if host in ("localhost", b"localhost") and family in (0, socket.AF_UNSPEC):
+            return _real("::1", port, socket.AF_INET6, type, proto, flags) + _real("127.0.0.1", port, socket.AF_INET, type, proto, flags)
+        return _real(host, port, family, type, proto, flags)
+    socket.getaddrinfo = getaddrinfo
+    """
+)
+
+
+@as_root
+@pytest.mark.skipif(bool(os.environ.get(processes.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
+@pytest.mark.parametrize("source", ["auth-route", "token-env"])
+def test_localhost_another_users_listener_on_ipv6_gets_nothing_and_requests_reach_the_app_on_ipv4(
+    desk: Desk, tmp_path: Path, source: str  # noqa: F811 (the imported fixture)
+) -> None:
+    """``--url http://localhost:PORT``: the app listens on 127.0.0.1 only, another user on
+    [::1] of the same port, and ``localhost`` resolves to ::1 first. Every connection (the
+    MCP pool's and the auth route's) is verified on the socket the bytes then go on: ::1
+    is skipped, never written to, and the requests are served by the app over 127.0.0.1."""
+    app = desk.start_app(auth="secret" if source == "auth-route" else "discovery")
+    token = desk.note_token()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_LOCALHOST_BOTH)
+    env = dict(desk.env, PYTHONPATH=os.pathsep.join(filter(None, [str(site), desk.env.get("PYTHONPATH")])), APP_TOKEN=token)
+    args = ["--url", f"http://localhost:{app.port}/mcp"]
+    args += (["--auth-url", "/auth/token", "--secret-file", str(desk.secret_file)] if source == "auth-route"
+             else ["--token-env", "APP_TOKEN"])
+    squatter = Squatter(app.port, uid=OTHER_UID, host="::1")
+    try:
+        for _start in range(2):  # a second bridge start: nothing left to chance
+            with desk.bridge(*args, "--log-level", "info", env=env) as bridge:
+                processes.handshake(bridge)
+                for request_id in (1, 2):
+                    assert app_info(bridge, request_id)["pid"] == app.proc.pid
+                log = bridge.stderr_tail()
+            assert "skipped ::1" in log, log
+        check = subprocess.run(
+            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT
+        )
+        report = check.stdout.decode()
+        assert check.returncode == 0 and "at 127.0.0.1; skipped ::1" in report, report + check.stderr.decode()
+    finally:
+        received = squatter.stop()
+    assert_squatter_got_nothing(received, token, desk.secret)
+
+
+@pytest.mark.parametrize("written_by", ["start-time-recorded", "older-writer"])
+def test_a_reused_pid_counts_as_absent_the_app_is_launched_and_the_messages_say_so(
+    crashed: tuple[Desk, int, str], written_by: str
+) -> None:
+    """The app crashed and its pid now belongs to an unrelated live process. The discovery
+    file is stale: without ``--launch`` the request says so (not "started"), and with it the
+    real app is started at once, not after waiting out the launch timeout for a stranger.
+    ``older-writer``: a file without ``pid_start_time``, written before that process started."""
+    here, _port, token = crashed
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        document = json.loads(here.discovery.read_text())
+        assert document["pid_start_time"] > 0, "the app's writer records its start time"
+        # The app ran for a minute before it crashed (here it started a moment before the
+        # stranger, closer than the comparison's tolerance).
+        document["pid_start_time"] -= 60
+        document["pid"] = stranger.pid
+        if written_by == "older-writer":
+            del document["pid_start_time"]
+        here.discovery.write_text(json.dumps(document))  # still 0600: written in place
+        if written_by == "older-writer":
+            before = time.time() - 60
+            os.utime(here.discovery, (before, before))
+        args = ["--discovery-file", str(here.discovery), "--launch", here.launch_command(),
+                "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(here.launch_log)]
+        with here.bridge(*args) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+            assert app_info(bridge, 1)["pid"] == here.launches()[-1]
+            assert "is starting; waiting" not in bridge.stderr_tail()
+            here.note_token()
+        assert len(here.launches()) == 2, "the real app was not started again"
+        # Down again, and the file names the stranger once more: without --launch, the
+        # request says what happened (and nothing about a start).
+        os.kill(here.launches()[-1], signal.SIGKILL)
+        document["pid"] = stranger.pid
+        here.discovery.write_text(json.dumps(document))
+        if written_by == "older-writer":
+            os.utime(here.discovery, (before, before))
+        with here.bridge("--discovery-file", str(here.discovery)) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "app_unreachable", reply
+            message = reply["error"]["message"]
+            assert f"pid {stranger.pid}, which now belongs to another process" in message, message
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+@as_root
+@pytest.mark.skipif(bool(os.environ.get(processes.BRIDGE_EXE_VAR)), reason="resolution is set through the bridge's Python")
+def test_localhost_another_users_listener_on_ipv6_does_not_keep_the_app_from_being_launched(
+    desk: Desk, tmp_path: Path  # noqa: F811 (the imported fixture)
+) -> None:
+    """The app is down; another user listens on [::1]:PORT; ``localhost`` resolves to ::1
+    first. ``--launch`` still starts the app (on 127.0.0.1:PORT), whose listener alone counts
+    as "the app is up", and the request, secret included, goes to it; ::1 gets nothing."""
+    from support.apps import APP_SERVER_SCRIPT
+
+    port = processes.free_port()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_LOCALHOST_BOTH)
+    env = dict(desk.env, PYTHONPATH=os.pathsep.join(filter(None, [str(site), desk.env.get("PYTHONPATH")])))
+    launch = shlex.join([sys.executable, str(APP_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port),
+                         *desk.app_args(auth="secret")])
+    args = ["--url", f"http://localhost:{port}/mcp", "--auth-url", "/auth/token", "--secret-file", str(desk.secret_file),
+            "--launch", launch, "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(desk.launch_log)]
+    squatter = Squatter(port, uid=OTHER_UID, host="::1")
+    try:
+        with desk.bridge(*args, env=env) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+            assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
+            desk.note_token()
+        assert len(desk.launches()) == 1
+    finally:
+        received = squatter.stop()
+    assert_squatter_got_nothing(received, desk.secret)
