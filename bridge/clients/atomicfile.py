@@ -6,10 +6,11 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["replace_json", "replace_bytes", "write_private"]
+__all__ = ["replace_json", "replace_bytes", "replace_if", "write_private"]
 
 
 def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: int | None = None) -> None:
@@ -85,6 +86,54 @@ def replace_bytes(path: Path, data: bytes, *, mode: int | None = None, through_s
             os.unlink(temporary)
         raise
     return target
+
+
+def replace_if(target: Path, data: bytes, *, mode: int, unchanged: Callable[[], bool], create: bool) -> bool:
+    """Write ``data`` to a temporary file beside ``target``, then, if ``unchanged()`` still
+    says yes right before it, put it in place: renamed over ``target``, or, with ``create``,
+    linked at ``target`` only if nothing is there yet (so a file another program creates
+    meanwhile is never replaced).
+
+    Args:
+        target: the file to replace or create (not a symbolic link: resolve it first).
+        data: its new content.
+        mode: the new file's permission bits (POSIX).
+        unchanged: called after the data is on disk, just before the rename; False when
+            the file changed since it was read (another program wrote it).
+        create: ``target`` did not exist when it was read.
+
+    Returns:
+        True when the file was replaced; False when ``unchanged()`` said no or the file
+        appeared meanwhile (nothing was changed, no temporary file is left).
+
+    Raises:
+        OSError: nothing was replaced and no temporary file is left behind.
+    """
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if sys.platform != "win32":
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if not unchanged():
+            return False
+        if create:
+            try:
+                os.link(temporary, target)  # fails if a file appeared at target meanwhile
+            except FileExistsError:
+                return False
+            return True
+        os.replace(temporary, target)
+        temporary = ""
+        return True
+    finally:
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 def write_private(path: Path, data: bytes) -> None:
