@@ -224,16 +224,14 @@ class _Parser:
                 self.pos += 1
 
 
-#: Deeper nesting is refused (a clear error, not a RecursionError): no client's settings
-#: come near it, and the C decoder's own limit is about 1,000 levels.
-MAX_DEPTH = 512
-
-# One token of the tokenizer: a string, a comment, an opening or closing bracket, a comma,
-# a colon, or a run of anything else (numbers, literals, and whatever is not JSONC, which
-# the decoder then reports). Whitespace is what falls between matches. A // comment ends
-# at CR or LF, as in VS Code's scanner.
+# The tokens that matter for blanking: strings (skipped whole, so that nothing inside one
+# is taken for a comment), comments, and commas followed by a closing bracket or a
+# comment (perhaps trailing); whatever else stands between them is skipped by the regex
+# engine. A // comment ends at CR or LF, as in VS Code's scanner.
 _TOKEN = re.compile(
-    r'"(?:[^"\\\x00-\x1f]|\\.)*"|//[^\r\n]*|/\*[\s\S]*?\*/|[{\[]|[}\]]|,|:|[^ \t\r\n"/,:{}\[\]]+|["/]'
+    r'"[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*"'
+    r"|(//[^\r\n]*|/\*[\s\S]*?\*/)"
+    r"|(,)(?=[ \t\r\n]*[}\]/])"
 )
 _GAP = re.compile(r"(?:[ \t\r\n]|//[^\r\n]*|/\*[\s\S]*?\*/)*")
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
@@ -251,11 +249,11 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 class _Source:
-    """The document's text, the same text with comments and trailing commas blanked
-    (spaces, so that every offset stays), and where each bracket closes."""
+    """The document's text, and the same text with comments and trailing commas blanked
+    (spaces, so that every offset stays) for the C JSON decoder."""
 
-    def __init__(self, text: str, blanked: str, closes: dict[int, int], extensions: bool) -> None:
-        self.text, self.blanked, self.closes, self.extensions = text, blanked, closes, extensions
+    def __init__(self, text: str, blanked: str, extensions: bool) -> None:
+        self.text, self.blanked, self.extensions = text, blanked, extensions
 
     def decode(self, start: int) -> tuple[Any, int]:
         value, end = _DECODER.raw_decode(self.blanked, start)
@@ -265,7 +263,7 @@ class _Source:
         text = self.text
         char = text[start]
         if char == "{" or char == "[":
-            return ("object" if char == "{" else "array"), start, self.closes[start] + 1
+            return ("object" if char == "{" else "array"), start, self.decode(start)[1]
         if char == '"':
             match = _STRING.match(text, start)
             assert match is not None
@@ -277,70 +275,69 @@ class _Source:
         return "literal", start, start + len(word)
 
 
-def _scan(text: str) -> tuple[str, dict[int, int], bool]:
-    """Blank comments and trailing commas; pair the brackets. Returns (blanked text,
-    bracket pairs, whether there were comments or trailing commas)."""
+def _scan(text: str) -> tuple[str, bool]:
+    """Blank comments and trailing commas with spaces (every offset stays). Returns (the
+    blanked text, whether there were comments or trailing commas)."""
     blanks: list[tuple[int, int]] = []
     if text.startswith("\ufeff"):
         blanks.append((0, 1))
-    closes: dict[int, int] = {}
-    opens: list[int] = []
-    previous = ""  # the kind of the last token that was not a comment
-    comma = -1
-    extensions = False
     for match in _TOKEN.finditer(text, len(blanks)):
-        start = match.start()
-        char = text[start]
-        if char == "/" and match.end() - start > 1:
-            blanks.append((start, match.end()))
-            extensions = True
+        if match.lastindex is None:  # a string
             continue
-        if char == "{" or char == "[":
-            opens.append(start)
-            if len(opens) > MAX_DEPTH:
-                raise JsoncError(
-                    f"the document is nested more than {MAX_DEPTH} levels deep, more than this editor supports",
-                    text,
-                    start,
-                )
-            previous = "open"
-        elif char == "}" or char == "]":
-            if previous == "comma" and comma >= 0:
+        if match.group(1) is not None:  # a comment
+            blanks.append(match.span())
+        elif match.group(2) is not None:  # a comma before a closing bracket (or a comment)
+            comma = match.start()
+            after = _GAP.match(text, comma + 1).end()  # type: ignore[union-attr]
+            if after == len(text) or text[after] not in "}]":
+                continue
+            before = comma - 1  # a trailing comma follows a value, not '[', '{' or ','
+            while before >= 0:
+                if text[before] in " \t\r\n":
+                    before -= 1
+                elif blanks and blanks[-1][1] == before + 1:
+                    before = blanks[-1][0] - 1
+                else:
+                    break
+            if before >= 0 and text[before] not in "[{,:":
                 blanks.append((comma, comma + 1))
-                extensions = True
-            if opens:
-                closes[opens.pop()] = start
-            previous = "value"
-        elif char == ",":
-            comma = start if previous == "value" else -1
-            previous = "comma"
-        elif char == ":":
-            previous = "colon"
-        else:
-            previous = "value"
+    extensions = len(blanks) > (1 if text.startswith("\ufeff") else 0)
     if not blanks:
-        return text, closes, extensions
+        return text, extensions
     pieces: list[str] = []
     pos = 0
-    for start, end in sorted(blanks):
+    for start, end in blanks:
         pieces.append(text[pos:start])
         pieces.append(" " * (end - start))
         pos = end
     pieces.append(text[pos:])
-    return "".join(pieces), closes, extensions
+    return "".join(pieces), extensions
 
 
 def _check(text: str) -> tuple[Node, bool]:
-    blanked, closes, extensions = _scan(text)
-    source = _Source(text, blanked, closes, extensions)
+    start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+    decoded: tuple[Any, int] | None = None
+    try:
+        decoded = _DECODER.raw_decode(text, start)  # strict JSON: one pass of the C decoder
+        if _WHITESPACE.match(text, decoded[1]).end() != len(text):  # type: ignore[union-attr]
+            decoded = None
+    except (ValueError, RecursionError):
+        pass
+    blanked, extensions = (text, False) if decoded is not None else _scan(text)
+    source = _Source(text, blanked, extensions)
     start = _WHITESPACE.match(blanked).end()  # type: ignore[union-attr]
     try:
-        value, end = source.decode(start)
+        value, end = decoded if decoded is not None else source.decode(start)
         if _WHITESPACE.match(blanked, end).end() != len(blanked):  # type: ignore[union-attr]
             raise json.JSONDecodeError("Extra data", blanked, end)
-    except (json.JSONDecodeError, _Constant, RecursionError) as exc:
+    except RecursionError:
+        raise JsoncError(
+            "the document is nested too deeply for this editor (about 900 levels or more)", text, start
+        ) from None
+    except (json.JSONDecodeError, _Constant) as exc:
         raise _explain(text, exc) from None
-    kind, start, end = source.span(start)
+    char = text[start]
+    kind = "object" if char == "{" else "array" if char == "[" else source.span(start)[0]
     return Node(kind, start, end, value, source), extensions
 
 
@@ -366,7 +363,7 @@ def parse(text: str) -> Node:
 
     Raises:
         JsoncError: not JSONC, or anything but whitespace and comments after the value,
-            or nested more than :data:`MAX_DEPTH` levels.
+            or nested deeper than the C decoder's recursion limit (about 900 levels).
     """
     return _check(text)[0]
 
