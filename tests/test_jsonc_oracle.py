@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from bridge import jsonc
 
 ORACLE = Path(__file__).parent / "jsonc_oracle"
-BATCH = 40  # documents per node process
+BATCH = 25  # documents per node process
 #: The cost bound: examples (= node processes) per run, each a batch of documents.
-PROFILE = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def _oracle_command() -> list[str]:
