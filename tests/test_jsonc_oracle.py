@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge import jsonc
+from bridge.clients import jsonc
 
 ORACLE = Path(__file__).parent / "jsonc_oracle"
 BATCH = 25  # documents per node process
