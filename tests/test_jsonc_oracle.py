@@ -30,7 +30,9 @@ from bridge.clients import jsonc
 ORACLE = Path(__file__).parent / "jsonc_oracle"
 BATCH = 25  # documents per node process
 #: The cost bound: examples (= node processes) per run, each a batch of documents.
-PROFILE = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 def _oracle_command() -> list[str]:
@@ -93,7 +95,9 @@ GAPS = st.sampled_from(
     ]
 )
 # What breaks a document: the characters that matter to comments, strings and commas.
-BREAKERS = st.sampled_from([",", "/", "*", "\r", "\n", "}", "]", ":", '"', "//", "/*", "*/", "\\", "\x00", "\u00a0", "\x0b"])
+BREAKERS = st.sampled_from(
+    [",", "/", "*", "\r", "\n", "}", "]", ":", '"', "//", "/*", "*/", "\\", "\x00", "\u00a0", "\x0b"]
+)
 
 
 @st.composite

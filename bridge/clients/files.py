@@ -54,20 +54,21 @@ class _Original:
             self.descriptor = None
 
     def unchanged(self) -> bool:
-        """Whether the file is still the version read: same link target, same inode, size
-        and mtime, and the same bytes (read again through the descriptor kept open)."""
+        """Whether the file is still the version read: the same bytes (read again through
+        the descriptor kept open), then, last and cheapest, the same link target, inode,
+        size and mtime, so that little time is left between this check and the rename."""
+        if self.raw is None or self.descriptor is None:
+            return not os.path.lexists(self.target)
+        os.lseek(self.descriptor, 0, os.SEEK_SET)
+        if _read_all(self.descriptor) != self.raw:
+            return False
         if self.target != self.path and _resolve(self.path) != self.target:
             return False
         try:
             now = os.stat(self.target, follow_symlinks=False)
         except FileNotFoundError:
-            return self.raw is None
-        if self.raw is None or self.descriptor is None:
             return False
-        if _identity(now) != self.identity:
-            return False
-        os.lseek(self.descriptor, 0, os.SEEK_SET)
-        return _read_all(self.descriptor) == self.raw
+        return _identity(now) == self.identity and _identity(os.fstat(self.descriptor)) == self.identity
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
@@ -260,8 +261,9 @@ def install(
     def edit(text: str) -> tuple[str, str, bool]:
         remarks.clear()
         if info.syntax == "toml":
-            new, replaced = _toml_install(path, client, text, name, entry, force)
-            return new, text, replaced
+            lf, crlf = _lf(text)
+            new, replaced = _toml_install(path, client, lf, name, entry, force)
+            return crlf(new), text, replaced
         if not text.strip():
             return render_document(client, {info.servers_key: {name: entry}}), text, False
         try:
@@ -310,8 +312,9 @@ def uninstall(path: Path, client: str | None, name: str, warn: Warn | None = Non
 
     def edit(text: str) -> tuple[str, str, None]:
         if client is not None and CLIENT_INFO[client].syntax == "toml":
-            new, backup = _toml_uninstall(path, client, text, name)
-            return new, backup, None
+            lf, crlf = _lf(text)
+            new, backup = _toml_uninstall(path, client, lf, name)
+            return crlf(new), crlf(backup), None
         try:
             root = jsonc.parse(text) if text.strip() else None
         except jsonc.JsoncError as exc:
@@ -338,6 +341,14 @@ def _missing(path: Path, name: str, entries: dict[str, Any]) -> None:
 
 
 # -- TOML (Codex) -----------------------------------------------------------------------------
+
+
+def _lf(text: str) -> tuple[str, Callable[[str], str]]:
+    """A CRLF file (every line end CRLF) as LF text for tomlkit, and the function that
+    turns the edited text back: tomlkit writes the lines it adds with LF."""
+    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
+        return text.replace("\r\n", "\n"), lambda edited: edited.replace("\r\n", "\n").replace("\n", "\r\n")
+    return text, lambda edited: edited
 
 
 def _toml_entry(entry: dict[str, Any]) -> Any:
@@ -372,6 +383,8 @@ def _toml_install(
     path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool
 ) -> tuple[str, bool]:
     import tomlkit
+    import tomlkit.items
+    from tomlkit.exceptions import TOMLKitError
 
     key = CLIENT_INFO[client].servers_key
     document, entries = _toml_parse(path, text, client)
@@ -380,14 +393,27 @@ def _toml_install(
         raise ClientConfigError(
             f"an entry called {name!r} exists already; replace it with --force (force=True from Python)"
         )
-    if key not in document:
-        document.add(key, tomlkit.table(is_super_table=True))
-    table = _toml_entry(entry)
-    table.add(tomlkit.nl())  # a blank line before whatever table follows
-    document[key][name] = table
-    new = tomlkit.dumps(document)
-    if new.endswith("\n\n") and not text.endswith("\n\n"):
-        new = new[:-1]  # the blank line was for a table after it; there is none
+    if isinstance(document.get(key), tomlkit.items.InlineTable):
+        raise ClientConfigError(
+            f"{path} writes {key} as an inline table ({key} = {{ … }}), to which this editor cannot add an entry; "
+            f"write each server as a [{key}.NAME] table instead, then try again"
+        )
+    try:
+        if key not in document:
+            document.add(key, tomlkit.table(is_super_table=True))
+        table = _toml_entry(entry)
+        table.add(tomlkit.nl())  # a blank line before whatever table follows
+        document[key][name] = table
+        new = tomlkit.dumps(document)
+        if new.endswith("\n\n") and not text.endswith("\n\n"):
+            new = new[:-1]  # the blank line was for a table after it; there is none
+        _after, servers = _toml_parse(path, new, client)
+    except (ValueError, TOMLKitError, ClientConfigError):
+        servers = {}
+    if servers.get(name) != read_servers({key: {name: entry}}, client)[1][name]:  # the edit must say exactly that
+        raise ClientConfigError(
+            f"{path} has a layout this editor cannot change safely; add the entry by hand ({CLIENT_INFO[client].doc_url})"
+        )
     return new, replaced
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["JsoncError", "Node", "Member", "Edit", "parse", "set_member", "remove_member", "apply", "has_extensions"]
@@ -519,7 +519,8 @@ def _insert(text: str, node: Node, key: str, value: Any) -> list[Edit]:
     outer = _indent_of(text, node.start)
     indent = outer + unit
     member = f"{rendered_key}: {_render(value, indent, unit, inline=False, newline=newline)}"
-    if "\n" not in text[node.start : node.end] and "\r" not in text[node.start : node.end]:  # "{}" or "{ }": the brace goes on a line of its own
+    inside = text[node.start : node.end]
+    if "\n" not in inside and "\r" not in inside:  # "{}" or "{ }": the brace goes on a line of its own
         return [Edit(node.start + 1, node.start + 1, f"{newline}{indent}{member}{newline}{outer}")]
     line_end = _rest_of_line(text, node.start + 1)
     at = node.start + 1 if line_end is None else line_end
