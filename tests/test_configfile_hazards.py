@@ -106,6 +106,33 @@ def test_a_write_during_the_edit_is_kept_and_the_edit_redone(tmp_path: Path, mon
     assert document["theirs"] == 2 and "mine" in document["mcpServers"]
 
 
+@pytest.mark.linux_only("renameat2(RENAME_EXCHANGE)")
+def test_a_write_in_the_instant_between_the_check_and_the_rename_is_swapped_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other program's rename lands after the last check: the file it displaced is
+    seen to be theirs, swapped back, and the edit redone on it."""
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {}, "theirs": 1}\n')
+    real = files._Original.unchanged
+    strikes: list[int] = []
+
+    def then_strike(self: Any) -> bool:
+        result = real(self)
+        if result and not strikes:
+            strikes.append(1)
+            other = tmp_path / "other"
+            other.write_text('{"mcpServers": {}, "theirs": 2}\n')
+            os.replace(other, path)
+        return result
+
+    monkeypatch.setattr(files._Original, "unchanged", then_strike)
+    install_entry(path, "cursor", "mine", ENTRY)
+    document = json.loads(path.read_text())
+    assert document["theirs"] == 2 and "mine" in document["mcpServers"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", "mcp.json.bak"]  # no temporary file left
+
+
 def test_a_file_that_keeps_changing_is_refused_with_their_content_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,6 +53,10 @@ class _Original:
             os.close(self.descriptor)
             self.descriptor = None
 
+    def is_original(self, info: os.stat_result) -> bool:
+        """Whether ``info`` (an ``lstat``) is the file as read."""
+        return _identity(info) == self.identity
+
     def unchanged(self) -> bool:
         """Whether the file is still the version read: the same bytes (read again through
         the descriptor kept open), then, last and cheapest, the same link target, inode,
@@ -209,6 +213,7 @@ def _edit_file(
                     mode=new_mode,
                     unchanged=original.unchanged,
                     create=original.raw is None,
+                    is_original=original.is_original,
                 )
             except OSError as exc:
                 raise ClientConfigError(f"cannot write {path}: {exc.strerror}") from None
