@@ -405,13 +405,13 @@ def _alone_before(text: str, offset: int) -> bool:
 
 
 def _rest_of_line(text: str, offset: int) -> int | None:
-    """The offset of the newline ending this line when only spaces, tabs and comments
-    that end on this line follow ``offset`` (the end of the text counts as a newline);
-    else None."""
+    """The offset of the line break (LF, CRLF or a lone CR) ending this line when only
+    spaces, tabs and comments that end on this line follow ``offset`` (the end of the text
+    counts as one); else None."""
     pos = offset
     while pos < len(text):
         char = text[pos]
-        if char in " \t" or (char == "\r" and text.startswith("\n", pos + 1)):
+        if char in " \t":
             pos += 1
         elif char == "\n" or char == "\r":
             return pos
@@ -562,12 +562,18 @@ def _remove_at(text: str, node: Node, index: int) -> list[Edit]:
     line_end = _rest_of_line(text, after)
     if _alone_before(text, member.key_start) and line_end is not None:
         start = _line_start(text, member.key_start)
-        end = min(line_end + 1, len(text))
+        end = line_end + (2 if text.startswith("\r\n", line_end) else 1 if line_end < len(text) else 0)
         if end == len(text) and start > 0:  # no newline after it: take the one before
             start -= 2 if text.startswith("\r\n", start - 2) else 1
         edits.append(Edit(start, end, ""))
         return edits
     if member.comma is not None:
+        previous = members[index - 1].comma if index > 0 else None
+        closes = text[_GAP.match(text, after).end() :][:1] in ("}", "")  # type: ignore[union-attr]
+        between = text[previous + 1 : member.key_start] if previous is not None else "x"
+        if previous is not None and (between.strip(" \t") == "" or (closes and between.strip(" \t\r\n") == "")):
+            edits.append(Edit(previous + 1, after, ""))  # ', "b": 2,' -> ',': the layout before it goes too
+            return edits
         end = after
         while end < len(text) and text[end] in " \t":
             end += 1
