@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,21 +59,28 @@ class _Original:
         return _identity(info) == self.identity
 
     def unchanged(self) -> bool:
-        """Whether the file is still the version read: the same bytes (read again through
-        the descriptor kept open), then, last and cheapest, the same link target, inode,
-        size and mtime, so that little time is left between this check and the rename."""
-        if self.raw is None or self.descriptor is None:
+        """Whether the file is still the version read: the same bytes (read again, through
+        the descriptor kept open where the system lets others rename over an open file),
+        then, last and cheapest, the same link target, inode, size and mtime, so that
+        little time is left between this check and the rename."""
+        if self.raw is None:
             return not os.path.lexists(self.target)
-        os.lseek(self.descriptor, 0, os.SEEK_SET)
-        if _read_all(self.descriptor) != self.raw:
-            return False
-        if self.target != self.path and _resolve(self.path) != self.target:
-            return False
         try:
+            if self.descriptor is not None:
+                os.lseek(self.descriptor, 0, os.SEEK_SET)
+                now_raw = _read_all(self.descriptor)
+            else:
+                now_raw = self.target.read_bytes()
+            if now_raw != self.raw:
+                return False
+            if self.target != self.path and _resolve(self.path) != self.target:
+                return False
             now = os.stat(self.target, follow_symlinks=False)
-        except FileNotFoundError:
+        except OSError:
             return False
-        return _identity(now) == self.identity and _identity(os.fstat(self.descriptor)) == self.identity
+        if self.descriptor is not None and _identity(os.fstat(self.descriptor)) != self.identity:
+            return False
+        return _identity(now) == self.identity
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
@@ -154,6 +162,8 @@ def _open(path: Path, *, force: bool) -> _Original:
         original.mode = stat.S_IMODE(info.st_mode) & 0o777
         original.identity = _identity(info)
         original.raw = _read_all(descriptor)
+        if sys.platform == "win32":
+            original.close()  # an open file cannot be renamed over there, by us or the client
     except ClientConfigError:
         original.close()
         raise
