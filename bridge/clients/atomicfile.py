@@ -142,6 +142,9 @@ def replace_if(
                 os.link(temporary, target)  # fails if a file appeared at target meanwhile
             except FileExistsError:
                 return False
+            except OSError:  # a file system without hard links: the check above must do
+                os.replace(temporary, target)
+                temporary = ""
             return True
         if is_original is not None and _exchange(temporary, target):
             if is_original(os.lstat(temporary)):

@@ -30,12 +30,16 @@ from typing import Any
 __all__ = ["JsoncError", "Node", "Member", "Edit", "parse", "set_member", "remove_member", "apply", "has_extensions"]
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 class JsoncError(ValueError):
     """The text is not JSONC; ``line`` and ``column`` (1-based) say where."""
 
     def __init__(self, message: str, text: str, offset: int) -> None:
-        self.line = text.count("\n", 0, offset) + 1
-        self.column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        before = text[:offset]
+        self.line = len(_LINE_BREAK.findall(before)) + 1  # LF, CRLF or a lone CR, as VS Code counts
+        self.column = offset - (max(before.rfind("\n"), before.rfind("\r")) + 1) + 1
         super().__init__(f"{message} at line {self.line}, column {self.column}")
 
 
