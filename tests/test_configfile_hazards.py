@@ -268,7 +268,7 @@ def test_deep_nesting_is_edited_up_to_hundreds_of_levels_and_refused_clearly_bey
     done = cli(
         "install", "--client", "cursor", "--name", "mine", "--path", str(path), "--url", "http://127.0.0.1:1/mcp"
     )
-    assert done.returncode == 1 and "nested too deeply for this editor" in done.stderr, done.stderr
+    assert done.returncode == 1 and "nested more than 800 levels deep" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and path.read_text() == deeper
 
 

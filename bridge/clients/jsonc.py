@@ -335,14 +335,38 @@ def _check(text: str) -> tuple[Node, bool]:
         if _WHITESPACE.match(blanked, end).end() != len(blanked):  # type: ignore[union-attr]
             raise json.JSONDecodeError("Extra data", blanked, end)
     except RecursionError:
-        raise JsoncError(
-            "the document is nested too deeply for this editor (about 900 levels or more)", text, start
-        ) from None
+        raise _too_deep(text, start) from None
     except (json.JSONDecodeError, _Constant) as exc:
         raise _explain(text, exc) from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise _too_deep(text, start)
     char = text[start]
     kind = "object" if char == "{" else "array" if char == "[" else source.span(start)[0]
     return Node(kind, start, end, value, source), extensions
+
+
+#: Deeper nesting is refused, with the same limit on every Python (where the C decoder's
+#: own limit lies differs between versions); no client's settings come near it.
+MAX_DEPTH = 800
+
+
+def _too_deep(text: str, start: int) -> JsoncError:
+    return JsoncError(
+        f"the document is nested more than {MAX_DEPTH} levels deep, more than this editor supports", text, start
+    )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels in ``value`` (without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
 
 
 def _explain(text: str, exc: Exception) -> JsoncError:
@@ -367,7 +391,7 @@ def parse(text: str) -> Node:
 
     Raises:
         JsoncError: not JSONC, or anything but whitespace and comments after the value,
-            or nested deeper than the C decoder's recursion limit (about 900 levels).
+            or nested more than :data:`MAX_DEPTH` levels deep.
     """
     return _check(text)[0]
 
