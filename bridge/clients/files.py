@@ -4,10 +4,13 @@ JSON and JSONC files go through ``bridge.clients.jsonc`` (only the entry's text 
 (Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
 only, and this module only by the ``config`` commands, so serving never loads it.
 
-Every write: the file is parsed and checked first (a refusal changes nothing); the
-previous file goes to ``<file>.bak`` with mode 0600 (a symlink there is replaced, not
-followed); the new content is written to a temporary file beside the real file and
-renamed over it; a config file that is a symlink stays one (its target is replaced).
+Every write: the file is opened non-blocking and must be a regular file of this user's
+(a symlink is followed only to one; it stays a link and its target is replaced), writable
+unless ``force``; it is parsed and checked first (a refusal changes nothing); the previous
+file goes to ``<file>.bak`` with mode 0600 (a symlink there is replaced, not followed);
+the new content is written to a temporary file beside the real file and renamed over it
+only if the file is still the version read (else the edit is redone on the new content,
+at most :data:`ATTEMPTS` times), so another program's write is never undone.
 """
 
 from __future__ import annotations
