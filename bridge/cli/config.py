@@ -169,7 +169,9 @@ def config_print(
 
 @config.command("install", context_settings=_ENTRY_CONTEXT, short_help="Add the entry to the client's config file.")
 @_entry_options
-@click.option("--force", is_flag=True, help="Replace an existing entry of that name.")
+@click.option(
+    "--force", is_flag=True, help="Replace an existing entry of that name; edit the file even if it is read-only."
+)
 @click.option(
     "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
 )
@@ -205,7 +207,8 @@ def config_install(
 @click.option(
     "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
 )
-def config_remove(client: str, name: str, path: Path | None) -> None:
+@click.option("--force", is_flag=True, help="Edit the file even if it is read-only (it stays read-only).")
+def config_remove(client: str, name: str, path: Path | None, force: bool) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
     from ..clients.catalog import ClientConfigError, config_path
@@ -213,7 +216,7 @@ def config_remove(client: str, name: str, path: Path | None) -> None:
 
     target = path or config_path(client)
     try:
-        uninstall_entry(target, name, client)
+        uninstall_entry(target, name, client, force=force)
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"removed {name!r} from {target}")

@@ -6,10 +6,11 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["replace_json", "replace_bytes", "write_private"]
+__all__ = ["replace_json", "replace_bytes", "replace_if", "write_private"]
 
 
 def replace_json(path: Path, document: Any, *, mode: int | None = None, indent: int | None = None) -> None:
@@ -85,6 +86,103 @@ def replace_bytes(path: Path, data: bytes, *, mode: int | None = None, through_s
             os.unlink(temporary)
         raise
     return target
+
+
+def replace_if(
+    target: Path,
+    data: bytes,
+    *,
+    mode: int,
+    unchanged: Callable[[], bool],
+    create: bool,
+    is_original: Callable[[os.stat_result], bool] | None = None,
+) -> bool:
+    """Write ``data`` to a temporary file beside ``target``, then, if ``unchanged()`` still
+    says yes right before it, put it in place: renamed over ``target``, or, with ``create``,
+    linked at ``target`` only if nothing is there yet (so a file another program creates
+    meanwhile is never replaced).
+
+    Where the system can swap two names atomically (Linux ``renameat2(RENAME_EXCHANGE)``),
+    the file is swapped in instead of renamed over, and the file it displaced is checked
+    with ``is_original``: when another program replaced the file in the instant between
+    the check and the swap, its file is swapped back and False returned, so its write is
+    never lost (elsewhere a plain rename follows the check).
+
+    Args:
+        target: the file to replace or create (not a symbolic link: resolve it first).
+        data: its new content.
+        mode: the new file's permission bits (POSIX).
+        unchanged: called after the data is on disk, just before the rename; False when
+            the file changed since it was read (another program wrote it).
+        create: ``target`` did not exist when it was read.
+        is_original: whether a displaced file (its ``lstat``) is the version read.
+
+    Returns:
+        True when the file was replaced; False when another program's write came first
+        (the caller reads the file again and redoes its edit). No temporary file is left.
+
+    Raises:
+        OSError: nothing was replaced and no temporary file is left behind.
+    """
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if sys.platform != "win32":
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            mine = os.fstat(handle.fileno())
+        if not unchanged():
+            return False
+        if create:
+            try:
+                os.link(temporary, target)  # fails if a file appeared at target meanwhile
+            except FileExistsError:
+                return False
+            except OSError:  # a file system without hard links: the check above must do
+                os.replace(temporary, target)
+                temporary = ""
+            return True
+        if is_original is not None and _exchange(temporary, target):
+            if is_original(os.lstat(temporary)):
+                return True  # (the original, now at the temporary name, is removed below)
+            _exchange(temporary, target)  # another program's file came first: it goes back
+            displaced = os.lstat(temporary)
+            if (displaced.st_dev, displaced.st_ino) != (mine.st_dev, mine.st_ino):
+                _exchange(temporary, target)  # and a newer one of theirs came after ours
+            return False
+        os.replace(temporary, target)
+        temporary = ""
+        return True
+    finally:
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+
+def _exchange(first: str, second: Path) -> bool:
+    """Swap two names atomically; False where the system or file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without it (glibc < 2.28, musl < 1.2.?)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE (linux/fcntl.h, linux/fs.h)
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -4,21 +4,28 @@ JSON and JSONC files go through ``bridge.clients.jsonc`` (only the entry's text 
 (Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
 only, and this module only by the ``config`` commands, so serving never loads it.
 
-Every write: the file is parsed and checked first (a refusal changes nothing); the
-previous file goes to ``<file>.bak`` with mode 0600 (a symlink there is replaced, not
-followed); the new content is written to a temporary file beside the real file and
-renamed over it; a config file that is a symlink stays one (its target is replaced).
+Every write: the file is opened non-blocking and must be a regular file of this user's
+(a symlink is followed only to one; it stays a link and its target is replaced), writable
+unless ``force``; it is parsed and checked first (a refusal changes nothing); the previous
+file goes to ``<file>.bak`` with mode 0600 (a symlink there is replaced, not followed);
+the new content is written to a temporary file beside the real file and renamed over it
+only if the file is still the version read (else the edit is redone on the new content,
+at most :data:`ATTEMPTS` times), so another program's write is never undone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import jsonc
-from .atomicfile import replace_bytes, write_private
+from .atomicfile import replace_if, write_private
 from .catalog import CLIENT_INFO, ClientConfigError, ServerEntry, check_name, entry_object, read_servers
 
 __all__ = ["install_entry", "uninstall_entry", "install", "uninstall", "render_document", "REDACTED"]
@@ -29,15 +36,144 @@ REDACTED = "<removed by mcp-app-bridge config remove>"
 Warn = Callable[[str], None]
 
 
-def _read(path: Path) -> bytes | None:
+#: How many times an edit is redone when another program writes the file meanwhile.
+ATTEMPTS = 5
+
+
+@dataclass
+class _Original:
+    """The file as read: where it is (a symbolic link's target), its bytes (None: no file
+    yet), and what identifies that version (device, inode, size, mtime_ns)."""
+
+    path: Path
+    target: Path
+    raw: bytes | None = None
+    mode: int = 0o600
+    identity: tuple[int, int, int, int] | None = None
+    descriptor: int | None = None
+
+    def close(self) -> None:
+        if self.descriptor is not None:
+            os.close(self.descriptor)
+            self.descriptor = None
+
+    def is_original(self, info: os.stat_result) -> bool:
+        """Whether ``info`` (an ``lstat``) is the file as read."""
+        return _identity(info) == self.identity
+
+    def unchanged(self) -> bool:
+        """Whether the file is still the version read: the same bytes (read again, through
+        the descriptor kept open where the system lets others rename over an open file),
+        then, last and cheapest, the same link target, inode, size and mtime, so that
+        little time is left between this check and the rename."""
+        if self.raw is None:
+            return not os.path.lexists(self.target)
+        try:
+            if self.descriptor is not None:
+                os.lseek(self.descriptor, 0, os.SEEK_SET)
+                now_raw = _read_all(self.descriptor)
+            else:
+                now_raw = self.target.read_bytes()
+            if now_raw != self.raw:
+                return False
+            if self.target != self.path and _resolve(self.path) != self.target:
+                return False
+            now = os.stat(self.target, follow_symlinks=False)
+        except OSError:
+            return False
+        if self.descriptor is not None and _identity(os.fstat(self.descriptor)) != self.identity:
+            return False
+        return _identity(now) == self.identity
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _read_all(descriptor: int) -> bytes:
+    with open(descriptor, "rb", closefd=False) as handle:
+        return handle.read()
+
+
+def _owned(info: os.stat_result) -> bool:
+    return not hasattr(os, "geteuid") or info.st_uid == os.geteuid()
+
+
+def _resolve(path: Path) -> Path:
+    """``path``, or the file its symbolic link(s) lead to."""
     try:
-        return path.read_bytes()
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return path
     except FileNotFoundError:
-        return None
+        return path
+    return Path(os.path.realpath(path))
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device")):
+        if test(mode):
+            return name
+    return "a device" if stat.S_ISBLK(mode) else "not a regular file"
+
+
+def _open(path: Path, *, force: bool) -> _Original:
+    """Open and read the config file, refusing what must not be edited: a folder, a FIFO,
+    socket or device (opened non-blocking, so a FIFO cannot hang the command), a file of
+    another user's (directly or through a symbolic link: replacing it would change its
+    owner), and a read-only file unless ``force``."""
+    try:
+        target = _resolve(path)
+    except OSError as exc:
+        raise ClientConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if target != path:
+        try:
+            info = os.stat(target)
+        except FileNotFoundError:
+            info = None
+        if info is not None and not _owned(info):
+            raise ClientConfigError(
+                f"{path} is a symbolic link to {target}, a file of another user's; "
+                "the bridge edits only your own files: copy it, or ask its owner"
+            )
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(target, flags | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return _Original(path, target)
     except IsADirectoryError:
         raise ClientConfigError(f"{path} is a folder; give the file's path with --path") from None
     except OSError as exc:
+        raise ClientConfigError(f"cannot read {path}: {exc.strerror}; check what it is and its permissions") from None
+    original = _Original(path, target, descriptor=descriptor)
+    try:
+        info = os.fstat(descriptor)
+        if stat.S_ISDIR(info.st_mode):
+            raise ClientConfigError(f"{path} is a folder; give the file's path with --path")
+        if not stat.S_ISREG(info.st_mode):
+            raise ClientConfigError(
+                f"{path} is {_kind(info.st_mode)}, not a regular file; give the client's config file with --path"
+            )
+        if not _owned(info):
+            raise ClientConfigError(
+                f"{path} belongs to another user; replacing it would make it yours: the bridge edits only your own files"
+            )
+        if not info.st_mode & stat.S_IWUSR and not force:
+            raise ClientConfigError(
+                f"{path} is read-only (mode {stat.S_IMODE(info.st_mode):04o}); make it writable, "
+                "or use --force to replace it anyway (it stays read-only)"
+            )
+        original.mode = stat.S_IMODE(info.st_mode) & 0o777
+        original.identity = _identity(info)
+        original.raw = _read_all(descriptor)
+        if sys.platform == "win32":
+            original.close()  # an open file cannot be renamed over there, by us or the client
+    except ClientConfigError:
+        original.close()
+        raise
+    except OSError as exc:
+        original.close()
         raise ClientConfigError(f"cannot read {path}: {exc.strerror}; check its permissions, then try again") from None
+    return original
 
 
 def _text(path: Path, raw: bytes) -> str:
@@ -49,14 +185,59 @@ def _text(path: Path, raw: bytes) -> str:
         ) from None
 
 
-def _write(path: Path, new: bytes, previous: bytes | None) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if previous is not None:
-            write_private(path.with_name(path.name + ".bak"), previous)
-        replace_bytes(path, new)
-    except OSError as exc:
-        raise ClientConfigError(f"cannot write {path}: {exc.strerror}") from None
+#: An edit: from the file's text ("" when there is none) to (new text, backup text, result).
+Edit = Callable[[str], tuple[str, str, Any]]
+
+
+def _edit_file(
+    path: Path,
+    edit: Edit,
+    *,
+    force: bool,
+    mode: Callable[[int, bool], int] | None = None,
+    missing: str | None = None,
+) -> Any:
+    """Read, edit and replace ``path``; redone from the new content when another program
+    writes the file before the rename (checked right before it), at most
+    :data:`ATTEMPTS` times, so another program's write is never undone.
+
+    ``mode(old_mode, new_file)`` gives the new file's permission bits (default: the old
+    ones, 0600 for a new file); ``missing`` is the refusal when there is no file.
+
+    Raises:
+        ClientConfigError: the file cannot be used, the edit refused, or the file kept
+            changing; the file is then unchanged.
+    """
+    for _attempt in range(ATTEMPTS):
+        original = _open(path, force=force)
+        try:
+            if original.raw is None and missing is not None:
+                raise ClientConfigError(missing)
+            text = "" if original.raw is None else _text(path, original.raw)
+            new, backup, result = edit(text)
+            new_mode = original.mode if mode is None else mode(original.mode, original.raw is None)
+            try:
+                original.target.parent.mkdir(parents=True, exist_ok=True)
+                if original.raw is not None:
+                    write_private(path.with_name(path.name + ".bak"), backup.encode("utf-8"))
+                done = replace_if(
+                    original.target,
+                    new.encode("utf-8"),
+                    mode=new_mode,
+                    unchanged=original.unchanged,
+                    create=original.raw is None,
+                    is_original=original.is_original,
+                )
+            except OSError as exc:
+                raise ClientConfigError(f"cannot write {path}: {exc.strerror}") from None
+        finally:
+            original.close()
+        if done:
+            return result
+    raise ClientConfigError(
+        f"{path} changed {ATTEMPTS} times while it was being edited: another program keeps writing it; "
+        "quit that program (the AI client), then try again"
+    )
 
 
 def _refuse_jsonc(path: Path, client: str | None, exc: jsonc.JsoncError) -> ClientConfigError:
@@ -81,17 +262,28 @@ def render_document(client: str, document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+def _has_secret(entry: dict[str, Any]) -> bool:
+    return any(isinstance(entry.get(block), dict) and entry[block] for block in ("env", "headers", "http_headers"))
+
+
 def install(
     path: Path, client: str, name: str, entry: dict[str, Any], *, force: bool, warn: Warn | None = None
 ) -> bool:
+    """Add (or with ``force`` replace) the entry ``name``; see :func:`_edit_file` for how
+    the file is read and replaced. ``force`` also allows a read-only file. An entry with a
+    secret (an ``env``, ``headers`` or ``http_headers`` value) makes a file that others could
+    read private to its owner (mode & 0700), with a warning saying so."""
     info = CLIENT_INFO[client]
-    raw = _read(path)
-    text = "" if raw is None else _text(path, raw)
-    if info.syntax == "toml":
-        new, replaced = _toml_install(path, client, text, name, entry, force)
-    elif not text.strip():
-        new, replaced = render_document(client, {info.servers_key: {name: entry}}), False
-    else:
+    remarks: list[str] = []
+
+    def edit(text: str) -> tuple[str, str, bool]:
+        remarks.clear()
+        if info.syntax == "toml":
+            lf, crlf = _lf(text)
+            new, replaced = _toml_install(path, client, lf, name, entry, force)
+            return crlf(new), text, replaced
+        if not text.strip():
+            return render_document(client, {info.servers_key: {name: entry}}), text, False
         try:
             root = jsonc.parse(text)
         except jsonc.JsoncError as exc:
@@ -103,11 +295,11 @@ def install(
             raise ClientConfigError(
                 f"an entry called {name!r} exists already; replace it with --force (force=True from Python)"
             )
-        if info.syntax == "json" and warn is not None and jsonc.has_extensions(text):
-            warn(
+        if info.syntax == "json" and jsonc.has_extensions(root):
+            remarks.append(
                 f"{path} has comments or trailing commas, which {info.title} may not accept; they were kept as they were"
             )
-        new = jsonc.apply(text, jsonc.set_member(text, [info.servers_key], name, entry))
+        new = jsonc.apply(text, jsonc.set_member(text, [info.servers_key], name, entry, root=root))
         expected = read_servers(
             {**document, info.servers_key: {**document.get(info.servers_key, {}), name: entry}}, client
         )
@@ -115,31 +307,49 @@ def install(
             raise ClientConfigError(
                 f"{path} has a layout this editor cannot change safely; add the entry by hand ({info.doc_url})"
             )
-    _write(path, new.encode("utf-8"), raw)
-    return replaced
+        return new, text, replaced
+
+    def mode(old: int, new_file: bool) -> int:
+        if new_file or not _has_secret(entry) or not old & 0o077:
+            return old
+        remarks.append(
+            f"{path} could be read by other users (mode {old:04o}) and now holds a secret: "
+            f"it is now private to you (mode {old & 0o700:04o})"
+        )
+        return old & 0o700
+
+    replaced = _edit_file(path, edit, force=force, mode=mode if hasattr(os, "fchmod") else None)
+    for remark in remarks:
+        if warn is not None:
+            warn(remark)
+    return bool(replaced)
 
 
-def uninstall(path: Path, client: str | None, name: str, warn: Warn | None = None) -> None:
-    raw = _read(path)
-    if raw is None:
-        raise ClientConfigError(f"{path} does not exist; check --client, or give the file with --path")
-    text = _text(path, raw)
-    if client is not None and CLIENT_INFO[client].syntax == "toml":
-        new, backup = _toml_uninstall(path, client, text, name)
-    else:
+def uninstall(path: Path, client: str | None, name: str, warn: Warn | None = None, *, force: bool = False) -> None:
+    """Remove the entry ``name`` (every entry of that name). ``force`` allows a read-only file."""
+
+    def edit(text: str) -> tuple[str, str, None]:
+        if client is not None and CLIENT_INFO[client].syntax == "toml":
+            lf, crlf = _lf(text)
+            new, backup = _toml_uninstall(path, client, lf, name)
+            return crlf(new), crlf(backup), None
         try:
-            document = jsonc.parse(text).to_python() if text.strip() else {}
+            root = jsonc.parse(text) if text.strip() else None
         except jsonc.JsoncError as exc:
             raise _refuse_jsonc(path, client, exc) from None
+        document = root.to_python() if root is not None else {}
         key, entries = read_servers(document, client)
         _missing(path, name, entries)
-        new = jsonc.apply(text, jsonc.remove_member(text, [key], name))
+        assert root is not None  # (an entry was found)
+        new = jsonc.apply(text, jsonc.remove_member(text, [key], name, root=root))
         backup = text
         for block in ("env", "headers"):
             values = entries[name].get(block)
             for variable in values if isinstance(values, dict) else {}:
                 backup = jsonc.apply(backup, jsonc.set_member(backup, [key, name, block], variable, REDACTED))
-    _write(path, new.encode("utf-8"), backup.encode("utf-8"))
+        return new, backup, None
+
+    _edit_file(path, edit, force=force, missing=f"{path} does not exist; check --client, or give the file with --path")
 
 
 def _missing(path: Path, name: str, entries: dict[str, Any]) -> None:
@@ -149,6 +359,14 @@ def _missing(path: Path, name: str, entries: dict[str, Any]) -> None:
 
 
 # -- TOML (Codex) -----------------------------------------------------------------------------
+
+
+def _lf(text: str) -> tuple[str, Callable[[str], str]]:
+    """A CRLF file (every line end CRLF) as LF text for tomlkit, and the function that
+    turns the edited text back: tomlkit writes the lines it adds with LF."""
+    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
+        return text.replace("\r\n", "\n"), lambda edited: edited.replace("\r\n", "\n").replace("\n", "\r\n")
+    return text, lambda edited: edited
 
 
 def _toml_entry(entry: dict[str, Any]) -> Any:
@@ -183,6 +401,8 @@ def _toml_install(
     path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool
 ) -> tuple[str, bool]:
     import tomlkit
+    import tomlkit.items
+    from tomlkit.exceptions import TOMLKitError
 
     key = CLIENT_INFO[client].servers_key
     document, entries = _toml_parse(path, text, client)
@@ -191,14 +411,27 @@ def _toml_install(
         raise ClientConfigError(
             f"an entry called {name!r} exists already; replace it with --force (force=True from Python)"
         )
-    if key not in document:
-        document.add(key, tomlkit.table(is_super_table=True))
-    table = _toml_entry(entry)
-    table.add(tomlkit.nl())  # a blank line before whatever table follows
-    document[key][name] = table
-    new = tomlkit.dumps(document)
-    if new.endswith("\n\n") and not text.endswith("\n\n"):
-        new = new[:-1]  # the blank line was for a table after it; there is none
+    if isinstance(document.get(key), tomlkit.items.InlineTable):
+        raise ClientConfigError(
+            f"{path} writes {key} as an inline table ({key} = {{ … }}), to which this editor cannot add an entry; "
+            f"write each server as a [{key}.NAME] table instead, then try again"
+        )
+    try:
+        if key not in document:
+            document.add(key, tomlkit.table(is_super_table=True))
+        table = _toml_entry(entry)
+        table.add(tomlkit.nl())  # a blank line before whatever table follows
+        document[key][name] = table
+        new = tomlkit.dumps(document)
+        if new.endswith("\n\n") and not text.endswith("\n\n"):
+            new = new[:-1]  # the blank line was for a table after it; there is none
+        _after, servers = _toml_parse(path, new, client)
+    except (ValueError, TOMLKitError, ClientConfigError):
+        servers = {}
+    if servers.get(name) != read_servers({key: {name: entry}}, client)[1][name]:  # the edit must say exactly that
+        raise ClientConfigError(
+            f"{path} has a layout this editor cannot change safely; add the entry by hand ({CLIENT_INFO[client].doc_url})"
+        )
     return new, replaced
 
 
@@ -238,20 +471,22 @@ def install_entry(
         ``warn`` gets any remark worth showing (a strict-JSON client's file with comments).
 
     Raises:
-        ClientConfigError: the file cannot be used or already has ``name`` (without
-            ``force``); the file is left byte for byte unchanged.
+        ClientConfigError: the file cannot be used (not a regular file, another user's,
+            read-only without ``force``, another program kept writing it meanwhile) or
+            already has ``name`` (without ``force``); the file is left byte for byte unchanged.
     """
     check_name(client, name)
     return install(Path(path), client, name, entry_object(client, entry), force=force, warn=warn)
 
 
-def uninstall_entry(path: Path | str, name: str, client: str | None = None) -> None:
+def uninstall_entry(path: Path | str, name: str, client: str | None = None, *, force: bool = False) -> None:
     """Remove the entry ``name`` from the file at ``path``. The backup (``<file>.bak``)
     holds the previous file with that entry's ``env`` values blanked, so no copy of its
     secrets is left behind.
 
     Raises:
         ClientConfigError: no such file or entry, or a file that cannot be used (left
-            unchanged).
+            unchanged): not a regular file, another user's, read-only (unless ``force``),
+            or one that another program kept writing meanwhile.
     """
-    uninstall(Path(path), client, name)
+    uninstall(Path(path), client, name, force=force)

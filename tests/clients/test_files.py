@@ -141,11 +141,11 @@ def test_backups_are_private_and_a_symlink_at_the_backup_is_not_followed(tmp_pat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_text("not yours to change")
     (tmp_path / "config.bak").symlink_to(elsewhere)
-    install_entry(path, client, "my-app", ENTRY, force=True)
+    install_entry(path, client, "my-app", ServerEntry(command="/bin/no-secret"), force=True)
     backup = tmp_path / "config.bak"
     assert not backup.is_symlink() and stat.S_IMODE(backup.stat().st_mode) == 0o600
     assert elsewhere.read_text() == "not yours to change"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # the file keeps its own mode
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # the file keeps its own mode (no secret in it)
 
 
 @posix_only

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bridge.clients import jsonc
@@ -177,3 +177,38 @@ def test_a_missing_servers_object_is_created_and_a_bom_kept() -> None:
     result = jsonc.apply(text, jsonc.set_member(text, ["context_servers"], "x", {"command": "/c"}))
     assert result.startswith('\ufeff{"theme": "dark", "context_servers"')
     assert jsonc.parse(result).to_python() == {"theme": "dark", "context_servers": {"x": {"command": "/c"}}}
+
+
+def _line_ends(text: str, style: str) -> str:
+    return text.replace("\r\n", "\n").replace("\n", style)
+
+
+@SETTINGS
+@given(st.data(), documents(), VALUES, st.sampled_from(["\n", "\r\n", "\r"]))
+def test_install_then_remove_gives_back_the_bytes_in_every_line_end_style(
+    data: Any, doc: tuple[str, dict[str, Any]], new: Any, style: str
+) -> None:
+    """LF, CRLF and lone-CR files (a // comment ends at a lone CR, as in VS Code): the
+    inserted member uses the file's line end, and removing it restores every byte (before,
+    a CRLF file got LF lines inside the entry, and a lone-CR file lost its neighbour)."""
+    text, value = doc
+    assume(value["servers"])  # ("{}" gets its brace on a line of its own, which stays after a remove)
+    text = _line_ends(text, style)
+    key = data.draw(KEYS.filter(lambda key: key not in value["servers"]))
+    added = jsonc.apply(text, jsonc.set_member(text, ["servers"], key, new))
+    assert jsonc.parse(added).to_python() == {**value, "servers": {**value["servers"], key: new}}
+    others = {"\n": "\r", "\r\n": None, "\r": "\n"}[style]
+    if others is not None:
+        assert others not in added
+    else:
+        assert added.count("\n") == added.count("\r\n") and added.count("\r") == added.count("\r\n")
+    assert jsonc.apply(added, jsonc.remove_member(added, ["servers"], key)) == text
+
+
+def test_a_comment_between_a_value_and_its_comma_survives_install_and_remove() -> None:
+    text = '{\r\n  "servers": {\r\n    "a": 1 /* one */ ,\r\n    "b": 2 // two\r\n  }\r\n}\r\n'
+    added = jsonc.apply(text, jsonc.set_member(text, ["servers"], "c", {"command": "/c"}))
+    assert "/* one */ ," in added and "// two" in added and "\n" not in added.replace("\r\n", "")
+    assert jsonc.apply(added, jsonc.remove_member(added, ["servers"], "c")) == text
+    removed = jsonc.apply(text, jsonc.remove_member(text, ["servers"], "b"))
+    assert jsonc.parse(removed).to_python() == {"servers": {"a": 1}} and "/* one */" in removed
