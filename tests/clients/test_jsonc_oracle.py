@@ -1,14 +1,14 @@
 """bridge.jsonc reads JSONC exactly as VS Code does: a differential property test against
-Microsoft's ``jsonc-parser`` (VS Code's own reader, pinned by tests/jsonc_oracle/package-lock.json).
+Microsoft's ``jsonc-parser`` (VS Code's own reader, pinned by tests/clients/jsonc_oracle/package-lock.json).
 
 Hypothesis generates JSONC documents (CRLF, lone CR, comments between any two tokens,
 trailing commas, text that looks like a comment inside strings) and broken variants of
-them; a small node script (tests/jsonc_oracle/oracle.cjs), one process per batch of
+them; a small node script (tests/clients/jsonc_oracle/oracle.cjs), one process per batch of
 documents, reports what jsonc-parser makes of each. Ours must accept exactly the documents
 it accepts, read the same value, and find the root's "servers" member and each of its
 entries at the same offsets (UTF-16 code units, as JavaScript counts).
 
-The package is installed by ``npm ci --prefix tests/jsonc_oracle`` (.ci/run does it);
+The package is installed by ``npm ci --prefix tests/clients/jsonc_oracle`` (.ci/run does it);
 without it the test is skipped, or fails under ``CI=true``.
 """
 
@@ -40,7 +40,7 @@ def _oracle_command() -> list[str]:
     installed = (ORACLE / "node_modules" / "jsonc-parser" / "package.json").is_file()
     if node is None or not installed:
         message = (
-            "jsonc-parser is not installed: run `npm ci --prefix tests/jsonc_oracle` (needs Node.js)"
+            "jsonc-parser is not installed: run `npm ci --prefix tests/clients/jsonc_oracle` (needs Node.js)"
             if node is not None
             else "Node.js (node) is not on PATH"
         )
