@@ -119,7 +119,8 @@ _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
 #   (lmstudio-bug-tracker 1371) says one macOS build keeps it in ~/.cache/lm-studio instead.
 # - Qwen Code: its docs page, and the docs bundled in @qwen-code/qwen-code 0.24.4 (user scope
 #   ~/.qwen/settings.json, or $QWEN_HOME/settings.json; `qwen mcp add --scope user` writes there);
-#   folder trust is off unless the user turns on security.folderTrust.enabled.
+#   its folder trust, off unless the user turns on security.folderTrust.enabled, does not gate
+#   user-level servers (seen with `qwen mcp list` 0.24.4).
 # - Copilot CLI: docs.github.com (add-mcp-servers), cited through the github/docs pull requests
 #   that changed it (41226: ~/.copilot; 44236: the workspace .mcp.json, loaded only in a trusted
 #   folder); @github/copilot 1.0.102's own `copilot mcp add` writes "type": "local" and
@@ -176,8 +177,9 @@ CLIENT_INFO: dict[str, ClientInfo] = {
     "qwen-code": ClientInfo(
         "Qwen Code",
         "https://qwenlm.github.io/qwen-code-docs/en/users/features/mcp/",
-        next_step="restart Qwen Code; with folder trust on (security.folderTrust.enabled), trust the folder "
-        "you start it in first; `qwen mcp list` then shows it connected",
+        # Its folder trust (off by default) gates a folder's own settings, not this user-level
+        # entry: `qwen mcp list` 0.24.4 starts it in a folder not trusted too.
+        next_step="restart Qwen Code to use it; `qwen mcp list` shows it connected",
     ),
     "copilot-cli": ClientInfo(
         "Copilot CLI",

@@ -415,7 +415,7 @@ NEXT_STEPS = {
     "claude-code": ("trust the folder and approve the server 'my-app'", "claude mcp list"),
     "claude-code-user": ("restart Claude Code", "claude mcp list"),
     "gemini-cli": ("trust the folder you start it in", "gemini mcp list"),
-    "qwen-code": ("security.folderTrust.enabled", "trust the folder you start it in", "qwen mcp list"),
+    "qwen-code": ("restart Qwen Code to use it", "qwen mcp list"),
     "copilot-cli": ("trust the folder you start it in", "copilot mcp list"),
 }
 

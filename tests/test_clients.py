@@ -1,0 +1,168 @@
+"""The real AI clients, pinned from npm, start the bridge as `config install` wrote it and report
+it connected (issue 19, "The real clients in CI").
+
+Claude Code, Gemini CLI, Qwen Code and Codex (``tests/clients/package.json``), each with a fresh
+HOME and XDG folders (``tests/clients/harness.py``): ``mcp-app-bridge config install --client …``,
+then the one-time trust/approval step a user takes, then the client's own check (``claude mcp
+list``, ``gemini mcp list``, ``qwen mcp list``, Codex ``app-server`` ``mcpServerStatus/list``).
+No login and no API key: none of these checks needs one.
+
+- with the app up (``--url``), and with the app down and started by the bridge (``--launch``,
+  found again through an explicit ``--discovery-file``);
+- the frozen single file (``MCP_APP_BRIDGE_EXE``) under each client's own way of ending its
+  servers (measured in ``docs/_incoming/realclients.md``), 20 checks in a row with a private
+  TMPDIR: what the one-file build's unpack folders (``_MEI*``) leave there.
+
+Marked ``clients`` and deselected by default (``python -m pytest -m clients`` runs them);
+missing clients skip them, or fail them under ``CI=true``. The bridge is ``python -m bridge``,
+or the frozen file when ``MCP_APP_BRIDGE_EXE`` names it (``.ci/run`` does). POSIX only: the
+clients are started as a user's shell would, and the app is launched without a console.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from clients.harness import CLIENTS, Home, check, config_install, fresh_home, require_clients, trust
+from conftest import APP_SERVER_SCRIPT, AppServer, read_pids
+from test_process import BRIDGE_EXE_VAR, bridge_command
+
+pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
+
+NAME = "demo-app"
+LAUNCH_TIMEOUT_SECONDS = 30.0
+"""--launch-timeout: bound on the app's start (about 1 s; a loaded CI machine is slower)."""
+KILL_PATTERN_RUNS = 20
+
+
+@pytest.fixture(autouse=True)
+def _clients_installed() -> None:
+    require_clients()
+
+
+def _home(tmp_path: Path, **extra: str) -> Home:
+    return fresh_home(tmp_path / "user", **extra)
+
+
+def _explain(client: str, status: object) -> str:
+    return f"{client}'s own check did not report {NAME!r} connected:\n{getattr(status, 'output', status)}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_client_reports_the_bridge_connected_with_the_app_up(
+    tmp_path: Path, start_app_server: Callable[..., AppServer], client: str
+) -> None:
+    """``config install --url``; the client's check reports it connected once the user took
+    the client's one-time step, and (where the client has such a step) not before."""
+    app = start_app_server()
+    home = _home(tmp_path)
+    said = config_install(home, client, NAME, ["--url", app.url], bridge=bridge_command())
+    if client in ("claude-code", "gemini-cli"):  # Qwen Code's folder trust does not gate a user-level entry
+        assert "trust the folder" in said
+        before = check(home, client, NAME)
+        assert not before.connected, f"{client} started a server before the user's trust step:\n{before.output}"
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert status.connected, _explain(client, status)
+    if client == "codex":  # the only check that lists the tools
+        assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
+    tmp_path: Path, reap_apps: Callable[[Path], Path], client: str
+) -> None:
+    """The app is not running: the bridge the client starts launches it (``--launch``), finds it
+    through its discovery file and the client reports it connected, within the client's own
+    start-up budget (Gemini CLI's is the shortest)."""
+    home = _home(tmp_path)
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    discovery = app_dir / "mcp-endpoint.json"
+    started = reap_apps(app_dir / "started")
+    launch = shlex.join(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", "--discovery-file", str(discovery), "--started-file", str(started)]
+    )
+    config_install(
+        home,
+        client,
+        NAME,
+        ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}",
+         "--launch-log", str(app_dir / "launched.log")],
+        bridge=bridge_command(),
+    )
+    trust(home, client, NAME)
+    assert not discovery.exists() and read_pids(started) == []
+    status = check(home, client, NAME)
+    assert status.connected, _explain(client, status) + _launch_log(app_dir)
+    assert len(read_pids(started)) == 1, "the bridge launched the app once"
+    if client == "codex":
+        assert status.tools is not None and "echo" in status.tools, status.tools
+
+
+def _launch_log(app_dir: Path) -> str:
+    log = app_dir / "launched.log"
+    return f"\nlaunched app's log:\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else "\n(the app was not launched)"
+
+
+# -- the frozen single file under each client's kill pattern ----------------------------------
+
+
+def _unpack_folders(tmpdir: Path) -> tuple[int, int]:
+    """(how many ``_MEI*`` folders, their bytes) in `tmpdir`."""
+    folders = list(tmpdir.glob("_MEI*"))
+    size = sum(path.stat().st_size for folder in folders for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+    return len(folders), size
+
+
+def _entry_env(home: Home, client: str, variables: dict[str, str]) -> None:
+    """Add `variables` to the installed entry's ``env``: Codex passes its servers only a fixed
+    list of variables, so a private TMPDIR reaches the bridge only through the entry."""
+    import tomlkit
+
+    path = Path(home.env["HOME"]) / ".codex" / "config.toml"
+    assert client == "codex"
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    entry = document["mcp_servers"][NAME]  # type: ignore[index]
+    env = entry.get("env") or tomlkit.inline_table()  # type: ignore[union-attr]
+    env.update(variables)
+    entry["env"] = env  # type: ignore[index]
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern(
+    tmp_path: Path, app_server: AppServer, client: str
+) -> None:
+    """20 checks in a row, each ending the frozen bridge the client's own way (Claude Code:
+    SIGINT, SIGTERM 0.1 s later, SIGKILL 0.5 s after the first; Codex: SIGTERM to the process
+    group and SIGKILL within 5 ms; Gemini CLI: SIGTERM, then stdin closed; Qwen Code: stdin
+    closed, SIGTERM 2 s later, SIGKILL 2 s after that). What is left in the private TMPDIR
+    stays O(1): at most one unpack folder, not one per run."""
+    exe = os.environ.get(BRIDGE_EXE_VAR)
+    if not exe:
+        pytest.skip(f"{BRIDGE_EXE_VAR} names no frozen executable")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    home = _home(tmp_path, TMPDIR=str(tmpdir))
+    config_install(home, client, NAME, ["--url", app_server.url], bridge=[exe])
+    if client == "codex":
+        _entry_env(home, client, {"TMPDIR": str(tmpdir)})
+    trust(home, client, NAME)
+    for run in range(KILL_PATTERN_RUNS):
+        status = check(home, client, NAME)
+        assert status.connected, f"run {run + 1}: " + _explain(client, status)
+    time.sleep(5.0)  # Qwen Code's SIGKILL comes 4 s after its check; let every bridge end
+    folders, size = _unpack_folders(tmpdir)
+    assert folders <= 1, (
+        f"{KILL_PATTERN_RUNS} {client} checks left {folders} unpack folders ({size / 1e6:.1f} MB) in TMPDIR"
+    )
