@@ -21,15 +21,17 @@ clients are started as a user's shell would, and the app is launched without a c
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from clients.harness import CLIENTS, Home, check, config_install, fresh_home, require_clients, trust
+from clients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
 from conftest import APP_SERVER_SCRIPT, AppServer, read_pids
 from test_process import BRIDGE_EXE_VAR, bridge_command
 
@@ -89,14 +91,31 @@ def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
     discovery = app_dir / "mcp-endpoint.json"
     started = reap_apps(app_dir / "started")
     launch = shlex.join(
-        [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", "--discovery-file", str(discovery), "--started-file", str(started)]
+        [
+            sys.executable,
+            str(APP_SERVER_SCRIPT),
+            "--port",
+            "0",
+            "--discovery-file",
+            str(discovery),
+            "--started-file",
+            str(started),
+        ]
     )
     config_install(
         home,
         client,
         NAME,
-        ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}",
-         "--launch-log", str(app_dir / "launched.log")],
+        [
+            "--discovery-file",
+            str(discovery),
+            "--launch",
+            launch,
+            "--launch-timeout",
+            f"{LAUNCH_TIMEOUT_SECONDS:g}",
+            "--launch-log",
+            str(app_dir / "launched.log"),
+        ],
         bridge=bridge_command(),
     )
     trust(home, client, NAME)
@@ -110,7 +129,51 @@ def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
 
 def _launch_log(app_dir: Path) -> str:
     log = app_dir / "launched.log"
-    return f"\nlaunched app's log:\n{log.read_text(errors='replace')[-2000:]}" if log.exists() else "\n(the app was not launched)"
+    return (
+        f"\nlaunched app's log:\n{log.read_text(errors='replace')[-2000:]}"
+        if log.exists()
+        else "\n(the app was not launched)"
+    )
+
+
+@pytest.mark.timeout(300)
+def test_copilot_cli_reads_the_entry_config_install_writes(tmp_path: Path) -> None:
+    """Copilot CLI starts no server without a GitHub login, so this checks what it shows without
+    one: its own ``copilot mcp get`` reads the user-level entry as a local server with every
+    tool and the token only masked; a workspace ``.mcp.json`` is listed once the folder is trusted
+    (``trusted_folders``, as its trust dialog stores it), and not before."""
+    token = "tok-PLACEHOLDER-copilot-0123456789"
+    home = _home(tmp_path, MYAPP_TOKEN=token)
+    args = ["--url", "http://127.0.0.1:9/mcp", "--token-env", "MYAPP_TOKEN"]
+    said = config_install(home, "copilot-cli", NAME, args, bridge=bridge_command())
+    assert "trust the folder you start it in" in said and "copilot mcp list" in said
+
+    def copilot(*command: str) -> str:
+        done = subprocess.run(
+            [str(COPILOT), *command],
+            cwd=home.project,
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    shown = copilot("mcp", "get", NAME)
+    assert "Type: local" in shown and "Tools: * (all)" in shown and "Source: User" in shown, shown
+    entry = json.loads((Path(home.env["HOME"]) / ".copilot" / "mcp-config.json").read_text())["mcpServers"][NAME]
+    assert f"Command: {' '.join([entry['command'], *entry['args']])}" in shown, shown
+    assert "MYAPP_TOKEN: ***" in shown and token not in shown
+
+    workspace = "workspace-app"
+    config_install(home, "copilot-cli", workspace, ["--path", ".mcp.json", *args], bridge=bridge_command())
+    assert f"{workspace} (local)" not in copilot("mcp", "list")
+    settings = Path(home.env["HOME"]) / ".copilot" / "config.json"
+    settings.write_text(json.dumps({"trusted_folders": [str(home.project)]}), encoding="utf-8")
+    listed = copilot("mcp", "list")
+    assert f"{NAME} (local)" in listed and f"{workspace} (local)" in listed, listed
 
 
 # -- the frozen single file under each client's kill pattern ----------------------------------
@@ -119,23 +182,13 @@ def _launch_log(app_dir: Path) -> str:
 def _unpack_folders(tmpdir: Path) -> tuple[int, int]:
     """(how many ``_MEI*`` folders, their bytes) in `tmpdir`."""
     folders = list(tmpdir.glob("_MEI*"))
-    size = sum(path.stat().st_size for folder in folders for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+    size = sum(
+        path.stat().st_size
+        for folder in folders
+        for path in folder.rglob("*")
+        if path.is_file() and not path.is_symlink()
+    )
     return len(folders), size
-
-
-def _entry_env(home: Home, client: str, variables: dict[str, str]) -> None:
-    """Add `variables` to the installed entry's ``env``: Codex passes its servers only a fixed
-    list of variables, so a private TMPDIR reaches the bridge only through the entry."""
-    import tomlkit
-
-    path = Path(home.env["HOME"]) / ".codex" / "config.toml"
-    assert client == "codex"
-    document = tomlkit.parse(path.read_text(encoding="utf-8"))
-    entry = document["mcp_servers"][NAME]  # type: ignore[index]
-    env = entry.get("env") or tomlkit.inline_table()  # type: ignore[union-attr]
-    env.update(variables)
-    entry["env"] = env  # type: ignore[index]
-    path.write_text(tomlkit.dumps(document), encoding="utf-8")
 
 
 #: The clients whose kill pattern ends in SIGKILL (Claude Code at every server's end, Codex right
@@ -166,9 +219,8 @@ def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     home = _home(tmp_path, TMPDIR=str(tmpdir))
+    # Every one of these clients passes TMPDIR on to its servers (Codex's short list has it).
     config_install(home, client, NAME, ["--url", app_server.url], bridge=[exe])
-    if client == "codex":
-        _entry_env(home, client, {"TMPDIR": str(tmpdir)})
     trust(home, client, NAME)
     for run in range(KILL_PATTERN_RUNS):
         status = check(home, client, NAME)

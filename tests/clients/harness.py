@@ -50,11 +50,17 @@ CLIENTS = ("claude-code", "gemini-cli", "qwen-code", "codex")
 
 PROGRAM = {"claude-code": "claude", "gemini-cli": "gemini", "qwen-code": "qwen", "codex": "codex"}
 
+COPILOT = BIN / "copilot"
+"""Copilot CLI: it starts no server without a GitHub login, so only its reading of the entry is
+checked (``copilot mcp get`` / ``mcp list``)."""
+
 CHECK_TIMEOUT_SECONDS = 120.0
 """Bound on one client check: a client start (1–2 s) plus the bridge's start, a launch of the
 app included, on a loaded 2-core machine."""
 
-PROXY_VARS = tuple(name for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower()))
+PROXY_VARS = tuple(
+    name for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower())
+)
 
 
 def in_ci() -> bool:
@@ -62,7 +68,7 @@ def in_ci() -> bool:
 
 
 def missing_clients() -> list[str]:
-    needed = [NODE, *(BIN / program for program in PROGRAM.values())]
+    needed = [NODE, COPILOT, *(BIN / program for program in PROGRAM.values())]
     return [str(path.relative_to(CLIENTS_DIR)) for path in needed if not path.exists()]
 
 
@@ -94,7 +100,12 @@ def fresh_home(root: Path, **extra: str) -> Home:
     env = {key: value for key, value in os.environ.items() if key not in PROXY_VARS}
     for name in ("CODEX_HOME", "QWEN_HOME", "COPILOT_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"):
         env.pop(name, None)
-    for name, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
+    for name, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+    ):
         (home / sub).mkdir(parents=True, exist_ok=True)
         env[name] = str(home / sub)
     env["HOME"] = str(home)
@@ -108,7 +119,9 @@ def fresh_home(root: Path, **extra: str) -> Home:
     return Home(root=root, env=env, project=project.resolve())
 
 
-def config_install(home: Home, client: str, name: str, bridge_args: list[str], *, bridge: list[str] | None = None) -> str:
+def config_install(
+    home: Home, client: str, name: str, bridge_args: list[str], *, bridge: list[str] | None = None
+) -> str:
     """``mcp-app-bridge config install --client CLIENT --name NAME -- BRIDGE_ARGS`` run as the
     fresh user in the project folder (the bridge: `bridge`, default ``python -m bridge``);
     returns its output. The entry's command is that same bridge."""
@@ -145,7 +158,9 @@ def folder_trust_on(home: Home, client: str) -> None:
     """Qwen Code's folder trust is off by default: the user who turned it on
     (``security.folderTrust.enabled``), as its docs describe. Other clients: nothing to do."""
     if client == "qwen-code":
-        _merge_json(Path(home.env["HOME"]) / ".qwen" / "settings.json", {"security": {"folderTrust": {"enabled": True}}})
+        _merge_json(
+            Path(home.env["HOME"]) / ".qwen" / "settings.json", {"security": {"folderTrust": {"enabled": True}}}
+        )
 
 
 def _merge_json(path: Path, update: dict[str, object]) -> None:
@@ -232,7 +247,13 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
         return None
 
     try:
-        send({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "mcp-app-bridge-tests", "version": "1"}}})
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"clientInfo": {"name": "mcp-app-bridge-tests", "version": "1"}},
+            }
+        )
         answer(1)
         send({"method": "initialized"})
         send({"id": 2, "method": "mcpServerStatus/list", "params": {}})

@@ -49,8 +49,12 @@ def describe(events: list[dict[str, object]]) -> tuple[str, int]:
     t0 = float(stops[0]["t"])  # type: ignore[arg-type]
     parts = []
     for event in stops:
-        label = {"signal": str(event.get("sig")), "group-member-signal": f"group:{event.get('sig')}",
-                 "stdin-eof": "EOF", "dead": "gone(SIGKILL)"}[str(event["ev"])]
+        label = {
+            "signal": str(event.get("sig")),
+            "group-member-signal": f"group:{event.get('sig')}",
+            "stdin-eof": "EOF",
+            "dead": "gone(SIGKILL)",
+        }[str(event["ev"])]
         parts.append(f"{label}@{(float(event['t']) - t0) * 1000:.1f}ms")  # type: ignore[arg-type]
     if not any(e["ev"] == "dead" for e in stops):
         parts.append("never killed (outlives the client)")
@@ -93,12 +97,17 @@ def budget() -> None:
     for client in CLIENTS:
         for label, (setting, env) in (("default", ({}, {})), ("20 s setting", SETTINGS[client])):
             with tempfile.TemporaryDirectory(prefix=f"budget-{client}-") as folder:
-                events, seconds, connected = one_run(client, Path(folder), "--silent-initialize", setting=setting, **env)
+                events, seconds, connected = one_run(
+                    client, Path(folder), "--silent-initialize", setting=setting, **env
+                )
                 asked = next((float(e["t"]) for e in events if e.get("method") == "initialize"), None)  # type: ignore[arg-type]
                 stop = next((float(e["t"]) for e in events if e["ev"] in ("signal", "stdin-eof", "dead")), None)  # type: ignore[arg-type]
                 waited = f"{stop - asked:.2f} s" if asked is not None and stop is not None else "no stop seen"
-                print(f"{client:12} {label:13} {setting or env or ''}: gave up on initialize after {waited} "
-                      f"(check {seconds:.1f} s, {'connected?!' if connected else 'not connected'})", flush=True)
+                print(
+                    f"{client:12} {label:13} {setting or env or ''}: gave up on initialize after {waited} "
+                    f"(check {seconds:.1f} s, {'connected?!' if connected else 'not connected'})",
+                    flush=True,
+                )
                 _end(events)
 
 
@@ -123,12 +132,16 @@ def main() -> None:
                 events, seconds, connected = one_run(client, Path(folder))
                 pattern, variables = describe(events)
                 methods = [e.get("method") for e in events if e["ev"] == "recv"]
-                print(f"{client:12} run {number + 1}: {'connected' if connected else 'NOT connected'}, check {seconds:.2f} s; "
-                      f"{variables} variables; received {methods}; stop: {pattern}", flush=True)
+                print(
+                    f"{client:12} run {number + 1}: {'connected' if connected else 'NOT connected'}, check {seconds:.2f} s; "
+                    f"{variables} variables; received {methods}; stop: {pattern}",
+                    flush=True,
+                )
                 if number == 0:
                     start = next((e for e in events if e["ev"] == "start"), {})
                     print(f"{'':12} variables: {' '.join(start.get('env', []))}", flush=True)
                 _end(events)
+
 
 if __name__ == "__main__":
     main()

@@ -106,7 +106,11 @@ def main() -> None:
             continue
         if method == "initialize":
             version = (message.get("params") or {}).get("protocolVersion", "2025-06-18")
-            result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "siglog", "version": "1"}}
+            result = {
+                "protocolVersion": version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "siglog", "version": "1"},
+            }
             reply({"id": message["id"], "result": result})
         elif method == "tools/list":
             tool = {"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}
