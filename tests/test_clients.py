@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from clients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
 from conftest import APP_SERVER_SCRIPT, AppServer, read_pids
-from test_process import BRIDGE_EXE_VAR, bridge_command
+from test_process import BRIDGE_EXE_VAR, bridge_command, free_port
 
 pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
 
@@ -134,6 +134,51 @@ def _launch_log(app_dir: Path) -> str:
         if log.exists()
         else "\n(the app was not launched)"
     )
+
+
+#: The clients whose own check shows a server's error message (Gemini CLI and Qwen Code show
+#: only "Disconnected", whatever the server answered).
+SHOWS_ERRORS = ("claude-code", "codex")
+
+
+def _error_text(client: str, status: object) -> str:
+    """The part of the check's output about `NAME`: Claude Code's line, Codex's ``toolsError``."""
+    output = str(getattr(status, "output", ""))
+    return "\n".join(line for line in output.splitlines() if NAME in line or "toolsError" in line)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", SHOWS_ERRORS)
+def test_the_app_is_not_running_message_reaches_the_user(tmp_path: Path, client: str) -> None:
+    """App down and no ``--launch``: the bridge answers ``initialize`` with its reason, and the
+    client shows it to the user instead of "Connection closed"."""
+    home = _home(tmp_path)
+    config_install(home, client, NAME, ["--url", f"http://127.0.0.1:{free_port()}/mcp"], bridge=bridge_command())
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert not status.connected
+    assert "The app is not running" in _error_text(client, status), status.output
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    reason="the bridge still exits 2 at a configuration error when a client started it (issue 19, item 6)",
+    strict=False,
+)
+@pytest.mark.parametrize("client", SHOWS_ERRORS)
+def test_a_configuration_error_reaches_the_user(tmp_path: Path, client: str) -> None:
+    """An entry whose ``--token-env`` variable is not set: the client shows the bridge's reason
+    (naming the variable), not "Connection closed", and the ``--log-file`` has it too."""
+    home = _home(tmp_path)
+    log = tmp_path / "bridge.log"
+    variable = "MCP_APP_BRIDGE_TEST_UNSET_TOKEN"
+    args = ["--url", "http://127.0.0.1:9/mcp", "--token-env", variable, "--log-file", str(log)]
+    config_install(home, client, NAME, args, bridge=bridge_command())
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert not status.connected
+    assert variable in _error_text(client, status), status.output
+    assert log.exists() and variable in log.read_text(encoding="utf-8", errors="replace")
 
 
 @pytest.mark.timeout(300)
