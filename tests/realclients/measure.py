@@ -1,9 +1,9 @@
 """Measure how each pinned AI client ends its MCP servers (its "kill pattern").
 
-    python tests/clients/measure.py [RUNS]      # default 5 runs per client; Linux only
-    python tests/clients/measure.py budget      # how long each client waits for `initialize`
+    python tests/realclients/measure.py [RUNS]      # default 5 runs per client; Linux only
+    python tests/realclients/measure.py budget      # how long each client waits for `initialize`
 
-For each client: a fresh home, ``config install --command tests/clients/siglog.py -- LOG``,
+For each client: a fresh home, ``config install --command tests/realclients/siglog.py -- LOG``,
 the user's one-time trust step, then the client's own check (``claude/gemini/qwen mcp list``,
 Codex ``app-server`` ``mcpServerStatus/list``). ``siglog.py`` ignores every catchable signal,
 so the log shows the client's whole escalation. Prints, per run, each event after the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clients.harness import CLIENTS, Home, check, config_install, fresh_home, trust  # noqa: E402
+from realclients.harness import CLIENTS, Home, check, config_install, fresh_home, trust  # noqa: E402
 
 SIGLOG = Path(__file__).resolve().parent / "siglog.py"
 

@@ -1,8 +1,8 @@
 """The real AI clients, pinned from npm, each in a fresh home: set up as a user would, then asked
-whether the bridge is connected (``tests/test_clients.py``, ``tests/clients/measure.py``).
+whether the bridge is connected (``tests/test_realclients.py``, ``tests/realclients/measure.py``).
 
 The clients (``package.json``, locked by ``package-lock.json``) are installed into
-``tests/clients/node_modules`` by ``npm ci --prefix tests/clients`` (``.ci/run`` does this),
+``tests/realclients/node_modules`` by ``npm ci --prefix tests/realclients`` (``.ci/run`` does this),
 with their own Node.js 22 (the npm package ``node``): Claude Code and Qwen Code need Node ≥ 22.
 None of the checks here logs in or needs an API key.
 
@@ -43,7 +43,7 @@ CLIENTS_DIR = Path(__file__).resolve().parent
 NODE_MODULES = CLIENTS_DIR / "node_modules"
 BIN = NODE_MODULES / ".bin"
 NODE = BIN / "node"
-INSTALL_COMMAND = "npm ci --prefix tests/clients --no-audit --no-fund"
+INSTALL_COMMAND = "npm ci --prefix tests/realclients --no-audit --no-fund"
 
 CLIENTS = ("claude-code", "gemini-cli", "qwen-code", "codex")
 """The ``--client`` ids of the clients that run here without a login."""

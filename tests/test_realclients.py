@@ -1,8 +1,8 @@
 """The real AI clients, pinned from npm, start the bridge as `config install` wrote it and report
 it connected (issue 19, "The real clients in CI").
 
-Claude Code, Gemini CLI, Qwen Code and Codex (``tests/clients/package.json``), each with a fresh
-HOME and XDG folders (``tests/clients/harness.py``): ``mcp-app-bridge config install --client …``,
+Claude Code, Gemini CLI, Qwen Code and Codex (``tests/realclients/package.json``), each with a fresh
+HOME and XDG folders (``tests/realclients/harness.py``): ``mcp-app-bridge config install --client …``,
 then the one-time trust/approval step a user takes, then the client's own check (``claude mcp
 list``, ``gemini mcp list``, ``qwen mcp list``, Codex ``app-server`` ``mcpServerStatus/list``).
 No login and no API key: none of these checks needs one.
@@ -31,9 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from clients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
-from conftest import APP_SERVER_SCRIPT, AppServer, read_pids
-from test_process import BRIDGE_EXE_VAR, bridge_command, free_port
+from realclients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
+from support.apps import APP_SERVER_SCRIPT, AppServer, read_pids
+from support.processes import BRIDGE_EXE_VAR, bridge_command, free_port
 
 pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
 
