@@ -1,22 +1,26 @@
 """The real AI clients, pinned from npm, start the bridge as `config install` wrote it and report
 it connected (issue 19, "The real clients in CI").
 
-Claude Code, Gemini CLI, Qwen Code and Codex (``tests/realclients/package.json``), each with a fresh
-HOME and XDG folders (``tests/realclients/harness.py``): ``mcp-app-bridge config install --client …``,
-then the one-time trust/approval step a user takes, then the client's own check (``claude mcp
-list``, ``gemini mcp list``, ``qwen mcp list``, Codex ``app-server`` ``mcpServerStatus/list``).
-No login and no API key: none of these checks needs one.
+Claude Code, Gemini CLI, Qwen Code and Codex (``tests/realclients/package.json``), each with a
+fresh HOME and XDG folders (``tests/realclients/harness.py``): ``mcp-app-bridge config install
+--client …``, then the one-time trust/approval step a user takes, then the client's own check
+(``claude mcp list``, ``gemini mcp list``, ``qwen mcp list``, Codex ``app-server``
+``mcpServerStatus/list``). No login and no API key: none of these checks needs one.
 
-- with the app up (``--url``), and with the app down and started by the bridge (``--launch``,
-  found again through an explicit ``--discovery-file``);
+- connected with the app up (``--url``), and with the app down and started by the bridge
+  (``--launch``, found again through an explicit ``--discovery-file``);
+- the bridge's reason reaches the user where the client shows one (Claude Code, Codex);
+- Copilot CLI, which starts nothing without a login: its own ``copilot mcp get``/``list``
+  read the entry;
 - the frozen single file (``MCP_APP_BRIDGE_EXE``) under each client's own way of ending its
   servers (measured in ``docs/_incoming/realclients.md``), 20 checks in a row with a private
   TMPDIR: what the one-file build's unpack folders (``_MEI*``) leave there.
 
 Marked ``clients`` and deselected by default (``python -m pytest -m clients`` runs them);
-missing clients skip them, or fail them under ``CI=true``. The bridge is ``python -m bridge``,
-or the frozen file when ``MCP_APP_BRIDGE_EXE`` names it (``.ci/run`` does). POSIX only: the
-clients are started as a user's shell would, and the app is launched without a console.
+missing clients skip them, or fail them under ``CI=true``. ``config install`` runs as
+``python -m bridge`` and writes this environment's ``mcp-app-bridge`` script into the entry,
+or runs as the frozen file (which writes itself) when ``MCP_APP_BRIDGE_EXE`` names it
+(``.ci/run`` does both). POSIX only: the clients' POSIX installs, signals and TMPDIR.
 """
 
 from __future__ import annotations
