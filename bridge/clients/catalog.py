@@ -276,6 +276,13 @@ CLIENT_RUNS: dict[str, ClientRun] = {
         startup_timeout_scale=1000,
         startup_timeout_floor_seconds=600.0,
     ),
+    # Qwen Code passes its whole environment to a stdio server, names with TOKEN, SECRET or
+    # KEY included (measured with `qwen mcp list` 0.24.4). `discoveryTimeoutMs` (ms) bounds a
+    # server's start-up handshake in a session (unset: 30 s for stdio, its MCP docs); tool calls
+    # have their own `timeout`. `qwen mcp list` keeps its own 10 s whatever either says.
+    "qwen-code": ClientRun(env_passing="inherit", startup_timeout_key="discoveryTimeoutMs", startup_timeout_scale=1000),
+    # Copilot CLI: not measured (it starts no server without a GitHub login), so the defaults:
+    # the value in `env` (its `env` values are literal unless written ${VAR}), no start-up key.
 }
 
 
