@@ -187,7 +187,7 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import CLIENT_INFO, ClientConfigError, config_path
+    from ..clients.catalog import ClientConfigError, config_path, next_step
     from ..clients.files import install_entry
 
     target = path or config_path(client)
@@ -196,9 +196,7 @@ def config_install(
         replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
-    click.echo(
-        f"{'replaced' if replaced else 'added'} {name!r} in {target}; restart {CLIENT_INFO[client].title} to use it"
-    )
+    click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
 
 
 @config.command("remove", context_settings=_CONTEXT, short_help="Remove the entry from the client's config file.")

@@ -4,9 +4,11 @@ client keeps its file, and a safe edit of it.
 Each client's format, as its own documentation gives it (the URL is in :data:`CLIENT_INFO`
 and in the tests' golden files, ``tests/golden/clients/``):
 
-- Claude Desktop, Cursor, Windsurf, LM Studio, Gemini CLI:
+- Claude Desktop, Cursor, Windsurf, LM Studio, Gemini CLI, Qwen Code:
   ``{"mcpServers": {NAME: {"command", "args", "env"}}}``;
 - Claude Code (project ``.mcp.json``, user ``~/.claude.json``): the same, with ``"type": "stdio"``;
+- Copilot CLI (``~/.copilot/mcp-config.json``): the same, with ``"type": "local"`` and
+  ``"tools": ["*"]``, as its own ``copilot mcp add`` writes it;
 - VS Code (``mcp.json``): ``{"servers": {NAME: {"type": "stdio", "command", "args", "env"}}}``;
 - Zed (``settings.json``): ``{"context_servers": {NAME: {"command", "args", "env"}}}``;
 - Codex (``config.toml``): ``[mcp_servers.NAME]`` with ``command``, ``args``, ``env``.
@@ -60,6 +62,7 @@ __all__ = [
     "entry_object",
     "entry_document",
     "read_servers",
+    "next_step",
 ]
 
 
@@ -82,6 +85,12 @@ class ClientInfo:
         bare_entries: entries with neither ``command`` nor a URL are allowed (Zed's
             extension-provided servers).
         name_pattern: names the client accepts, when it restricts them.
+        stdio_type_name: the ``type`` a stdio entry carries (with ``stdio_type``).
+        extra_members: further members every entry gets, after ``env`` (tuples become
+            JSON arrays), e.g. Copilot CLI's ``"tools": ["*"]``.
+        next_step: what the user does after ``config install`` before the client starts the
+            bridge; ``{title}``, ``{name}`` and ``{folder}`` (the config file's folder) are
+            filled in.
     """
 
     title: str
@@ -93,6 +102,9 @@ class ClientInfo:
     rival_key: str | None = None
     bare_entries: bool = False
     name_pattern: str | None = None
+    stdio_type_name: str = "stdio"
+    extra_members: tuple[tuple[str, object], ...] = ()
+    next_step: str = "restart {title} to use it"
 
 
 _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
@@ -105,6 +117,14 @@ _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
 # - Windsurf: docs.windsurf.com is cited by others (path and "mcpServers", "serverUrl");
 # - LM Studio: its docs say ~/.lmstudio/mcp.json (%USERPROFILE% on Windows); a bug report
 #   (lmstudio-bug-tracker 1371) says one macOS build keeps it in ~/.cache/lm-studio instead.
+# - Qwen Code: its docs page, and the docs bundled in @qwen-code/qwen-code 0.24.4 (user scope
+#   ~/.qwen/settings.json, or $QWEN_HOME/settings.json; `qwen mcp add --scope user` writes there);
+#   its folder trust, off unless the user turns on security.folderTrust.enabled, does not gate
+#   user-level servers (seen with `qwen mcp list` 0.24.4).
+# - Copilot CLI: docs.github.com (add-mcp-servers), cited through the github/docs pull requests
+#   that changed it (41226: ~/.copilot; 44236: the workspace .mcp.json, loaded only in a trusted
+#   folder); @github/copilot 1.0.102's own `copilot mcp add` writes "type": "local" and
+#   "tools": ["*"] there, and COPILOT_HOME moves the whole ~/.copilot folder.
 
 #: Every client ``config`` knows, by its ``--client`` id.
 CLIENT_INFO: dict[str, ClientInfo] = {
@@ -112,9 +132,22 @@ CLIENT_INFO: dict[str, ClientInfo] = {
         "Claude Desktop", "https://modelcontextprotocol.io/quickstart/user", rival_key="servers"
     ),
     "claude-code": ClientInfo(
-        "Claude Code (project .mcp.json)", _CLAUDE_CODE_DOC, stdio_type=True, rival_key="servers"
+        "Claude Code (project .mcp.json)",
+        _CLAUDE_CODE_DOC,
+        stdio_type=True,
+        rival_key="servers",
+        # Claude Code starts a project server only once the user has trusted the folder and
+        # approved the server (its start-up dialogs); until then `claude mcp list` shows it
+        # as "Pending approval".
+        next_step="run `claude` in {folder}, trust the folder and approve the server {name!r}; "
+        "`claude mcp list` there then shows it connected",
     ),
-    "claude-code-user": ClientInfo("Claude Code (user scope, ~/.claude.json)", _CLAUDE_CODE_DOC, stdio_type=True),
+    "claude-code-user": ClientInfo(
+        "Claude Code (user scope, ~/.claude.json)",
+        _CLAUDE_CODE_DOC,
+        stdio_type=True,
+        next_step="restart Claude Code to use it; `claude mcp list` shows it connected",
+    ),
     "vscode": ClientInfo(
         "VS Code",
         "https://code.visualstudio.com/docs/copilot/guides/mcp-developer-guide",
@@ -134,7 +167,29 @@ CLIENT_INFO: dict[str, ClientInfo] = {
         name_pattern=r"[A-Za-z0-9_-]+",
     ),
     "gemini-cli": ClientInfo(
-        "Gemini CLI", "https://geminicli.com/docs/tools/mcp-server/", remote_keys=("url", "httpUrl")
+        "Gemini CLI",
+        "https://geminicli.com/docs/tools/mcp-server/",
+        remote_keys=("url", "httpUrl"),
+        # In a folder not trusted, Gemini CLI starts no MCP server at all, user-level ones included.
+        next_step="restart Gemini CLI and trust the folder you start it in (its trust dialog, or /permissions); "
+        "`gemini mcp list` there then shows it connected",
+    ),
+    "qwen-code": ClientInfo(
+        "Qwen Code",
+        "https://qwenlm.github.io/qwen-code-docs/en/users/features/mcp/",
+        # Its folder trust (off by default) gates a folder's own settings, not this user-level
+        # entry: `qwen mcp list` 0.24.4 starts it in a folder not trusted too.
+        next_step="restart Qwen Code to use it; `qwen mcp list` shows it connected",
+    ),
+    "copilot-cli": ClientInfo(
+        "Copilot CLI",
+        "https://docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers",
+        stdio_type=True,
+        stdio_type_name="local",
+        extra_members=(("tools", ("*",)),),
+        rival_key="servers",
+        next_step="restart Copilot CLI and trust the folder you start it in (it asks at its first start there); "
+        "`copilot mcp list` shows the entry",
     ),
     "windsurf": ClientInfo(
         "Windsurf",
@@ -221,6 +276,13 @@ CLIENT_RUNS: dict[str, ClientRun] = {
         startup_timeout_scale=1000,
         startup_timeout_floor_seconds=600.0,
     ),
+    # Qwen Code passes its whole environment to a stdio server, names with TOKEN, SECRET or
+    # KEY included (measured with `qwen mcp list` 0.24.4). `discoveryTimeoutMs` (ms) bounds a
+    # server's start-up handshake in a session (unset: 30 s for stdio, its MCP docs); tool calls
+    # have their own `timeout`. `qwen mcp list` keeps its own 10 s whatever either says.
+    "qwen-code": ClientRun(env_passing="inherit", startup_timeout_key="discoveryTimeoutMs", startup_timeout_scale=1000),
+    # Copilot CLI: not measured (it starts no server without a GitHub login), so the defaults:
+    # the value in `env` (its `env` values are literal unless written ${VAR}), no start-up key.
 }
 
 
@@ -303,6 +365,9 @@ def config_path(
     - Zed: ``~/.config/zed/settings.json`` (macOS, Linux; ``$XDG_CONFIG_HOME/zed`` when set
       on Linux), ``%APPDATA%\\Zed\\settings.json`` (Windows).
     - Codex: ``$CODEX_HOME/config.toml``, ``~/.codex/config.toml`` by default.
+    - Qwen Code: ``$QWEN_HOME/settings.json``, ``~/.qwen/settings.json`` by default.
+    - Copilot CLI: ``$COPILOT_HOME/mcp-config.json``, ``~/.copilot/mcp-config.json`` by
+      default (its workspace ``.mcp.json`` is Claude Code's format too: ``--path .mcp.json``).
     - Cursor ``~/.cursor/mcp.json``; Gemini CLI ``~/.gemini/settings.json``; Windsurf
       ``~/.codeium/windsurf/mcp_config.json``; LM Studio ``~/.lmstudio/mcp.json`` (every
       OS, ``~`` being ``%USERPROFILE%`` on Windows).
@@ -324,6 +389,10 @@ def config_path(
         return home.joinpath(*in_home[client])
     if client == "codex":
         return Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    if client == "qwen-code":
+        return Path(environ.get("QWEN_HOME") or home / ".qwen") / "settings.json"
+    if client == "copilot-cli":
+        return Path(environ.get("COPILOT_HOME") or home / ".copilot") / "mcp-config.json"
     if platform == "darwin":
         base = home / "Library" / "Application Support"
     elif platform == "win32":
@@ -347,13 +416,22 @@ def entry_object(client: str, entry: ServerEntry) -> dict[str, Any]:
     entry = _with_passed_env(client, entry)
     obj: dict[str, Any] = {}
     if info.stdio_type:
-        obj["type"] = "stdio"
+        obj["type"] = info.stdio_type_name
     obj["command"] = entry.command
     obj["args"] = list(entry.args)
     obj.update(_run_members(client, entry))
     if entry.env:
         obj["env"] = dict(entry.env)
+    for key, value in info.extra_members:
+        obj[key] = list(value) if isinstance(value, tuple) else value
     return obj
+
+
+def next_step(client: str, name: str, path: Path) -> str:
+    """What the user does after ``config install`` wrote ``name`` into ``path``, in the
+    client's own terms (approve the project server, trust the folder, restart)."""
+    info = _info(client)
+    return info.next_step.format(title=info.title, name=name, folder=path.parent)
 
 
 def check_name(client: str, name: str) -> None:

@@ -94,12 +94,16 @@ def _load_any(path: Path) -> dict:
         ("claude-code", "darwin", "/project/.mcp.json"),
         ("claude-code", "win32", "/project/.mcp.json"),
         ("codex", "linux", "/codexhome/config.toml"),
+        ("qwen-code", "linux", "/qwenhome/settings.json"),
+        ("copilot-cli", "win32", "/copilothome/mcp-config.json"),
         *[
             (client, platform, f"/h/{tail}")
             for client, tail in [
                 ("claude-code-user", ".claude.json"),
                 ("cursor", ".cursor/mcp.json"),
                 ("gemini-cli", ".gemini/settings.json"),
+                ("qwen-code", ".qwen/settings.json"),
+                ("copilot-cli", ".copilot/mcp-config.json"),
                 ("windsurf", ".codeium/windsurf/mcp_config.json"),
                 ("lm-studio", ".lmstudio/mcp.json"),
             ]
@@ -109,6 +113,8 @@ def _load_any(path: Path) -> dict:
 )
 def test_config_paths_per_os(client: str, platform: str, expected: str) -> None:
     environ = {"APPDATA": "/appdata", "XDG_CONFIG_HOME": "/xdg", "CODEX_HOME": "/codexhome"}
+    if expected.startswith(("/qwenhome", "/copilothome")):
+        environ.update(QWEN_HOME="/qwenhome", COPILOT_HOME="/copilothome")
     path = config_path(client, platform=platform, environ=environ, home=Path("/h"), cwd=Path("/project"))
     assert path == Path(expected)
 
@@ -400,6 +406,34 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
     assert "✗ initialize" in done.stdout and "HTTP 401" in done.stdout and "fix: Check the token source" in done.stdout
     for start in range(len(TOKEN) - 7):
         assert TOKEN[start : start + 8] not in done.stdout + done.stderr
+
+
+#: What `config install` tells the user to do next, per client: the client's own approval or
+#: folder-trust step where it has one (each seen with the real client, tests/test_realclients.py),
+#: else a restart.
+NEXT_STEPS = {
+    "claude-code": ("trust the folder and approve the server 'my-app'", "claude mcp list"),
+    "claude-code-user": ("restart Claude Code", "claude mcp list"),
+    "gemini-cli": ("trust the folder you start it in", "gemini mcp list"),
+    "qwen-code": ("restart Qwen Code to use it", "qwen mcp list"),
+    "copilot-cli": ("trust the folder you start it in", "copilot mcp list"),
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) -> None:
+    target = tmp_path / "project" / "config"
+    result = CliRunner().invoke(
+        main,
+        ["config", "install", "--client", client, "--name", "my-app", "--path", str(target),
+         "--url", "http://127.0.0.1:9/mcp"],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"added 'my-app' in {target}; ")
+    for words in NEXT_STEPS.get(client, (f"restart {CLIENT_INFO[client].title} to use it",)):
+        assert words in result.output
+    if client == "claude-code":
+        assert f"run `claude` in {target.parent}," in result.output
 
 
 def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:

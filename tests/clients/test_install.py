@@ -19,6 +19,7 @@ the bridge can be run the way each client would run it:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -243,7 +244,8 @@ def test_what_each_client_gets_for_a_token_env_variable() -> None:
     assert shown["gemini-cli"] == ({"MYAPP_TOKEN": "$MYAPP_TOKEN"}, None, [by_name.format("Gemini CLI")])
     assert shown["claude-code"][:2] == shown["claude-code-user"][:2] == (None, None)
     assert "by name only" in shown["claude-code"][2][0]
-    for client in ("claude-desktop", "cursor", "vscode", "windsurf", "zed", "lm-studio"):
+    assert shown["qwen-code"][:2] == (None, None) and "by name only" in shown["qwen-code"][2][0]
+    for client in ("claude-desktop", "cursor", "vscode", "windsurf", "zed", "lm-studio", "copilot-cli"):
         assert shown[client] == ({"MYAPP_TOKEN": TOKEN}, None, []), client
 
 
@@ -300,12 +302,14 @@ def test_a_launch_gets_the_clients_start_up_timeout(
     `gemini mcp list`, and the bound of every request too, so never below its 600 s)."""
     _, codex = printed_entry("codex", *config_options, "--app-name", "MyApp", *bridge_options, env={})
     _, gemini = printed_entry("gemini-cli", *config_options, "--app-name", "MyApp", *bridge_options, env={})
+    _, qwen = printed_entry("qwen-code", *config_options, "--app-name", "MyApp", *bridge_options, env={})
     assert codex.get("startup_timeout_sec") == codex_seconds
     assert gemini.get("timeout") == gemini_ms
+    assert qwen.get("discoveryTimeoutMs") == (None if codex_seconds is None else math.ceil(codex_seconds) * 1000)
     for client in CLIENTS:
         if client_run(client).startup_timeout_key is None:
             _, entry = printed_entry(client, *config_options, "--app-name", "MyApp", *bridge_options, env={})
-            assert not {"timeout", "startup_timeout_sec"} & set(entry), client
+            assert not {"timeout", "startup_timeout_sec", "discoveryTimeoutMs"} & set(entry), client
 
 
 def test_the_apps_own_entry_gets_a_start_up_timeout_for_its_default_launch_bound() -> None:

@@ -110,3 +110,16 @@ def test_frozen_version_matches_the_package() -> None:
     assert done.returncode == 0
     assert __version__.encode() in done.stdout
     assert sys.platform == "win32" or b"\r" not in done.stdout
+
+
+@pytest.mark.frozen
+@frozen
+@pytest.mark.parametrize(
+    "command",
+    [["config", "print", "--client", "codex", "--name", "app", "--url", "http://127.0.0.1:9/mcp"], ["check", "--help"]],
+)
+def test_every_command_runs_from_the_frozen_file(command: list[str]) -> None:
+    """The main group loads `config` by its module name (lazily): the build must carry the
+    modules its analysis cannot see, or the shipped file fails at `config install`."""
+    done = subprocess.run([os.environ[BRIDGE_EXE_VAR], *command], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")

@@ -1,0 +1,277 @@
+"""The real AI clients, pinned from npm, each in a fresh home: set up as a user would, then asked
+whether the bridge is connected (``tests/test_realclients.py``, ``tests/realclients/measure.py``).
+
+The clients (``package.json``, locked by ``package-lock.json``) are installed into
+``tests/realclients/node_modules`` by ``npm ci --prefix tests/realclients`` (``.ci/run`` does this),
+with their own Node.js 22 (the npm package ``node``): Claude Code and Qwen Code need Node ≥ 22.
+None of the checks here logs in or needs an API key.
+
+The lock file names five optional platform packages of ``@teddyzhu/clipboard`` (a Qwen Code
+option, never loaded here) that the registry does not have (404): ``npm install`` leaves them
+out of the lock, and ``npm ci`` then refuses the lock as out of step. They are in the lock by
+hand, as npm writes platform packages (``optional``, ``os``, ``cpu``), so ``npm ci`` skips them
+on every other platform; on theirs it tries, gets 404 and goes on (optional). Regenerating
+the lock with ``npm install`` needs that step again.
+
+Per client (:data:`CLIENTS`), with a fresh HOME and XDG folders (:func:`fresh_home`):
+
+- where ``mcp-app-bridge config install --client …`` writes (its default place; the test
+  runs ``config install`` in the fresh home and the project folder);
+- the one-time step a user takes (:func:`trust`): Claude Code's folder trust and project
+  server approval; Gemini CLI's folder trust; Qwen Code's folder trust (with the feature on);
+  none for Codex (user-level servers);
+- the client's own check (:func:`check`): ``claude mcp list``, ``gemini mcp list``,
+  ``qwen mcp list`` (each prints ``<name>: … Connected``) or Codex's ``app-server``,
+  driven over stdio JSON-RPC (``initialize``, then ``mcpServerStatus/list``, whose entry lists
+  the server's tools).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CLIENTS_DIR = Path(__file__).resolve().parent
+NODE_MODULES = CLIENTS_DIR / "node_modules"
+BIN = NODE_MODULES / ".bin"
+NODE = BIN / "node"
+INSTALL_COMMAND = "npm ci --prefix tests/realclients --no-audit --no-fund"
+
+CLIENTS = ("claude-code", "gemini-cli", "qwen-code", "codex")
+"""The ``--client`` ids of the clients that run here without a login."""
+
+PROGRAM = {"claude-code": "claude", "gemini-cli": "gemini", "qwen-code": "qwen", "codex": "codex"}
+
+COPILOT = BIN / "copilot"
+"""Copilot CLI: it starts no server without a GitHub login, so only its reading of the entry is
+checked (``copilot mcp get`` / ``mcp list``)."""
+
+CHECK_TIMEOUT_SECONDS = 120.0
+"""Bound on one client check: a client start (1–2 s) plus the bridge's start, a launch of the
+app included, on a loaded 2-core machine."""
+
+PROXY_VARS = tuple(
+    name for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower())
+)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing_clients() -> list[str]:
+    needed = [NODE, COPILOT, *(BIN / program for program in PROGRAM.values())]
+    return [str(path.relative_to(CLIENTS_DIR)) for path in needed if not path.exists()]
+
+
+def require_clients() -> None:
+    """Skip (outside CI) or fail (``CI=true``) unless the pinned clients are installed."""
+    missing = missing_clients()
+    if not missing:
+        return
+    message = f"the pinned AI clients are not installed (missing {', '.join(missing)}); run: {INSTALL_COMMAND}"
+    if in_ci():
+        pytest.fail(f"CI=true: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@dataclass
+class Home:
+    """One fresh user: HOME, XDG folders and a project folder the client is started in."""
+
+    root: Path
+    env: dict[str, str]
+    project: Path
+
+
+def fresh_home(root: Path, **extra: str) -> Home:
+    """A new HOME (and XDG config/data/state/cache folders) under `root`, a project folder,
+    and the environment a client is started with there: no proxies, our Node.js first on
+    PATH, no update checks or telemetry."""
+    home = root / "home"
+    env = {key: value for key, value in os.environ.items() if key not in PROXY_VARS}
+    for name in ("CODEX_HOME", "QWEN_HOME", "COPILOT_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"):
+        env.pop(name, None)
+    for name, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+    ):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[name] = str(home / sub)
+    env["HOME"] = str(home)
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    # Claude Code: no auto-update, no telemetry or other non-essential traffic.
+    env["DISABLE_AUTOUPDATER"] = "1"
+    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+    env.update(extra)
+    project = root / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    return Home(root=root, env=env, project=project.resolve())
+
+
+def config_install(
+    home: Home, client: str, name: str, bridge_args: list[str], *, bridge: list[str] | None = None
+) -> str:
+    """``mcp-app-bridge config install --client CLIENT --name NAME -- BRIDGE_ARGS`` run as the
+    fresh user in the project folder (the bridge: `bridge`, default ``python -m bridge``);
+    returns its output. The entry's command is that same bridge."""
+    command = bridge or [sys.executable, "-m", "bridge"]
+    done = subprocess.run(
+        [*command, "config", "install", "--client", client, "--name", name, *bridge_args],
+        cwd=home.project,
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"config install failed: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def trust(home: Home, client: str, name: str) -> None:
+    """The one-time step a user takes before the client starts the server, set as the client's
+    own dialog sets it."""
+    project = str(home.project)
+    if client == "claude-code":
+        # The folder-trust dialog (~/.claude.json "projects") and the project-server dialog
+        # (".claude/settings.local.json", "enabledMcpjsonServers").
+        _merge_json(Path(home.env["HOME"]) / ".claude.json", {"projects": {project: {"hasTrustDialogAccepted": True}}})
+        _merge_json(home.project / ".claude" / "settings.local.json", {"enabledMcpjsonServers": [name]})
+    elif client == "gemini-cli":
+        _merge_json(Path(home.env["HOME"]) / ".gemini" / "trustedFolders.json", {project: "TRUST_FOLDER"})
+    elif client == "qwen-code":
+        folder_trust_on(home, client)
+        _merge_json(Path(home.env["HOME"]) / ".qwen" / "trustedFolders.json", {project: "TRUST_FOLDER"})
+
+
+def folder_trust_on(home: Home, client: str) -> None:
+    """Qwen Code's folder trust is off by default: the user who turned it on
+    (``security.folderTrust.enabled``), as its docs describe. Other clients: nothing to do."""
+    if client == "qwen-code":
+        _merge_json(
+            Path(home.env["HOME"]) / ".qwen" / "settings.json", {"security": {"folderTrust": {"enabled": True}}}
+        )
+
+
+def _merge_json(path: Path, update: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(document.get(key), dict):
+            document[key] = {**document[key], **value}
+        else:
+            document[key] = value
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+
+
+@dataclass
+class Status:
+    """What the client's own check said about one server."""
+
+    connected: bool
+    tools: list[str] | None
+    """Tool names, where the check shows them (Codex); None where it does not."""
+    output: str
+    seconds: float
+
+
+def check(home: Home, client: str, name: str) -> Status:
+    """The client's own check of server `name`, run as the fresh user in the project folder."""
+    started = time.monotonic()
+    if client == "codex":
+        return _codex_status(home, name, started)
+    done = subprocess.run(
+        [str(BIN / PROGRAM[client]), "mcp", "list"],
+        cwd=home.project,
+        env=home.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CHECK_TIMEOUT_SECONDS,
+    )
+    output = _plain(done.stdout + done.stderr)
+    line = next((line for line in output.splitlines() if f" {name}:" in f" {line.strip()}"), "")
+    connected = line.rstrip().endswith("Connected") and "Disconnected" not in line
+    return Status(connected=connected, tools=None, output=output, seconds=time.monotonic() - started)
+
+
+def _plain(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _codex_status(home: Home, name: str, started: float) -> Status:
+    """``codex app-server`` over stdio (newline-delimited JSON-RPC without the ``jsonrpc``
+    member): ``initialize``, ``initialized``, then ``mcpServerStatus/list``."""
+    process = subprocess.Popen(
+        [str(BIN / "codex"), "app-server"],
+        cwd=home.project,
+        env=home.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + CHECK_TIMEOUT_SECONDS
+
+    def send(message: dict[str, object]) -> None:
+        assert process.stdin is not None
+        process.stdin.write((json.dumps(message) + "\n").encode())
+        process.stdin.flush()
+
+    def answer(request_id: int) -> dict[str, object] | None:
+        assert process.stdout is not None
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line.decode("utf-8", errors="replace").rstrip())
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return message
+        return None
+
+    try:
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"clientInfo": {"name": "mcp-app-bridge-tests", "version": "1"}},
+            }
+        )
+        answer(1)
+        send({"method": "initialized"})
+        send({"id": 2, "method": "mcpServerStatus/list", "params": {}})
+        reply = answer(2)
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        stderr = process.stderr.read().decode("utf-8", errors="replace") if process.stderr else ""
+        process.stdout.close()
+        if process.stderr:
+            process.stderr.close()
+    output = "\n".join(seen) + "\n" + stderr
+    entries = ((reply or {}).get("result") or {}).get("data") or []  # type: ignore[union-attr]
+    entry = next((item for item in entries if isinstance(item, dict) and item.get("name") == name), None)
+    tools = sorted((entry.get("tools") or {}).keys()) if entry else None
+    connected = bool(entry) and not entry.get("toolsError") and bool(tools)  # type: ignore[union-attr]
+    return Status(connected=connected, tools=tools, output=output, seconds=time.monotonic() - started)

@@ -1,0 +1,281 @@
+"""The real AI clients, pinned from npm, start the bridge as `config install` wrote it and report
+it connected (issue 19, "The real clients in CI").
+
+Claude Code, Gemini CLI, Qwen Code and Codex (``tests/realclients/package.json``), each with a
+fresh HOME and XDG folders (``tests/realclients/harness.py``): ``mcp-app-bridge config install
+--client …``, then the one-time trust/approval step a user takes, then the client's own check
+(``claude mcp list``, ``gemini mcp list``, ``qwen mcp list``, Codex ``app-server``
+``mcpServerStatus/list``). No login and no API key: none of these checks needs one.
+
+- connected with the app up (``--url``), and with the app down and started by the bridge
+  (``--launch``, found again through an explicit ``--discovery-file``);
+- the bridge's reason reaches the user where the client shows one (Claude Code, Codex);
+- Copilot CLI, which starts nothing without a login: its own ``copilot mcp get``/``list``
+  read the entry;
+- the frozen single file (``MCP_APP_BRIDGE_EXE``) under each client's own way of ending its
+  servers (measured in ``docs/_incoming/realclients.md``), 20 checks in a row with a private
+  TMPDIR: what the one-file build's unpack folders (``_MEI*``) leave there.
+
+Marked ``clients`` and deselected by default (``python -m pytest -m clients`` runs them);
+missing clients skip them, or fail them under ``CI=true``. ``config install`` runs as
+``python -m bridge`` and writes this environment's ``mcp-app-bridge`` script into the entry,
+or runs as the frozen file (which writes itself) when ``MCP_APP_BRIDGE_EXE`` names it
+(``.ci/run`` does both). POSIX only: the clients' POSIX installs, signals and TMPDIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from realclients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
+from support.apps import APP_SERVER_SCRIPT, AppServer, read_pids
+from support.processes import BRIDGE_EXE_VAR, bridge_command, free_port
+
+pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
+
+NAME = "demo-app"
+LAUNCH_TIMEOUT_SECONDS = 30.0
+"""--launch-timeout: bound on the app's start (about 1 s; a loaded CI machine is slower)."""
+KILL_PATTERN_RUNS = 20
+
+
+@pytest.fixture(autouse=True)
+def _clients_installed() -> None:
+    require_clients()
+
+
+def _home(tmp_path: Path, **extra: str) -> Home:
+    return fresh_home(tmp_path / "user", **extra)
+
+
+def _explain(client: str, status: object) -> str:
+    return f"{client}'s own check did not report {NAME!r} connected:\n{getattr(status, 'output', status)}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_client_reports_the_bridge_connected_with_the_app_up(
+    tmp_path: Path, start_app_server: Callable[..., AppServer], client: str
+) -> None:
+    """``config install --url``; the client's check reports it connected once the user took
+    the client's one-time step, and (where the client has such a step) not before."""
+    app = start_app_server()
+    home = _home(tmp_path)
+    said = config_install(home, client, NAME, ["--url", app.url], bridge=bridge_command())
+    if client in ("claude-code", "gemini-cli"):  # Qwen Code's folder trust does not gate a user-level entry
+        assert "trust the folder" in said
+        before = check(home, client, NAME)
+        assert not before.connected, f"{client} started a server before the user's trust step:\n{before.output}"
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert status.connected, _explain(client, status)
+    if client == "codex":  # the only check that lists the tools
+        assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
+    tmp_path: Path, reap_apps: Callable[[Path], Path], client: str
+) -> None:
+    """The app is not running: the bridge the client starts launches it (``--launch``), finds it
+    through its discovery file and the client reports it connected, within the client's own
+    start-up budget (Gemini CLI's is the shortest)."""
+    home = _home(tmp_path)
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    discovery = app_dir / "mcp-endpoint.json"
+    started = reap_apps(app_dir / "started")
+    launch = shlex.join(
+        [
+            sys.executable,
+            str(APP_SERVER_SCRIPT),
+            "--port",
+            "0",
+            "--discovery-file",
+            str(discovery),
+            "--started-file",
+            str(started),
+        ]
+    )
+    config_install(
+        home,
+        client,
+        NAME,
+        [
+            "--discovery-file",
+            str(discovery),
+            "--launch",
+            launch,
+            "--launch-timeout",
+            f"{LAUNCH_TIMEOUT_SECONDS:g}",
+            "--launch-log",
+            str(app_dir / "launched.log"),
+        ],
+        bridge=bridge_command(),
+    )
+    trust(home, client, NAME)
+    assert not discovery.exists() and read_pids(started) == []
+    status = check(home, client, NAME)
+    assert status.connected, _explain(client, status) + _launch_log(app_dir)
+    assert len(read_pids(started)) == 1, "the bridge launched the app once"
+    if client == "codex":
+        assert status.tools is not None and "echo" in status.tools, status.tools
+
+
+def _launch_log(app_dir: Path) -> str:
+    log = app_dir / "launched.log"
+    return (
+        f"\nlaunched app's log:\n{log.read_text(errors='replace')[-2000:]}"
+        if log.exists()
+        else "\n(the app was not launched)"
+    )
+
+
+#: The clients whose own check shows a server's error message (Gemini CLI and Qwen Code show
+#: only "Disconnected", whatever the server answered).
+SHOWS_ERRORS = ("claude-code", "codex")
+
+
+def _error_text(client: str, status: object) -> str:
+    """The part of the check's output about `NAME`: Claude Code's line, Codex's ``toolsError``."""
+    output = str(getattr(status, "output", ""))
+    return "\n".join(line for line in output.splitlines() if NAME in line or "toolsError" in line)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("client", SHOWS_ERRORS)
+def test_the_app_is_not_running_message_reaches_the_user(tmp_path: Path, client: str) -> None:
+    """App down and no ``--launch``: the bridge answers ``initialize`` with its reason, and the
+    client shows it to the user instead of "Connection closed"."""
+    home = _home(tmp_path)
+    config_install(home, client, NAME, ["--url", f"http://127.0.0.1:{free_port()}/mcp"], bridge=bridge_command())
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert not status.connected
+    assert "The app is not running" in _error_text(client, status), status.output
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    reason="the bridge still exits 2 at a configuration error when a client started it (issue 19, item 6)",
+    strict=False,
+)
+@pytest.mark.parametrize("client", SHOWS_ERRORS)
+def test_a_configuration_error_reaches_the_user(tmp_path: Path, client: str) -> None:
+    """An entry whose ``--token-env`` variable is not set: the client shows the bridge's reason
+    (naming the variable), not "Connection closed", and the ``--log-file`` has it too."""
+    home = _home(tmp_path)
+    log = tmp_path / "bridge.log"
+    variable = "MCP_APP_BRIDGE_TEST_UNSET_TOKEN"
+    args = ["--url", "http://127.0.0.1:9/mcp", "--token-env", variable, "--log-file", str(log)]
+    config_install(home, client, NAME, args, bridge=bridge_command())
+    trust(home, client, NAME)
+    status = check(home, client, NAME)
+    assert not status.connected
+    assert variable in _error_text(client, status), status.output
+    assert log.exists() and variable in log.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.mark.timeout(300)
+def test_copilot_cli_reads_the_entry_config_install_writes(tmp_path: Path) -> None:
+    """Copilot CLI starts no server without a GitHub login, so this checks what it shows without
+    one: its own ``copilot mcp get`` reads the user-level entry as a local server with every
+    tool and the token only masked; a workspace ``.mcp.json`` is listed once the folder is trusted
+    (``trusted_folders``, as its trust dialog stores it), and not before."""
+    token = "tok-PLACEHOLDER-copilot-0123456789"
+    home = _home(tmp_path, MYAPP_TOKEN=token)
+    args = ["--url", "http://127.0.0.1:9/mcp", "--token-env", "MYAPP_TOKEN"]
+    said = config_install(home, "copilot-cli", NAME, args, bridge=bridge_command())
+    assert "trust the folder you start it in" in said and "copilot mcp list" in said
+
+    def copilot(*command: str) -> str:
+        done = subprocess.run(
+            [str(COPILOT), *command],
+            cwd=home.project,
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    shown = copilot("mcp", "get", NAME)
+    assert "Type: local" in shown and "Tools: * (all)" in shown and "Source: User" in shown, shown
+    entry = json.loads((Path(home.env["HOME"]) / ".copilot" / "mcp-config.json").read_text())["mcpServers"][NAME]
+    assert f"Command: {' '.join([entry['command'], *entry['args']])}" in shown, shown
+    assert "MYAPP_TOKEN: ***" in shown and token not in shown
+
+    workspace = "workspace-app"
+    config_install(home, "copilot-cli", workspace, ["--path", ".mcp.json", *args], bridge=bridge_command())
+    assert f"{workspace} (local)" not in copilot("mcp", "list")
+    settings = Path(home.env["HOME"]) / ".copilot" / "config.json"
+    settings.write_text(json.dumps({"trusted_folders": [str(home.project)]}), encoding="utf-8")
+    listed = copilot("mcp", "list")
+    assert f"{NAME} (local)" in listed and f"{workspace} (local)" in listed, listed
+
+
+# -- the frozen single file under each client's kill pattern ----------------------------------
+
+
+def _unpack_folders(tmpdir: Path) -> tuple[int, int]:
+    """(how many ``_MEI*`` folders, their bytes) in `tmpdir`."""
+    folders = list(tmpdir.glob("_MEI*"))
+    size = sum(
+        path.stat().st_size
+        for folder in folders
+        for path in folder.rglob("*")
+        if path.is_file() and not path.is_symlink()
+    )
+    return len(folders), size
+
+
+#: The clients whose kill pattern ends in SIGKILL (Claude Code at every server's end, Codex right
+#: after its check): the one-file build's bootloader cannot remove its unpack folder then.
+SIGKILLING = ("claude-code", "codex")
+UNPACK_LEAK = pytest.mark.xfail(
+    reason="a SIGKILLed one-file build leaves its unpack folder (_MEI*) in TMPDIR; the frozen file's "
+    "own clean-up (issue 19, item 2) has not landed",
+    strict=False,
+)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    "client", [pytest.param(client, marks=UNPACK_LEAK) if client in SIGKILLING else client for client in CLIENTS]
+)
+def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern(
+    tmp_path: Path, app_server: AppServer, client: str
+) -> None:
+    """20 checks in a row, each ending the frozen bridge the client's own way (Claude Code:
+    SIGINT, SIGTERM 0.1 s later, SIGKILL 0.5 s after the first; Codex: SIGTERM to the process
+    group and SIGKILL within 5 ms; Gemini CLI: SIGTERM, then stdin closed; Qwen Code: stdin
+    closed, SIGTERM 2 s later, SIGKILL 2 s after that). What is left in the private TMPDIR
+    stays O(1): at most one unpack folder, not one per run."""
+    exe = os.environ.get(BRIDGE_EXE_VAR)
+    if not exe:
+        pytest.skip(f"{BRIDGE_EXE_VAR} names no frozen executable")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    home = _home(tmp_path, TMPDIR=str(tmpdir))
+    # Every one of these clients passes TMPDIR on to its servers (Codex's short list has it).
+    config_install(home, client, NAME, ["--url", app_server.url], bridge=[exe])
+    trust(home, client, NAME)
+    for run in range(KILL_PATTERN_RUNS):
+        status = check(home, client, NAME)
+        assert status.connected, f"run {run + 1}: " + _explain(client, status)
+    time.sleep(5.0)  # Qwen Code's SIGKILL comes 4 s after its check; let every bridge end
+    folders, size = _unpack_folders(tmpdir)
+    assert folders <= 1, (
+        f"{KILL_PATTERN_RUNS} {client} checks left {folders} unpack folders ({size / 1e6:.1f} MB) in TMPDIR"
+    )
