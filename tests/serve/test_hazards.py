@@ -599,7 +599,7 @@ async def test_negotiated_protocol_version_is_the_one_the_server_chose(run_bridg
         return await app()(request)
 
     async with run_bridge(older) as h:
-        await h.handshake()
+        await h.handshake(version="2025-03-26")
         h.stdin.feed(request_line(1))
         messages = await h.stdout.wait_for(2)
         assert messages[0]["result"]["protocolVersion"] == "2025-03-26"  # relayed unchanged

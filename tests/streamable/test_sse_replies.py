@@ -23,10 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
-
-from bridge.core.config import BridgeConfig
-from bridge.serve.loop import Bridge
+from support.helpers import NOTIF_INIT, init, request_line, running_bridge
 
 pytestmark = pytest.mark.anyio
 
@@ -140,31 +137,6 @@ async def serve(app: App) -> AsyncIterator[App]:
             await asyncio.wait_for(server.wait_closed(), WAIT)
 
 
-@contextlib.asynccontextmanager
-async def bridge_to(url: str, **config: Any) -> AsyncIterator[tuple[FakeStdin, FakeStdout]]:
-    """An in-process bridge (nothing injected: ``http://`` goes through its own client),
-    handshake done; stdin is closed on exit and the bridge must finish within ``WAIT``."""
-    stdin, stdout = FakeStdin(), FakeStdout()
-    bridge = Bridge(BridgeConfig(url=url, **config), stdin=stdin, stdout=stdout)
-    done = anyio.Event()
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            await bridge.run()
-            done.set()
-
-        tg.start_soon(run)
-        stdin.feed(init(0) + NOTIF_INIT)
-        (reply,) = await stdout.wait_for(1, timeout_seconds=WAIT)
-        assert reply["result"]["serverInfo"]["name"] == "sse"
-        try:
-            yield stdin, stdout
-        finally:
-            stdin.close()
-            with anyio.fail_after(WAIT):
-                await done.wait()
-
-
 def call(request_id: int) -> bytes:
     return request_line(request_id, "tools/call", {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}})
 
@@ -198,9 +170,10 @@ def drip(data: bytes, seconds_per_byte: float) -> Call:
 async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bound() -> None:
     """One byte every 0.1 s for 60 s, never an event: before, every byte reset the timer."""
     app = App(on_call=drip(b"data: " + b"x" * 600, 0.1))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.0) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    async with serve(app), running_bridge(url=app.url, request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply["id"] == 1 and reason_of(reply) == "timeout"
         with anyio.fail_after(WAIT):
             await app.call_ended.wait()  # the bridge closed the stream (the drip failed)
@@ -212,9 +185,10 @@ async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bou
 
 async def test_a_drip_of_lines_and_blank_lines_without_a_field_is_no_sign_of_life() -> None:
     app = App(on_call=drip(b"\n" * 100 + b"foo: bar\n" * 20, 0.05))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.0) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    async with serve(app), running_bridge(url=app.url, request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reason_of(reply) == "timeout"
 
 
@@ -237,10 +211,11 @@ def beats(kind: str, count: int, seconds_between: float) -> Call:
 async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(kind: str) -> None:
     """3 s of beats every 0.15 s against a 1.5 s bound: the call outlives the bound twice."""
     app = App(on_call=beats(kind, 20, 0.15))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.5) as (stdin, stdout):
-        stdin.feed(call(1))
+    async with serve(app), running_bridge(url=app.url, request_timeout_seconds=1.5) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
         expected = 2 + (20 if kind == "progress" else 0)
-        replies = await stdout.wait_for(expected, timeout_seconds=WAIT)
+        replies = await run.stdout.wait_for(expected, timeout_seconds=WAIT)
         assert replies[-1] == {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "beats": 20}}
         if kind == "progress":
             assert [r["params"]["progress"] for r in replies[1:-1]] == list(range(20))
@@ -251,10 +226,11 @@ async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(k
 
 async def test_a_stream_that_ends_right_after_the_response_leaves_its_connection_for_the_next_call() -> None:
     app = App()
-    async with serve(app), bridge_to(app.url) as (stdin, stdout):
+    async with serve(app), running_bridge(url=app.url) as run:
+        await run.handshake()
         for i in range(1, 21):
-            stdin.feed(request_line(i, "tools/list"))
-            await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+            run.stdin.feed(request_line(i, "tools/list"))
+            await run.stdout.wait_for(1 + i, timeout_seconds=WAIT)
     # initialize, its notification and the GET stream may have opened up to three; a new
     # connection per SSE reply would make that 20 more.
     assert app.connections <= 3
@@ -276,13 +252,14 @@ def respond_and_hold(message: dict[str, Any], peer: Peer) -> Awaitable[None]:
 
 async def test_streams_kept_open_after_the_response_still_answer_every_call_once() -> None:
     app = App(on_call=respond_and_hold)
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=WAIT * 2) as (stdin, stdout):
+    async with serve(app), running_bridge(url=app.url, request_timeout_seconds=WAIT * 2) as run:
+        await run.handshake()
         for i in range(1, 6):
-            stdin.feed(call(i))
-            replies = await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+            run.stdin.feed(call(i))
+            replies = await run.stdout.wait_for(1 + i, timeout_seconds=WAIT)
             assert replies[-1] == {"jsonrpc": "2.0", "id": i, "result": {"held": True}}
-        stdin.feed(request_line(9, "tools/list"))
-        replies = await stdout.wait_for(7, timeout_seconds=WAIT)
+        run.stdin.feed(request_line(9, "tools/list"))
+        replies = await run.stdout.wait_for(7, timeout_seconds=WAIT)
         assert replies[-1]["id"] == 9 and len(replies) == 7  # nothing after a response is relayed
 
 
@@ -304,9 +281,10 @@ def respond_then(after: bytes, abort: bool) -> Call:
 )
 async def test_whatever_follows_the_response_on_its_stream_the_response_is_the_answer(after: bytes, abort: bool) -> None:
     app = App(on_call=respond_then(after, abort))
-    async with serve(app), bridge_to(app.url, max_message_bytes=4096) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    async with serve(app), running_bridge(url=app.url, max_message_bytes=4096) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}
 
 
@@ -332,17 +310,18 @@ def huge_event(app: App, size_bytes: int, piece_bytes: int = MiB) -> Call:
 async def test_an_event_over_the_cap_is_refused_while_it_arrives_and_the_next_call_works() -> None:
     app = App()
     app.on_call = huge_event(app, 40 * MiB)
-    async with serve(app), bridge_to(app.url, max_message_bytes=2 * MiB) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    async with serve(app), running_bridge(url=app.url, max_message_bytes=2 * MiB) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply["id"] == 1 and reason_of(reply) == "message_too_large"
         with anyio.fail_after(WAIT):
             await app.call_ended.wait()
         # The bridge stopped reading: the app could not write the 40 MiB (the cap, the
         # bridge's 4 MiB read buffer and the sockets' buffers are far below that).
         assert app.sent_bytes < 30 * MiB
-        stdin.feed(request_line(2, "tools/list"))
-        (*_, listed) = await stdout.wait_for(3, timeout_seconds=WAIT)
+        run.stdin.feed(request_line(2, "tools/list"))
+        (*_, listed) = await run.stdout.wait_for(3, timeout_seconds=WAIT)
         assert listed == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
