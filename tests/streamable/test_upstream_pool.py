@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support.helpers import NOTIF_INIT, init, request_line, running_bridge
+from support.helpers import NOTIF_INIT, CountingSource, init, request_line, running_bridge
 from support.mcp_app import (
     LAST_CHUNK,
     NEW_TOKEN,
@@ -389,20 +389,6 @@ async def test_modern_subscription_stream_has_no_read_timeout() -> None:
 
 
 # -- 3. 401: one refresh, the retry carries the new token -------------------------------------
-
-
-class CountingSource:
-    """A token source handing out tokens from a list (the last one again once it runs out)."""
-
-    description = "test token source"
-
-    def __init__(self, *tokens: str) -> None:
-        self.tokens = list(tokens)
-        self.fetches = 0
-
-    async def fetch(self, context: TokenContext) -> str | None:
-        self.fetches += 1
-        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
 
 
 async def test_401_refreshes_the_token_once_and_the_retry_carries_the_new_one(caplog: pytest.LogCaptureFixture) -> None:

@@ -13,6 +13,7 @@ import anyio
 import httpx
 import respx
 
+from bridge.app.tokens import TokenContext
 from bridge.core.config import BridgeConfig
 from bridge.serve.loop import Bridge
 from support.scripted import WAIT, closed_port, serve, wire_app
@@ -220,6 +221,23 @@ async def running_bridge(
                 with anyio.fail_after(WAIT):
                     while harness.exit_status is None:
                         await anyio.sleep(0.01)
+
+
+class CountingSource:
+    """A token source handing out ``tokens`` in order (the last one again once they run
+    out), each after ``delay_seconds``; ``fetches`` counts the calls."""
+
+    description = "test token source"
+
+    def __init__(self, *tokens: str, delay_seconds: float = 0.0) -> None:
+        self.tokens = list(tokens)
+        self.fetches = 0
+        self.delay_seconds = delay_seconds
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        self.fetches += 1
+        await anyio.sleep(self.delay_seconds)
+        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
 
 
 #: Bound on waiting for the in-process bridge's reader to pause (seconds).
