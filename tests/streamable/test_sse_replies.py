@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import pytest
 from support.helpers import NOTIF_INIT, init, request_line, running_bridge
-from support.mcp_app import SSE_HEAD, McpApp, chunk, compact
+from support.mcp_app import SSE_HEAD, McpApp, chunk, compact, progress
 from support.scripted import WAIT, Peer, Seen, serve
 
 pytestmark = pytest.mark.anyio
@@ -70,10 +70,6 @@ def sse_app(on_call: Script | None = None, log: CallLog | None = None) -> McpApp
 
 def call(request_id: int) -> bytes:
     return request_line(request_id, "tools/call", {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}})
-
-
-def progress(value: int) -> bytes:
-    return compact({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": value}})
 
 
 def reason_of(message: dict[str, Any]) -> str:
@@ -131,7 +127,7 @@ def beats(kind: str, count: int, seconds_between: float) -> Script:
         await peer.send(SSE_HEAD)
         for i in range(count):
             await asyncio.sleep(seconds_between)
-            beat = b": keep-alive\r\n\r\n" if kind == "comments" else b"data: " + progress(i) + b"\r\n\r\n"
+            beat = b": keep-alive\r\n\r\n" if kind == "comments" else b"data: " + progress("p", i) + b"\r\n\r\n"
             await peer.send(chunk(beat))
         result = compact({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [], "beats": count}})
         await peer.send(chunk(b"event: message\r\ndata: " + result + b"\r\n\r\n") + b"0\r\n\r\n")

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from support.helpers import json_response
 from support.scripted import Peer, Seen, send_response
 
 OLD_TOKEN = "tok-old-7c1d2e3f4a5b6c7d"
@@ -36,10 +37,6 @@ OnRequest = Callable[[dict[str, Any], httpx.Request], Any]
 
 def compact(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _json(message: Any, status: int = 200, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, content=compact(message), headers={"content-type": "application/json", **(headers or {})})
 
 
 class McpApp:
@@ -145,7 +142,7 @@ class McpApp:
             raise httpx.ConnectError("All connection attempts failed")
         self.requests.append(request)
         if self.token is not None and request.headers.get("authorization") != f"Bearer {self.token}":
-            return _json({"error": "invalid_token"}, 401, {"www-authenticate": 'Bearer error="invalid_token"'})
+            return json_response({"error": "invalid_token"}, 401, {"www-authenticate": 'Bearer error="invalid_token"'})
         if request.method == "GET":
             if on_wire and self.on_get is not None:
                 return self.on_get
@@ -172,8 +169,8 @@ class McpApp:
             return httpx.Response(200, content=body, headers={"content-type": "application/json", "mcp-session-id": session})
         elif not self.stateless and request.headers.get("mcp-session-id") not in self.sessions:
             if self.unknown_session_status == 400:
-                return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}, 400)
-            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}, 404)
+                return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}, 400)
+            return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}, 404)
         if "id" not in message or method is None:
             return httpx.Response(202)
         if on_wire and method in self.replies:
@@ -185,12 +182,12 @@ class McpApp:
             return outcome  # type: ignore[no-any-return]
         if method == "tools/call" and self.header_mismatches_left:
             self.header_mismatches_left -= 1
-            return _json({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32020, "message": "Header mismatch"}}, 400)
+            return json_response({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32020, "message": "Header mismatch"}}, 400)
         if method == "tools/list" and self.tools is not None:
-            return _json({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": self.tools}})
+            return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": self.tools}})
         reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"instance": self.instance} if self.result is None else self.result}
         if not self.sse:
-            return _json(reply)
+            return json_response(reply)
         event = b"event: message\r\ndata: " + compact(reply) + b"\r\n\r\n"
 
         async def stream() -> AsyncIterator[bytes]:
