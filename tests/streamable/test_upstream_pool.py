@@ -1,12 +1,13 @@
-"""The bridge over its own HTTP/1.1 client (``bridge/http11.py``) against a scripted app.
+"""The bridge over its own HTTP/1.1 client (``bridge/transport/pool.py``) against a scripted app.
 
 The respx tests inject an httpx transport, so they never reach the bridge's own client.
 Here nothing is injected: the bridge talks to a real TCP server on 127.0.0.1
-(``asyncio.start_server``, port 0) that parses each request (head and ``Content-Length``
-body), keeps it (method, target, fields, body bytes) and answers with byte strings the
-test chose — JSON, chunked SSE, error statuses, bodies cut off mid-way, or silence.
-The bridge runs in-process with fake stdin/stdout (``tests/support/helpers.py``), so every
-assertion is about what the AI client sees on stdout and what the app receives.
+(``support.scripted.ScriptedServer``, port 0) that parses each request (head and
+``Content-Length`` body) and keeps it (method, target, fields, body bytes). The app is
+``support.mcp_app.McpApp`` on the wire; where a test chose the bytes of a reply (JSON,
+chunked SSE, error statuses, bodies cut off mid-way, or silence), ``app.replies`` writes
+them. The bridge runs in-process (``support.helpers.running_bridge``), so every assertion
+is about what the AI client sees on stdout and what the app receives.
 """
 
 from __future__ import annotations
