@@ -154,10 +154,10 @@ class McpApp:
         method = message.get("method")
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
-        modern = isinstance(meta, dict) and isinstance(meta.get(META_VERSION), str) and bool(meta[META_VERSION])
-        if modern:
+        era = meta.get(META_VERSION) if isinstance(meta, dict) else None
+        if isinstance(era, str) and era:
             assert request.headers["mcp-method"] == method
-            assert request.headers["mcp-protocol-version"] == meta[META_VERSION]
+            assert request.headers["mcp-protocol-version"] == era
             assert "mcp-session-id" not in request.headers
         elif method == "initialize":
             self.issued += 1
