@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from support.helpers import NOTIF_INIT, CountingStdin, init, request_line, settled
-from support.pool_app import App, compact, json_reply
+from support.mcp_app import McpApp, compact, json_reply
 from support.scripted import Peer, Seen, serve
 
 import bridge.stdio.outbox
@@ -43,7 +43,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def big_replies(app: App, reply_bytes: int = REPLY_BYTES) -> list[Any]:
+def big_replies(app: McpApp, reply_bytes: int = REPLY_BYTES) -> list[Any]:
     """``tools/call`` answers with a ``reply_bytes`` result; returns the list of the ids served."""
     served: list[Any] = []
     pad = "x" * reply_bytes
@@ -73,10 +73,10 @@ async def test_a_client_that_stops_reading_stops_the_bridge_reading_stdin_and_th
     budget = 4 * MiB
     monkeypatch.setattr(bridge.stdio.outbox, "OUTPUT_BUDGET_BYTES", budget)
     count = 200
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
     served = big_replies(app)
     stdin, stdout = CountingStdin(), StalledStdout()
-    async with serve(app) as server:
+    async with serve(app.wire) as server:
         run = Bridge(BridgeConfig(url=server.url(), max_concurrent_requests=4), stdin=stdin, stdout=stdout)
         async with anyio.create_task_group() as tg:
             tg.start_soon(run.run)
@@ -117,9 +117,9 @@ def status_kib(pid: int, name: str) -> int:
 @pytest.mark.linux_only("reads /proc/PID/status")
 async def test_600_replies_of_512_kib_to_a_client_that_does_not_read_stay_in_budget_then_all_arrive_once(tmp_path: Path) -> None:
     count = 600
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
     served = big_replies(app)
-    async with serve(app) as server:
+    async with serve(app.wire) as server:
         stderr = open(tmp_path / "bridge.stderr", "wb")  # noqa: SIM115
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bridge", "--url", server.url(),

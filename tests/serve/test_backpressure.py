@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from support.helpers import CountingStdin, FakeStdout, request_line, settled
-from support.pool_app import App, json_reply
+from support.mcp_app import McpApp, json_reply
 from support.scripted import Peer, Seen, serve
 
 from bridge.core.admission import MAX_HELD_BYTES, REQUEST_BOOKKEEPING_BYTES, Admission
@@ -63,7 +63,7 @@ async def test_a_flood_against_a_stalled_app_pauses_reading_and_every_request_ge
     padding = "p" * 10_000
     count = 2 * MAX_HELD_BYTES // (10_100 + REQUEST_BOOKKEEPING_BYTES)  # twice what the budget holds
     release = anyio.Event()
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
 
     async def stall(seen: Seen, peer: Peer) -> None:
         await release.wait()
@@ -72,7 +72,7 @@ async def test_a_flood_against_a_stalled_app_pauses_reading_and_every_request_ge
 
     app.replies["tools/call"] = stall
     stdin, stdout = CountingStdin(), FakeStdout()
-    async with serve(app) as server:
+    async with serve(app.wire) as server:
         bridge = Bridge(BridgeConfig(url=server.url(), max_concurrent_requests=4), stdin=stdin, stdout=stdout)
         async with anyio.create_task_group() as tg:
             tg.start_soon(bridge.run)
@@ -92,14 +92,14 @@ async def test_a_flood_against_a_stalled_app_pauses_reading_and_every_request_ge
 
 
 async def test_a_cancellation_reaches_the_app_while_requests_queue_behind_a_stalled_call() -> None:
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
     cancelled = anyio.Event()
 
     async def stall(seen: Seen, peer: Peer) -> None:
         await peer.hold()
 
     app.replies["tools/call"] = stall
-    plain = app.__call__
+    plain = app.wire
 
     async def handle(seen: Seen, peer: Peer) -> None:
         if seen.rpc_method == "notifications/cancelled":

@@ -11,6 +11,7 @@ import anyio
 import httpx
 import pytest
 from support.helpers import RunBridge, event, json_response, request_line, sse
+from support.mcp_app import McpApp
 
 from bridge.core.era import encode_header_value, filter_tools, invalid_header_annotation, request_headers
 
@@ -45,31 +46,10 @@ BAD = [
 ]
 
 
-class ModernApp:
-    """A stateless 2026-07-28 app: checks the era's headers like a strict server would."""
-
-    def __init__(self) -> None:
-        self.posts: list[httpx.Request] = []
-        self.tools = [GOOD, *BAD]
-        self.mismatches_left = 0
-        self.other: list[httpx.Request] = []
-
-    async def __call__(self, request: httpx.Request) -> Any:
-        if request.method != "POST":
-            self.other.append(request)
-            return httpx.Response(405)
-        self.posts.append(request)
-        message = json.loads(request.content)
-        method = message["method"]
-        assert request.headers["mcp-method"] == method
-        assert request.headers["mcp-protocol-version"] == message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
-        assert "mcp-session-id" not in request.headers
-        if method == "tools/list":
-            return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": self.tools}})
-        if method == "tools/call" and self.mismatches_left:
-            self.mismatches_left -= 1
-            return json_response({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32020, "message": "Header mismatch"}}, status=400)
-        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [], "resultType": "complete"}})
+def modern_app() -> McpApp:
+    """A 2026-07-28 app: :class:`McpApp`, which checks the era's headers like a strict server
+    would, listing ``GOOD`` and every ``BAD`` tool and answering calls with an empty result."""
+    return McpApp(tools=[GOOD, *BAD], result={"content": [], "resultType": "complete"})
 
 
 # -- pure rules -------------------------------------------------------------------------------
@@ -120,7 +100,7 @@ def test_headers_for_each_json_type_and_none_for_null_missing_or_fractional_valu
 
 
 async def test_modern_requests_carry_the_eras_headers_and_no_session(run_bridge: RunBridge) -> None:
-    app = ModernApp()
+    app = modern_app()
     async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "server/discover"))
         h.stdin.feed(modern(2, "tools/call", {"name": "weather 世界", "arguments": {}}))
@@ -132,7 +112,7 @@ async def test_modern_requests_carry_the_eras_headers_and_no_session(run_bridge:
 
 
 async def test_tools_with_invalid_annotations_are_hidden_and_calls_carry_param_headers(run_bridge: RunBridge) -> None:
-    app = ModernApp()
+    app = modern_app()
     async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/list"))
         (listing,) = await h.stdout.wait_for(1)
@@ -144,8 +124,8 @@ async def test_tools_with_invalid_annotations_are_hidden_and_calls_carry_param_h
 
 
 async def test_header_mismatch_relists_privately_and_retries_once(run_bridge: RunBridge) -> None:
-    app = ModernApp()
-    app.mismatches_left = 1
+    app = modern_app()
+    app.header_mismatches_left = 1
     async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/call", {"name": "weather", "arguments": {"region": "eu"}}))
         (reply,) = await h.stdout.wait_for(1)
@@ -158,8 +138,8 @@ async def test_header_mismatch_relists_privately_and_retries_once(run_bridge: Ru
 
 
 async def test_a_second_header_mismatch_is_relayed_without_another_retry(run_bridge: RunBridge) -> None:
-    app = ModernApp()
-    app.mismatches_left = 5
+    app = modern_app()
+    app.header_mismatches_left = 5
     async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "tools/call", {"name": "weather", "arguments": {}}))
         (reply,) = await h.stdout.wait_for(1)

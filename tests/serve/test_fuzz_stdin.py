@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-from support.helpers import request_line
-from support.pool_app import App, bridge_to
+from support.helpers import request_line, running_bridge
+from support.mcp_app import McpApp
 from support.scripted import WAIT, serve
 
 from bridge.core.jsonrpc import message_problem
@@ -156,8 +156,8 @@ async def test_stdin_fuzz_keeps_the_contract(seed: int) -> None:
     fuzzer = Fuzzer(seed)
     data = b"".join(fuzzer.line() for _ in range(300))
     rng = random.Random(seed)
-    async with serve(App(stateless=True)) as server, bridge_to(
-        server.url(), max_message_bytes=MAX_MESSAGE_BYTES, max_concurrent_requests=4
+    async with serve(McpApp(stateless=True).wire) as server, running_bridge(
+        url=server.url(), max_message_bytes=MAX_MESSAGE_BYTES, max_concurrent_requests=4
     ) as run:
         position = 0
         while position < len(data):  # in chunks cut anywhere
@@ -200,7 +200,7 @@ async def test_notifications_in_any_form_get_no_reply(seed: int) -> None:
         total += len(items)
         lines.append(line + rng.choice([b"\n", b"\r\n", b"\n\n"]))
     data = b"".join(lines)
-    async with serve(App(stateless=True)) as server, bridge_to(server.url()) as run:
+    async with serve(McpApp(stateless=True).wire) as server, running_bridge(url=server.url()) as run:
         for position in range(0, len(data), 997):
             run.stdin.feed(data[position : position + 997])
         run.stdin.feed(request_line("final-ping", "ping"))

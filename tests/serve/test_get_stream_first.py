@@ -11,48 +11,43 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from support.helpers import NOTIF_INIT, RunBridge, init, json_response, request_line
+from support.helpers import NOTIF_INIT, RunBridge, init, request_line
+from support.mcp_app import McpApp
 
 pytestmark = pytest.mark.anyio
 
 
-
-
-class App:
-    """Records the order of requests; its GET stream opens after ``get_delay_seconds``."""
+class SlowGetStream(McpApp):
+    """:class:`McpApp` (result ``{}``, any session id) whose GET stream opens after
+    ``get_delay_seconds``, or is then refused with ``get_status``; ``order`` lists what
+    arrived: ``GET`` or the JSON-RPC method (``response`` for a client's response)."""
 
     def __init__(self, get_delay_seconds: float = 0.05, get_status: int = 200) -> None:
-        self.order: list[str] = []
+        super().__init__(stateless=True, result={}, get_status=get_status)
         self.get_delay_seconds = get_delay_seconds
-        self.get_status = get_status
+
+    @property
+    def order(self) -> list[str]:
+        return [r.method if r.method != "POST" else json.loads(r.content).get("method", "response") for r in self.requests if r.method != "DELETE"]
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            self.order.append("GET")
-            await anyio.sleep(self.get_delay_seconds)
-            if self.get_status != 200:
-                return httpx.Response(self.get_status)
+        if request.method != "GET":
+            return await super().__call__(request)
+        self.requests.append(request)
+        await anyio.sleep(self.get_delay_seconds)
+        if self.get_status != 200:
+            return httpx.Response(self.get_status)
 
-            async def body() -> Any:
-                yield b": open\n\n"
-                await anyio.sleep(30)
+        async def body() -> Any:
+            yield b": open\n\n"
+            await anyio.sleep(30)
 
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
-        if request.method == "DELETE":
-            return httpx.Response(200)
-        message = json.loads(request.content)
-        self.order.append(message.get("method", "response"))
-        if message.get("method") == "initialize":
-            result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "t", "version": "1"}}
-            return json_response({"jsonrpc": "2.0", "id": message["id"], "result": result}, headers={"mcp-session-id": "s1"})
-        if "id" not in message:
-            return httpx.Response(202)
-        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
 
 @pytest.mark.parametrize("get_status", [200, 405])
 async def test_a_request_after_notifications_initialized_goes_out_after_the_get_stream_opened(get_status: int, run_bridge: RunBridge) -> None:
-    app = App(get_status=get_status)
+    app = SlowGetStream(get_status=get_status)
     async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         messages = await h.stdout.wait_for(2)
@@ -61,7 +56,7 @@ async def test_a_request_after_notifications_initialized_goes_out_after_the_get_
 
 
 async def test_a_get_stream_slow_to_open_holds_the_next_request_for_a_bounded_time_only(run_bridge: RunBridge) -> None:
-    app = App(get_delay_seconds=20)
+    app = SlowGetStream(get_delay_seconds=20)
     async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         messages = await h.stdout.wait_for(2, timeout_seconds=10)  # the bound is 1 s, not the GET's 20 s

@@ -7,7 +7,6 @@ app is a respx side effect, so every request the bridge sends can be inspected.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -25,37 +24,18 @@ from support.helpers import (
     request_line,
     sse,
 )
+from support.mcp_app import McpApp, OnRequest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 
 
 
 
-def app(on_request: Callable[[dict[str, Any], httpx.Request], Any] | None = None, *, get_status: int = 405) -> Callable[[httpx.Request], Any]:
-    """A stateful Streamable HTTP app: initialize assigns ``sess-A``; notifications get 202;
-    GET answers ``get_status``; requests go to ``on_request`` (default: result {})."""
-
-    async def handle(request: httpx.Request) -> Any:
-        if request.method == "GET":
-            return httpx.Response(get_status)
-        if request.method == "DELETE":
-            return httpx.Response(200)
-        message = json.loads(request.content)
-        if message.get("method") == "initialize":
-            return json_response(
-                {"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "fake", "version": "0"}}},
-                headers={"mcp-session-id": "sess-A"},
-            )
-        if "id" not in message or "method" not in message:
-            return httpx.Response(202)
-        if on_request is not None:
-            outcome = on_request(message, request)
-            if hasattr(outcome, "__await__"):
-                outcome = await outcome
-            return outcome
-        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
-
-    return handle
+def app(on_request: OnRequest | None = None, *, get_status: int = 405) -> McpApp:
+    """The hazards' app: :class:`McpApp` handing out ``sess-A`` and serving any session id;
+    notifications get 202; GET answers ``get_status``; requests go to ``on_request``
+    (default: result {})."""
+    return McpApp(session_id="sess-A", stateless=True, server_name="fake", result={}, get_status=get_status, on_request=on_request)
 
 
 def reasons(messages: list[dict[str, Any]]) -> list[str]:
@@ -599,7 +579,7 @@ async def test_negotiated_protocol_version_is_the_one_the_server_chose(run_bridg
         return await app()(request)
 
     async with run_bridge(older) as h:
-        await h.handshake()
+        await h.handshake(version="2025-03-26")
         h.stdin.feed(request_line(1))
         messages = await h.stdout.wait_for(2)
         assert messages[0]["result"]["protocolVersion"] == "2025-03-26"  # relayed unchanged

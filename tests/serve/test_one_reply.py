@@ -10,8 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
-from support.helpers import request_line
-from support.pool_app import LAST_CHUNK, SSE_HEAD, App, bridge_to, chunk, compact, json_reply, send_then_hold, sse_event
+from support.helpers import request_line, running_bridge
+from support.mcp_app import LAST_CHUNK, SSE_HEAD, McpApp, chunk, compact, json_reply, send_then_hold, sse_event
 from support.scripted import WAIT, Peer, Seen, serve
 
 pytestmark = pytest.mark.anyio
@@ -36,13 +36,13 @@ def result(request_id: Any, **fields: Any) -> bytes:
 
 
 async def test_a_json_batch_with_two_responses_for_the_request_gives_one_line() -> None:
-    app = App()
+    app = McpApp()
 
     async def twice(seen: Seen, peer: Peer) -> None:
         await peer.send(json_reply(b"[" + result(5, n=1) + b"," + result(5, n=2) + b"]"))
 
     app.replies["tools/call"] = twice
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}) + request_line(6, "ping"))
         await run.replies(3)
@@ -53,7 +53,7 @@ async def test_a_json_batch_with_two_responses_for_the_request_gives_one_line() 
 async def test_a_json_batch_answering_another_open_request_answers_it_once() -> None:
     """A's JSON batch holds A's response and B's; B's own exchange (never answered by the
     app) is then closed, and nothing more is written for B."""
-    app = App()
+    app = McpApp()
     b_closed = anyio.Event()
 
     async def call(seen: Seen, peer: Peer) -> None:
@@ -64,7 +64,7 @@ async def test_a_json_batch_answering_another_open_request_answers_it_once() -> 
         await peer.send(json_reply(b"[" + result("A") + b"," + result("B", via="A") + b"]"))
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=3600) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=3600) as run:
         await run.handshake()
         run.stdin.feed(request_line("B", "tools/call", {"name": "b"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -81,7 +81,7 @@ async def test_a_json_batch_answering_another_open_request_answers_it_once() -> 
 async def test_the_sse_stream_of_one_request_carrying_another_ones_response_answers_that_once() -> None:
     """B's response arrives on A's stream: it answers B (the first valid answer wins); B's
     own stream's response, sent later, is dropped."""
-    app = App()
+    app = McpApp()
     release_b = anyio.Event()
 
     async def call(seen: Seen, peer: Peer) -> None:
@@ -101,7 +101,7 @@ async def test_the_sse_stream_of_one_request_carrying_another_ones_response_answ
         await peer.send(chunk(sse_event(result("A"))) + LAST_CHUNK)
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line("B", "tools/call", {"name": "b"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -126,13 +126,13 @@ async def test_the_sse_stream_of_one_request_carrying_another_ones_response_answ
     ],
 )
 async def test_invalid_objects_on_an_sse_stream_never_reach_stdout(invalid: bytes) -> None:
-    app = App()
+    app = McpApp()
 
     async def call(seen: Seen, peer: Peer) -> None:
         await peer.send(SSE_HEAD + chunk(sse_event(invalid)) + chunk(sse_event(result(5))) + LAST_CHUNK)
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         await run.replies(2)
@@ -141,7 +141,7 @@ async def test_invalid_objects_on_an_sse_stream_never_reach_stdout(invalid: byte
 
 
 async def test_invalid_objects_and_stray_responses_on_the_get_stream_never_reach_stdout() -> None:
-    app = App()
+    app = McpApp()
     notice = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     app.on_get = send_then_hold(
         SSE_HEAD
@@ -149,7 +149,7 @@ async def test_invalid_objects_and_stray_responses_on_the_get_stream_never_reach
         + chunk(sse_event(result(99)))  # a response for an id nobody asked for
         + chunk(sse_event(notice))
     )
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         await run.replies(2)
         await asyncio.sleep(0.1)
@@ -157,13 +157,13 @@ async def test_invalid_objects_and_stray_responses_on_the_get_stream_never_reach
 
 
 async def test_a_json_reply_with_a_malformed_error_is_refused_not_relayed() -> None:
-    app = App()
+    app = McpApp()
 
     async def call(seen: Seen, peer: Peer) -> None:
         await peer.send(json_reply(b'{"jsonrpc":"2.0","id":5,"error":"not an object"}'))
 
     app.replies["tools/call"] = call
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         (_, answer) = await run.replies(2)
@@ -178,7 +178,7 @@ async def test_cancelled_calls_free_their_slots_and_connections_at_once() -> Non
     the client: a tools/list sent next is answered (the request timeout is an hour, so it
     could only be answered if the cancelled calls let go of their slots), the app got both
     cancellations, their connections were closed, and nothing is written for them."""
-    app = App()
+    app = McpApp()
     closed: list[Any] = []
 
     async def never(seen: Seen, peer: Peer) -> None:
@@ -187,8 +187,8 @@ async def test_cancelled_calls_free_their_slots_and_connections_at_once() -> Non
         closed.append(seen.message()["id"])
 
     app.replies["tools/call"] = never
-    async with serve(app) as server, bridge_to(
-        server.url(), max_concurrent_requests=2, request_timeout_seconds=3600
+    async with serve(app.wire) as server, running_bridge(
+        url=server.url(), max_concurrent_requests=2, request_timeout_seconds=3600
     ) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "long"}) + request_line(2, "tools/call", {"name": "long"}))
@@ -208,7 +208,7 @@ async def test_cancelled_calls_free_their_slots_and_connections_at_once() -> Non
 async def test_a_late_response_to_a_cancelled_request_is_dropped() -> None:
     """The app answers right after it hears of the cancellation (the race the spec warns of):
     the client, which gave up on the id, gets nothing for it."""
-    app = App()
+    app = McpApp()
     heard = anyio.Event()
 
     async def late(seen: Seen, peer: Peer) -> None:
@@ -221,14 +221,14 @@ async def test_a_late_response_to_a_cancelled_request_is_dropped() -> None:
             pass
 
     app.replies["tools/call"] = late
-    plain = app.__call__
+    plain = app.wire
 
     async def handle(seen: Seen, peer: Peer) -> None:
         await plain(seen, peer)
         if seen.rpc_method == "notifications/cancelled":
             heard.set()
 
-    async with serve(handle) as server, bridge_to(server.url()) as run:
+    async with serve(handle) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "x"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
@@ -243,13 +243,13 @@ async def test_a_late_response_to_a_cancelled_request_is_dropped() -> None:
 
 
 async def test_a_cancelled_request_still_waiting_for_a_slot_is_never_sent() -> None:
-    app = App()
+    app = McpApp()
 
     async def never(seen: Seen, peer: Peer) -> None:
         await peer.hold()
 
     app.replies["tools/call"] = never
-    async with serve(app) as server, bridge_to(server.url(), max_concurrent_requests=1) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), max_concurrent_requests=1) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/call", {"name": "long"}) + request_line(2, "tools/call", {"name": "queued"}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)

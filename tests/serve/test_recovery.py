@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from support.helpers import NOTIF_INIT, URL, RunBridge, init, json_response, request_line
+from support.helpers import NOTIF_INIT, URL, CountingSource, RunBridge, init, json_response, request_line
+from support.mcp_app import McpApp
 
 from bridge.app.tokens import CommandTokenSource, TokenContext
 
@@ -23,75 +24,11 @@ def reason(message: dict[str, Any]) -> str:
     return str(message["error"]["data"]["reason"])
 
 
-class FakeApp:
-    """A stateful fake app: sessions numbered per instance, a token it accepts, and
-    switches to go down, restart (forget every session) or rotate its token."""
-
-    def __init__(self, *, token: str | None = None, list_changed: bool = False, stateless: bool = False) -> None:
-        self.token = token
-        self.stateless = stateless
-        self.up = True
-        self.instance = 1
-        self.sessions: set[str] = set()
-        self.list_changed = list_changed
-        self.unknown_session_status = 404
-        self.bodies: list[dict[str, Any]] = []
-
-    def restart(self, *, token: str | None = None) -> None:
-        self.instance += 1
-        self.sessions.clear()
-        if token is not None:
-            self.token = token
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        if not self.up:
-            raise httpx.ConnectError("All connection attempts failed")
-        if self.token is not None and request.headers.get("authorization") != f"Bearer {self.token}":
-            return httpx.Response(401, headers={"www-authenticate": 'Bearer error="invalid_token"'})
-        if request.method == "GET":
-            return httpx.Response(405)
-        if request.method == "DELETE":
-            return httpx.Response(200)
-        message = json.loads(request.content)
-        self.bodies.append(message)
-        if message.get("method") == "initialize":
-            session = f"sess-{self.instance}-{len(self.sessions)}"
-            self.sessions.add(session)
-            capabilities = {"tools": {"listChanged": True}, "prompts": {}} if self.list_changed else {}
-            return json_response(
-                {"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "serverInfo": {"name": "fake", "version": str(self.instance)}}},
-                headers={"mcp-session-id": session},
-            )
-        if not self.stateless and request.headers.get("mcp-session-id") not in self.sessions:
-            if self.unknown_session_status == 400:
-                return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}, status=400)
-            return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}, status=404)
-        if "id" not in message or "method" not in message:
-            return httpx.Response(202)
-        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"instance": self.instance}})
-
-
-class CountingSource:
-    """A token source handing out tokens from a list; counts fetches."""
-
-    description = "test token source"
-
-    def __init__(self, *tokens: str, delay_seconds: float = 0.0) -> None:
-        self.tokens = list(tokens)
-        self.fetches = 0
-        self.delay_seconds = delay_seconds
-
-    async def fetch(self, context: TokenContext) -> str | None:
-        self.fetches += 1
-        await anyio.sleep(self.delay_seconds)
-        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
-
-
 # -- 401: refresh once (B26) --------------------------------------------------------------------
 
 
 async def test_401_refreshes_the_token_once_and_the_retry_succeeds(run_bridge: RunBridge) -> None:
-    app = FakeApp(token="new")
+    app = McpApp(token="new")
     source = CountingSource("old", "new")
     async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(init(0))
@@ -102,7 +39,7 @@ async def test_401_refreshes_the_token_once_and_the_retry_succeeds(run_bridge: R
 
 
 async def test_second_401_gives_auth_rejected_after_exactly_one_refresh(run_bridge: RunBridge) -> None:
-    app = FakeApp(token="never-issued", stateless=True)
+    app = McpApp(token="never-issued", stateless=True)
     source = CountingSource("t1", "t2", "t3")
     async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(request_line(14, "tools/list"))
@@ -113,7 +50,7 @@ async def test_second_401_gives_auth_rejected_after_exactly_one_refresh(run_brid
 
 
 async def test_five_concurrent_401s_cause_one_refresh_and_all_succeed(run_bridge: RunBridge) -> None:
-    app = FakeApp(token="new", stateless=True)
+    app = McpApp(token="new", stateless=True)
     source = CountingSource("old", "new", delay_seconds=0.05)
     async with run_bridge(app, token_source=source) as h:
         h.stdin.feed(b"".join(request_line(i, "ping") for i in range(5)))
@@ -136,7 +73,7 @@ async def test_403_is_an_error_without_refresh(run_bridge: RunBridge) -> None:
 
 
 async def test_401_without_any_token_source_says_how_to_configure_one(run_bridge: RunBridge) -> None:
-    async with run_bridge(FakeApp(token="x", stateless=True)) as h:
+    async with run_bridge(McpApp(token="x", stateless=True)) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "auth_rejected" and "--token-env" in reply["error"]["message"]
@@ -155,7 +92,7 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
             await anyio.sleep(30)
         return "good"
 
-    async with run_bridge(FakeApp(token="good", stateless=True), token_source=provider, token_timeout_seconds=0.3) as h:
+    async with run_bridge(McpApp(token="good", stateless=True), token_source=provider, token_timeout_seconds=0.3) as h:
         h.stdin.feed(request_line(1))
         (first,) = await h.stdout.wait_for(1)
         assert first["id"] == 1 and reason(first) == "auth_rejected"
@@ -186,7 +123,7 @@ async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on
     secret = tmp_path / "secret"
     secret.write_text("s3cret-value\n")
     secret.chmod(0o600)
-    app = FakeApp(token="issued-1", stateless=True)
+    app = McpApp(token="issued-1", stateless=True)
     issued: list[str] = []
 
     async def handle(request: httpx.Request) -> httpx.Response:
@@ -213,7 +150,7 @@ async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on
 class Starter:
     """A library ensure_running that brings the fake app up (or not)."""
 
-    def __init__(self, app: FakeApp, *, works: bool = True) -> None:
+    def __init__(self, app: McpApp, *, works: bool = True) -> None:
         self.app = app
         self.works = works
         self.calls = 0
@@ -229,7 +166,7 @@ class Starter:
 
 @pytest.mark.httpx_only
 async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds(run_bridge: RunBridge) -> None:
-    app = FakeApp(stateless=True)
+    app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
@@ -242,7 +179,7 @@ async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds(run
 
 @pytest.mark.httpx_only
 async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_after_two_posts(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.up = False
 
     async def says_up(url: str) -> bool:
@@ -261,7 +198,7 @@ async def test_app_still_refusing_after_ensure_running_gives_app_unreachable_aft
 
 @pytest.mark.httpx_only
 async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch_timeout(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.up = False
     starter = Starter(app, works=False)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
@@ -275,7 +212,7 @@ async def test_app_that_never_comes_up_gives_app_launch_failed_within_the_launch
 
 @pytest.mark.httpx_only
 async def test_no_launcher_configured_says_the_app_is_not_running(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.up = False
     async with run_bridge(app) as h:
         h.stdin.feed(request_line(1))
@@ -285,7 +222,7 @@ async def test_no_launcher_configured_says_the_app_is_not_running(run_bridge: Ru
 
 @pytest.mark.httpx_only
 async def test_concurrent_refusals_share_one_ensure_running(run_bridge: RunBridge) -> None:
-    app = FakeApp(stateless=True)
+    app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
@@ -296,7 +233,7 @@ async def test_concurrent_refusals_share_one_ensure_running(run_bridge: RunBridg
 
 @pytest.mark.httpx_only
 async def test_ensure_running_that_raises_gives_app_launch_failed(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.up = False
 
     def broken() -> None:
@@ -310,7 +247,7 @@ async def test_ensure_running_that_raises_gives_app_launch_failed(run_bridge: Ru
 
 @pytest.mark.httpx_only
 async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     attempts = 0
 
     async def handle(request: httpx.Request) -> httpx.Response:
@@ -332,7 +269,7 @@ async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge
 
 @pytest.mark.parametrize("status", [404, 400])
 async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(status: int, run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.unknown_session_status = status
     async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
@@ -354,7 +291,7 @@ async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches
 
 
 async def test_session_400_heuristic_can_be_switched_off(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     app.unknown_session_status = 400
     async with run_bridge(app, session_400_heuristic=False) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
@@ -367,7 +304,7 @@ async def test_session_400_heuristic_can_be_switched_off(run_bridge: RunBridge) 
 
 
 async def test_concurrent_failures_share_one_rebuild_and_list_changed_follows(run_bridge: RunBridge) -> None:
-    app = FakeApp(list_changed=True)
+    app = McpApp(capabilities={"tools": {"listChanged": True}, "prompts": {}})
     async with run_bridge(app) as h:
         h.stdin.feed(init(0) + NOTIF_INIT)
         await h.stdout.wait_for(1)
@@ -383,7 +320,7 @@ async def test_concurrent_failures_share_one_rebuild_and_list_changed_follows(ru
 
 
 async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_again(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
     refuse_initialize = True
 
     async def handle(request: httpx.Request) -> httpx.Response:
@@ -404,7 +341,7 @@ async def test_rebuild_failing_gives_session_lost_and_the_next_request_tries_aga
 
 
 async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebuild(run_bridge: RunBridge) -> None:
-    app = FakeApp()
+    app = McpApp()
 
     async def handle(request: httpx.Request) -> httpx.Response:
         response = await app(request)
@@ -429,7 +366,7 @@ async def test_retry_that_is_lost_again_gives_session_lost_without_a_second_rebu
 async def test_restart_with_downtime_and_a_rotated_token_is_recovered_in_one_request(run_bridge: RunBridge) -> None:
     """The app goes down, comes back on a new instance with a new token: relaunch, then
     rebuild (whose initialize is refreshed after a 401), then the request — one reply."""
-    app = FakeApp(token="t1")
+    app = McpApp(token="t1")
     source = CountingSource("t1", "t2")
     starter = Starter(app)
     async with run_bridge(app, token_source=source, ensure_running=starter, app_probe=starter.probe) as h:
@@ -451,7 +388,7 @@ async def test_live_pid_in_the_discovery_file_is_waited_for_instead_of_launching
 
     discovery = tmp_path / "mcp-endpoint.json"
     write_discovery_file(discovery, url=URL, pid=os.getpid())
-    app = FakeApp(stateless=True)
+    app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app)
     async with run_bridge(
@@ -470,7 +407,7 @@ async def test_launch_lock_is_released_whichever_thread_took_it(tmp_path: Path) 
     from bridge.app.discovery import Endpoint
     from bridge.app.launcher import Launcher
 
-    app = FakeApp(stateless=True)
+    app = McpApp(stateless=True)
     starter = Starter(app)
     launcher = Launcher(Endpoint(url=URL), ensure_running=starter, timeout_seconds=2, lock_path=tmp_path / "launch.lock", probe=starter.probe)
     for busy in range(3):
@@ -490,7 +427,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
 
     discovery = tmp_path / "mcp-endpoint.json"
     write_discovery_file(discovery, url=URL)  # no token in it
-    async with run_bridge(FakeApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
+    async with run_bridge(McpApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
     assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
@@ -499,7 +436,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
 @pytest.mark.httpx_only
 async def test_requests_queued_behind_a_failed_launch_share_its_failure(run_bridge: RunBridge) -> None:
     """One app launch for many waiting requests, also when it fails (DESIGN.md §2.9)."""
-    app = FakeApp(stateless=True)
+    app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app, works=False)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_timeout_seconds=0.5) as h:
@@ -522,7 +459,7 @@ async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure(run
             await anyio.sleep(0.2)
             raise TokenSourceError("the keychain is locked")
 
-    async with run_bridge(FakeApp(stateless=True), token_source=Failing()) as h:
+    async with run_bridge(McpApp(stateless=True), token_source=Failing()) as h:
         h.stdin.feed(b"".join(request_line(i) for i in range(4)))
         messages = await h.stdout.wait_for(4, timeout_seconds=3)
     assert {reason(m) for m in messages} == {"auth_rejected"} and Failing.fetches == 1
@@ -532,7 +469,7 @@ async def test_requests_queued_behind_a_failed_token_fetch_share_its_failure(run
 async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(run_bridge: RunBridge) -> None:
     """The session-loss heuristic wants "session" *and* a sign it is unknown."""
     error = {"code": -32602, "message": "session_name required"}
-    app = FakeApp()
+    app = McpApp()
 
     async def handle(request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and json.loads(request.content).get("method") == "tools/call":

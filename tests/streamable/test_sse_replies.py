@@ -4,8 +4,8 @@ What a user would notice: a drip that never completes an event gets a ``timeout`
 after ``--request-timeout``, while keep-alive comments and progress events keep a long call
 open; an event larger than ``--max-message-bytes`` gets ``message_too_large`` while it
 arrives (the bridge stops reading it; its memory stays near the cap); and an ``http://``
-SSE reply never imports httpx. The scripted server is a minimal copy of the one in
-``tests/streamable/test_upstream_pool.py``.
+SSE reply never imports httpx. The app is ``support.mcp_app.McpApp`` on a
+``support.scripted.ScriptedServer``.
 """
 
 from __future__ import annotations
@@ -23,15 +23,11 @@ from typing import Any
 
 import anyio
 import pytest
-from support.helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line
-
-from bridge.core.config import BridgeConfig
-from bridge.serve.loop import Bridge
+from support.helpers import NOTIF_INIT, init, request_line, running_bridge
+from support.mcp_app import SSE_HEAD, McpApp, chunk, compact, progress
+from support.scripted import WAIT, Peer, Seen, serve
 
 pytestmark = pytest.mark.anyio
-
-WAIT = 10.0
-"""Upper bound, in seconds, on every wait (never a speed assertion)."""
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,138 +35,41 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-# -- a scripted MCP app on raw HTTP/1.1 -----------------------------------------------------------
+# -- the app: McpApp, every result over SSE, tools/call scripted ------------------------------------
 
-SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def compact(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode()
-
-
-def json_reply(body: bytes, *fields: str, status: int = 200) -> bytes:
-    head = f"HTTP/1.1 {status} Status\r\n" + "".join(f"{f}\r\n" for f in fields)
-    return head.encode() + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-
-
-class Peer:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-
-Call = Callable[[dict[str, Any], Peer], Awaitable[None]]
+Script = Callable[[dict[str, Any], Peer], Awaitable[None]]
+"""The answer to ``tools/call``: the message in, raw bytes out on ``peer``."""
 
 
 @dataclass
-class App:
-    """``initialize`` → JSON with a session id; notifications → 202; GET → 405; DELETE → 200;
-    ``tools/call`` → ``on_call``; anything else → an empty result over SSE."""
+class CallLog:
+    """What the scripted ``tools/call`` reply did."""
 
-    on_call: Call | None = None
-    port: int = 0
-    posts: list[dict[str, Any]] = field(default_factory=list)
-    connections: int = 0
     sent_bytes: int = 0
-    """Bytes of the body ``on_call`` managed to write (set by the scripts below)."""
-    call_ended: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when ``on_call`` returned or its connection failed."""
+    """Bytes of the body the script managed to write (set by the scripts below)."""
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the script returned or its connection failed."""
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = Peer(reader, writer)
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                method = head.split(b" ", 1)[0]
-                fields = dict(
-                    (name.strip().lower(), value.strip())
-                    for name, _, value in (line.partition(b":") for line in head.split(b"\r\n")[1:-2])
-                )
-                body = await reader.readexactly(int(fields.get(b"content-length", b"0")))
-                if method == b"GET":
-                    await peer.send(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-                elif method == b"DELETE":
-                    await peer.send(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                else:
-                    await self.answer(json.loads(body), peer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+def sse_app(on_call: Script | None = None, log: CallLog | None = None) -> McpApp:
+    """:class:`McpApp` answering ``initialize`` with JSON and every other request with an
+    empty result over SSE; ``tools/call`` goes to ``on_call`` (its end is set on ``log``)."""
+    app = McpApp(server_name="sse", stateless=True, sse=True, result={})
+    if on_call is not None:
+        script, ended = on_call, (log or CallLog()).ended
 
-    async def answer(self, message: dict[str, Any], peer: Peer) -> None:
-        self.posts.append(message)
-        if message.get("method") == "initialize":
-            result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "sse", "version": "1"}}
-            body = compact({"jsonrpc": "2.0", "id": message["id"], "result": result})
-            await peer.send(json_reply(body, "Mcp-Session-Id: s-1"))
-        elif "id" not in message or "method" not in message:
-            await peer.send(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-        elif message["method"] == "tools/call" and self.on_call is not None:
+        async def reply(seen: Seen, peer: Peer) -> None:
             try:
-                await self.on_call(message, peer)
+                await script(seen.message(), peer)
             finally:
-                self.call_ended.set()
-        else:
-            event = b"event: message\r\ndata: " + compact({"jsonrpc": "2.0", "id": message["id"], "result": {}}) + b"\r\n\r\n"
-            await peer.send(SSE_HEAD + chunk(event) + b"0\r\n\r\n")
+                ended.set()
 
-
-@contextlib.asynccontextmanager
-async def serve(app: App) -> AsyncIterator[App]:
-    server = await asyncio.start_server(app.handle, "127.0.0.1", 0)
-    app.port = server.sockets[0].getsockname()[1]
-    try:
-        yield app
-    finally:
-        server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), WAIT)
-
-
-@contextlib.asynccontextmanager
-async def bridge_to(url: str, **config: Any) -> AsyncIterator[tuple[FakeStdin, FakeStdout]]:
-    """An in-process bridge (nothing injected: ``http://`` goes through its own client),
-    handshake done; stdin is closed on exit and the bridge must finish within ``WAIT``."""
-    stdin, stdout = FakeStdin(), FakeStdout()
-    bridge = Bridge(BridgeConfig(url=url, **config), stdin=stdin, stdout=stdout)
-    done = anyio.Event()
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            await bridge.run()
-            done.set()
-
-        tg.start_soon(run)
-        stdin.feed(init(0) + NOTIF_INIT)
-        (reply,) = await stdout.wait_for(1, timeout_seconds=WAIT)
-        assert reply["result"]["serverInfo"]["name"] == "sse"
-        try:
-            yield stdin, stdout
-        finally:
-            stdin.close()
-            with anyio.fail_after(WAIT):
-                await done.wait()
+        app.replies["tools/call"] = reply
+    return app
 
 
 def call(request_id: int) -> bytes:
     return request_line(request_id, "tools/call", {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}})
-
-
-def progress(value: int) -> bytes:
-    return compact({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": value}})
 
 
 def reason_of(message: dict[str, Any]) -> str:
@@ -181,7 +80,7 @@ def reason_of(message: dict[str, Any]) -> str:
 # -- the idle timer: complete events and comments only ---------------------------------------------
 
 
-def drip(data: bytes, seconds_per_byte: float) -> Call:
+def drip(data: bytes, seconds_per_byte: float) -> Script:
     """Send the SSE head, then ``data`` one byte at a time, then hold the stream open."""
 
     async def script(message: dict[str, Any], peer: Peer) -> None:
@@ -197,35 +96,38 @@ def drip(data: bytes, seconds_per_byte: float) -> Call:
 
 async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bound() -> None:
     """One byte every 0.1 s for 60 s, never an event: before, every byte reset the timer."""
-    app = App(on_call=drip(b"data: " + b"x" * 600, 0.1))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.0) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    log = CallLog()
+    app = sse_app(drip(b"data: " + b"x" * 600, 0.1), log)
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply["id"] == 1 and reason_of(reply) == "timeout"
         with anyio.fail_after(WAIT):
-            await app.call_ended.wait()  # the bridge closed the stream (the drip failed)
-            while not any(p.get("method") == "notifications/cancelled" for p in app.posts):
+            await log.ended.wait()  # the bridge closed the stream (the drip failed)
+            while not any(p.get("method") == "notifications/cancelled" for p in app.bodies):
                 await anyio.sleep(0.01)
-        (cancelled,) = [p for p in app.posts if p.get("method") == "notifications/cancelled"]
+        (cancelled,) = [p for p in app.bodies if p.get("method") == "notifications/cancelled"]
         assert cancelled["params"]["requestId"] == 1
 
 
 async def test_a_drip_of_lines_and_blank_lines_without_a_field_is_no_sign_of_life() -> None:
-    app = App(on_call=drip(b"\n" * 100 + b"foo: bar\n" * 20, 0.05))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.0) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    app = sse_app(drip(b"\n" * 100 + b"foo: bar\n" * 20, 0.05))
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=1.0) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reason_of(reply) == "timeout"
 
 
-def beats(kind: str, count: int, seconds_between: float) -> Call:
+def beats(kind: str, count: int, seconds_between: float) -> Script:
     """``count`` keep-alive comments or progress events, then the response."""
 
     async def script(message: dict[str, Any], peer: Peer) -> None:
         await peer.send(SSE_HEAD)
         for i in range(count):
             await asyncio.sleep(seconds_between)
-            beat = b": keep-alive\r\n\r\n" if kind == "comments" else b"data: " + progress(i) + b"\r\n\r\n"
+            beat = b": keep-alive\r\n\r\n" if kind == "comments" else b"data: " + progress("p", i) + b"\r\n\r\n"
             await peer.send(chunk(beat))
         result = compact({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [], "beats": count}})
         await peer.send(chunk(b"event: message\r\ndata: " + result + b"\r\n\r\n") + b"0\r\n\r\n")
@@ -236,11 +138,12 @@ def beats(kind: str, count: int, seconds_between: float) -> Call:
 @pytest.mark.parametrize("kind", ["comments", "progress"])
 async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(kind: str) -> None:
     """3 s of beats every 0.15 s against a 1.5 s bound: the call outlives the bound twice."""
-    app = App(on_call=beats(kind, 20, 0.15))
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=1.5) as (stdin, stdout):
-        stdin.feed(call(1))
+    app = sse_app(beats(kind, 20, 0.15))
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=1.5) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
         expected = 2 + (20 if kind == "progress" else 0)
-        replies = await stdout.wait_for(expected, timeout_seconds=WAIT)
+        replies = await run.stdout.wait_for(expected, timeout_seconds=WAIT)
         assert replies[-1] == {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "beats": 20}}
         if kind == "progress":
             assert [r["params"]["progress"] for r in replies[1:-1]] == list(range(20))
@@ -250,14 +153,15 @@ async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(k
 
 
 async def test_a_stream_that_ends_right_after_the_response_leaves_its_connection_for_the_next_call() -> None:
-    app = App()
-    async with serve(app), bridge_to(app.url) as (stdin, stdout):
+    app = sse_app()
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
+        await run.handshake()
         for i in range(1, 21):
-            stdin.feed(request_line(i, "tools/list"))
-            await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+            run.stdin.feed(request_line(i, "tools/list"))
+            await run.stdout.wait_for(1 + i, timeout_seconds=WAIT)
     # initialize, its notification and the GET stream may have opened up to three; a new
     # connection per SSE reply would make that 20 more.
-    assert app.connections <= 3
+    assert server.connections <= 3
 
 
 def respond_and_hold(message: dict[str, Any], peer: Peer) -> Awaitable[None]:
@@ -275,18 +179,19 @@ def respond_and_hold(message: dict[str, Any], peer: Peer) -> Awaitable[None]:
 
 
 async def test_streams_kept_open_after_the_response_still_answer_every_call_once() -> None:
-    app = App(on_call=respond_and_hold)
-    async with serve(app), bridge_to(app.url, request_timeout_seconds=WAIT * 2) as (stdin, stdout):
+    app = sse_app(respond_and_hold)
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=WAIT * 2) as run:
+        await run.handshake()
         for i in range(1, 6):
-            stdin.feed(call(i))
-            replies = await stdout.wait_for(1 + i, timeout_seconds=WAIT)
+            run.stdin.feed(call(i))
+            replies = await run.stdout.wait_for(1 + i, timeout_seconds=WAIT)
             assert replies[-1] == {"jsonrpc": "2.0", "id": i, "result": {"held": True}}
-        stdin.feed(request_line(9, "tools/list"))
-        replies = await stdout.wait_for(7, timeout_seconds=WAIT)
+        run.stdin.feed(request_line(9, "tools/list"))
+        replies = await run.stdout.wait_for(7, timeout_seconds=WAIT)
         assert replies[-1]["id"] == 9 and len(replies) == 7  # nothing after a response is relayed
 
 
-def respond_then(after: bytes, abort: bool) -> Call:
+def respond_then(after: bytes, abort: bool) -> Script:
     async def script(message: dict[str, Any], peer: Peer) -> None:
         result = compact({"jsonrpc": "2.0", "id": message["id"], "result": {"ok": True}})
         await peer.send(SSE_HEAD + chunk(b"data: " + result + b"\n\n") + after)
@@ -303,46 +208,48 @@ def respond_then(after: bytes, abort: bool) -> Call:
     ids=["bad-json", "too-large", "bad-chunking", "reset"],
 )
 async def test_whatever_follows_the_response_on_its_stream_the_response_is_the_answer(after: bytes, abort: bool) -> None:
-    app = App(on_call=respond_then(after, abort))
-    async with serve(app), bridge_to(app.url, max_message_bytes=4096) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    app = sse_app(respond_then(after, abort))
+    async with serve(app.wire) as server, running_bridge(url=server.url(), max_message_bytes=4096) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}
 
 
 # -- the cap while an event arrives ---------------------------------------------------------------
 
 
-def huge_event(app: App, size_bytes: int, piece_bytes: int = MiB) -> Call:
+def huge_event(log: CallLog, size_bytes: int, piece_bytes: int = MiB) -> Script:
     """One event whose data is ``size_bytes`` of JSON string, sent in pieces as fast as the
-    bridge reads; ``app.sent_bytes`` says how far it got."""
+    bridge reads; ``log.sent_bytes`` says how far it got."""
 
     async def script(message: dict[str, Any], peer: Peer) -> None:
         await peer.send(SSE_HEAD + chunk(b'event: message\r\ndata: {"jsonrpc":"2.0","id":%d,"result":"' % message["id"]))
         piece = chunk(b"x" * piece_bytes)
         with contextlib.suppress(ConnectionError):
-            while app.sent_bytes < size_bytes:
+            while log.sent_bytes < size_bytes:
                 await peer.send(piece)
-                app.sent_bytes += piece_bytes
+                log.sent_bytes += piece_bytes
             await peer.send(chunk(b'"}\r\n\r\n') + b"0\r\n\r\n")
 
     return script
 
 
 async def test_an_event_over_the_cap_is_refused_while_it_arrives_and_the_next_call_works() -> None:
-    app = App()
-    app.on_call = huge_event(app, 40 * MiB)
-    async with serve(app), bridge_to(app.url, max_message_bytes=2 * MiB) as (stdin, stdout):
-        stdin.feed(call(1))
-        (_, reply) = await stdout.wait_for(2, timeout_seconds=WAIT)
+    log = CallLog()
+    app = sse_app(huge_event(log, 40 * MiB), log)
+    async with serve(app.wire) as server, running_bridge(url=server.url(), max_message_bytes=2 * MiB) as run:
+        await run.handshake()
+        run.stdin.feed(call(1))
+        (_, reply) = await run.stdout.wait_for(2, timeout_seconds=WAIT)
         assert reply["id"] == 1 and reason_of(reply) == "message_too_large"
         with anyio.fail_after(WAIT):
-            await app.call_ended.wait()
+            await log.ended.wait()
         # The bridge stopped reading: the app could not write the 40 MiB (the cap, the
         # bridge's 4 MiB read buffer and the sockets' buffers are far below that).
-        assert app.sent_bytes < 30 * MiB
-        stdin.feed(request_line(2, "tools/list"))
-        (*_, listed) = await stdout.wait_for(3, timeout_seconds=WAIT)
+        assert log.sent_bytes < 30 * MiB
+        run.stdin.feed(request_line(2, "tools/list"))
+        (*_, listed) = await run.stdout.wait_for(3, timeout_seconds=WAIT)
         assert listed == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
@@ -391,10 +298,10 @@ async def test_a_40_mib_event_with_an_8_mib_cap_keeps_the_bridge_near_the_cap_in
     """Peak RSS (VmHWM) grows by at most 1.25 × the cap plus the transport's fixed read
     buffers (its 4 MiB high-water mark, and one chunk taken out of it). Buffering the event
     whole, as before, grew it by several times the event (40 MiB)."""
-    app = App()
-    app.on_call = huge_event(app, 40 * MiB)
+    log = CallLog()
+    app = sse_app(huge_event(log, 40 * MiB), log)
     cap = 8 * MiB
-    async with serve(app), bridge_process(app.url, "--max-message-bytes", str(cap)) as (proc, read):
+    async with serve(app.wire) as server, bridge_process(server.url(), "--max-message-bytes", str(cap)) as (proc, read):
         assert proc.stdin is not None
         proc.stdin.write(request_line(1, "tools/list"))  # warm: the SSE path has run once
         await read(1)
@@ -408,8 +315,8 @@ async def test_a_40_mib_event_with_an_8_mib_cap_keeps_the_bridge_near_the_cap_in
 
 
 async def test_an_http_sse_reply_does_not_import_httpx() -> None:
-    app = App()
-    async with serve(app), bridge_process(app.url) as (proc, read):
+    app = sse_app()
+    async with serve(app.wire) as server, bridge_process(server.url()) as (proc, read):
         assert proc.stdin is not None and proc.stderr is not None
         proc.stdin.write(request_line(1, "tools/list"))
         (reply,) = await read(1)

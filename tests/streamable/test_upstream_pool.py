@@ -1,12 +1,13 @@
-"""The bridge over its own HTTP/1.1 client (``bridge/http11.py``) against a scripted app.
+"""The bridge over its own HTTP/1.1 client (``bridge/transport/pool.py``) against a scripted app.
 
 The respx tests inject an httpx transport, so they never reach the bridge's own client.
 Here nothing is injected: the bridge talks to a real TCP server on 127.0.0.1
-(``asyncio.start_server``, port 0) that parses each request (head and ``Content-Length``
-body), keeps it (method, target, fields, body bytes) and answers with byte strings the
-test chose — JSON, chunked SSE, error statuses, bodies cut off mid-way, or silence.
-The bridge runs in-process with fake stdin/stdout (``tests/support/helpers.py``), so every
-assertion is about what the AI client sees on stdout and what the app receives.
+(``support.scripted.ScriptedServer``, port 0) that parses each request (head and
+``Content-Length`` body) and keeps it (method, target, fields, body bytes). The app is
+``support.mcp_app.McpApp`` on the wire; where a test chose the bytes of a reply (JSON,
+chunked SSE, error statuses, bodies cut off mid-way, or silence), ``app.replies`` writes
+them. The bridge runs in-process (``support.helpers.running_bridge``), so every assertion
+is about what the AI client sees on stdout and what the app receives.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support.helpers import NOTIF_INIT, init, request_line
-from support.pool_app import (
+from support.helpers import NOTIF_INIT, CountingSource, init, request_line, running_bridge
+from support.mcp_app import (
     LAST_CHUNK,
     NEW_TOKEN,
     OLD_TOKEN,
     SSE_HEAD,
     VERSION,
-    App,
-    Reply,
+    McpApp,
+    WireReply,
     assert_bridge_error,
-    bridge_to,
     chunk,
     compact,
     json_reply,
@@ -56,13 +56,13 @@ pytestmark = pytest.mark.anyio
 async def test_initialize_json_reply_and_session_headers_on_every_later_message() -> None:
     """The app's bytes reach stdout as sent (plus a newline), stdin's bytes reach the app as
     written, and once the session exists every message carries its id and version."""
-    app = App()
+    app = McpApp()
     # Odd spacing and non-ASCII text: the bytes must not be re-encoded on the way.
     call = b'{ "jsonrpc" : "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "Gr\xc3\xbc\xc3\x9fe \xf0\x9f\x8c\x8d"} }\n'
     listing = b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "note": "caf\xc3\xa9"}}'
     app.replies["tools/list"] = send(json_reply(listing))
-    async with serve(app) as server:
-        async with bridge_to(server.url()) as run:
+    async with serve(app.wire) as server:
+        async with running_bridge(url=server.url()) as run:
             run.stdin.feed(init(0) + NOTIF_INIT)
             await run.replies(1)
             assert run.stdout.lines[0] == app.init_replies[0] + b"\n"
@@ -98,9 +98,9 @@ async def test_initialize_json_reply_and_session_headers_on_every_later_message(
 async def test_initialize_answered_over_sse_sets_the_session_like_a_json_reply() -> None:
     """The official SDK answers ``initialize`` on an SSE stream: the session id of that
     response's head is used from then on, and the result line is the event's data."""
-    app = App()
+    app = McpApp()
     init_reply = compact({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": VERSION, "capabilities": {}, "serverInfo": {"name": "sse", "version": "1"}}})
-    plain = app.__call__
+    plain = app.wire
 
     async def handle(seen: Seen, peer: Peer) -> None:
         if seen.rpc_method == "initialize":
@@ -110,7 +110,7 @@ async def test_initialize_answered_over_sse_sets_the_session_like_a_json_reply()
         else:
             await plain(seen, peer)
 
-    async with serve(handle) as server, bridge_to(server.url()) as run:
+    async with serve(handle) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         assert run.stdout.lines[0] == init_reply + b"\n"
         run.stdin.feed(request_line(1, "tools/list"))
@@ -122,9 +122,9 @@ async def test_initialize_answered_over_sse_sets_the_session_like_a_json_reply()
 async def test_sequential_requests_reuse_kept_alive_connections_and_none_is_left_open_at_exit() -> None:
     """Replies read to their end leave the connection open for the next request (no new
     connection per message), and the bridge closes every connection when it exits."""
-    app = App()
-    async with serve(app) as server:
-        async with bridge_to(server.url()) as run:
+    app = McpApp()
+    async with serve(app.wire) as server:
+        async with running_bridge(url=server.url()) as run:
             await run.handshake()
             for n in range(1, 9):
                 run.stdin.feed(request_line(n, "tools/list"))
@@ -158,9 +158,9 @@ LISTING = b'{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"echo"}]}}'
 async def test_reply_in_any_http_framing_reaches_stdout_as_sent(reply: bytes, then_close: bool) -> None:
     """However the app frames its body, the client gets exactly its bytes as one line,
     and the next request is served (on a new connection when the old one was closed)."""
-    app = App()
+    app = McpApp()
     app.replies["tools/list"] = send_then_close(reply) if then_close else send(reply)
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(3, "tools/list"))
         await run.replies(2)
@@ -173,14 +173,14 @@ async def test_reply_in_any_http_framing_reaches_stdout_as_sent(reply: bytes, th
 async def test_idle_connection_closed_by_the_app_is_not_reused() -> None:
     """An app that closes each connection after its reply (no ``Connection: close`` said):
     the next request goes out on a fresh connection and is served."""
-    app = App()
-    plain = app.__call__
+    app = McpApp()
+    plain = app.wire
 
     async def one_reply_per_connection(seen: Seen, peer: Peer) -> None:
         await plain(seen, peer)
         peer.close()
 
-    async with serve(one_reply_per_connection) as server, bridge_to(server.url()) as run:
+    async with serve(one_reply_per_connection) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.of("GET")) == 1)  # the handshake's traffic is over
         for n in range(1, 4):
@@ -196,7 +196,7 @@ async def test_idle_connection_closed_by_the_app_is_not_reused() -> None:
 async def test_sse_reply_relays_progress_then_the_response_in_order() -> None:
     """A chunked SSE reply whose events are split at odd places: the progress notification
     and then the response reach stdout in that order, each as the event's data bytes."""
-    app = App()
+    app = McpApp()
     note = progress("p-1", 50)
     answer = compact({"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "done ✓"}]}})
     first = b": a comment\n\n" + sse_event(note)
@@ -213,7 +213,7 @@ async def test_sse_reply_relays_progress_then_the_response_in_order() -> None:
         await peer.send(LAST_CHUNK)
 
     app.replies["tools/call"] = reply
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-1"}}))
         await run.replies(3)
@@ -226,11 +226,11 @@ async def test_sse_reply_relays_progress_then_the_response_in_order() -> None:
 async def test_get_stream_relays_server_messages_to_stdout() -> None:
     """Once ``notifications/initialized`` is accepted the GET stream opens (session headers,
     ``Accept: text/event-stream``) and its messages reach stdout while it stays open."""
-    app = App()
+    app = McpApp()
     notice = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     app.on_get = send_then_hold(SSE_HEAD + chunk(b": ready\n\n") + chunk(sse_event(notice, event_id="g-1")))
-    async with serve(app) as server:
-        async with bridge_to(server.url()) as run:
+    async with serve(app.wire) as server:
+        async with running_bridge(url=server.url()) as run:
             await run.handshake()
             await run.replies(2)
             assert run.stdout.lines[1] == notice + b"\n"
@@ -247,7 +247,7 @@ async def test_sse_reply_cut_after_an_event_id_is_resumed_with_last_event_id() -
     """The connection breaks inside the SSE reply after an event with an id: the bridge asks
     for the rest by GET with ``Last-Event-ID`` and the response arrives; the POST is not
     sent again and no event is relayed twice."""
-    app = App()
+    app = McpApp()
     note = progress("p-2", 1)
     answer = compact({"jsonrpc": "2.0", "id": 9, "result": {"resumed": True}})
     # retry: 10 ms, so the resume does not wait the default second.
@@ -260,7 +260,7 @@ async def test_sse_reply_cut_after_an_event_id_is_resumed_with_last_event_id() -
             await peer.send(response(405))
 
     app.on_get = on_get
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-2"}}))
         await run.replies(3)
@@ -280,7 +280,7 @@ async def test_resume_refused_because_the_app_died_never_posts_the_request_again
     not be POSTed a second time (policy.py: "a reset mid-exchange is final")."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the launch lock lives there
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    app = App()
+    app = McpApp()
     note = progress("p-5", 1)
 
     async def dies_mid_stream(seen: Seen, peer: Peer) -> None:
@@ -299,7 +299,7 @@ async def test_resume_refused_because_the_app_died_never_posts_the_request_again
         await server.listen_again()
 
     app.replies["tools/call"] = dies_mid_stream
-    async with serve(app) as server, bridge_to(server.url(), ensure_running=start_app) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), ensure_running=start_app) as run:
         await run.handshake()
         run.stdin.feed(request_line(9, "tools/call", {"name": "once-only", "_meta": {"progressToken": "p-5"}}))
         messages = await run.replies(3)
@@ -314,7 +314,7 @@ async def test_cancellation_is_not_stuck_behind_slow_calls_when_every_connection
     call and a slow ping hold every pooled connection; the client's cancellation of the
     call must still reach the app while the call is in flight."""
     order: list[str] = []
-    app = App()
+    app = McpApp()
 
     async def slow(seen: Seen, peer: Peer) -> None:
         await peer.hold()
@@ -323,14 +323,14 @@ async def test_cancellation_is_not_stuck_behind_slow_calls_when_every_connection
     app.replies["tools/call"] = slow
     app.replies["ping"] = slow
     app.on_get = send_then_hold(SSE_HEAD + chunk(b": open\n\n"))
-    plain = app.__call__
+    plain = app.wire
 
     async def handle(seen: Seen, peer: Peer) -> None:
         if seen.rpc_method == "notifications/cancelled":
             order.append(f"cancel {seen.message()['params']['requestId']}")
         await plain(seen, peer)
 
-    async with serve(handle) as server, bridge_to(server.url(), max_concurrent_requests=1, request_timeout_seconds=1) as run:
+    async with serve(handle) as server, running_bridge(url=server.url(), max_concurrent_requests=1, request_timeout_seconds=1) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.of("GET")) == 1)
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}) + request_line(6, "ping"))
@@ -346,7 +346,7 @@ MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.mode
 async def test_modern_cancellation_closes_the_connection_and_posts_nothing() -> None:
     """2026-07-28: the client's ``notifications/cancelled`` closes the request's HTTP
     connection (that is the cancellation); it is never POSTed and nothing reaches stdout."""
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
     closed: list[bool] = []
 
     async def working(seen: Seen, peer: Peer) -> None:
@@ -354,7 +354,7 @@ async def test_modern_cancellation_closes_the_connection_and_posts_nothing() -> 
         closed.append(await peer.hold())
 
     app.replies["tools/call"] = working
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         run.stdin.feed(request_line(7, "tools/call", {"name": "slow", "arguments": {}, "_meta": MODERN_META}))
         await server.wait_for(lambda: len(server.posts("tools/call")) == 1)
         run.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n')
@@ -372,7 +372,7 @@ async def test_modern_subscription_stream_has_no_read_timeout() -> None:
     than ``--request-timeout`` does not end it; the app closing it gives ``stream_closed``."""
     ack = compact({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {}})
     changed = compact({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}})
-    app = App(stateless=True)
+    app = McpApp(stateless=True)
 
     async def listening(seen: Seen, peer: Peer) -> None:
         await peer.send(SSE_HEAD + chunk(sse_event(ack, "1")))
@@ -381,7 +381,7 @@ async def test_modern_subscription_stream_has_no_read_timeout() -> None:
         peer.close()
 
     app.replies["subscriptions/listen"] = listening
-    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=0.5) as run:
         run.stdin.feed(request_line("l-1", "subscriptions/listen", {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META}))
         messages = await run.replies(3)
     assert run.stdout.lines[:2] == [ack + b"\n", changed + b"\n"]
@@ -392,27 +392,13 @@ async def test_modern_subscription_stream_has_no_read_timeout() -> None:
 # -- 3. 401: one refresh, the retry carries the new token -------------------------------------
 
 
-class CountingSource:
-    """A token source handing out tokens from a list (the last one again once it runs out)."""
-
-    description = "test token source"
-
-    def __init__(self, *tokens: str) -> None:
-        self.tokens = list(tokens)
-        self.fetches = 0
-
-    async def fetch(self, context: TokenContext) -> str | None:
-        self.fetches += 1
-        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
-
-
 async def test_401_refreshes_the_token_once_and_the_retry_carries_the_new_one(caplog: pytest.LogCaptureFixture) -> None:
     """The first token is rejected: one refresh, the same initialize again with the new
     token, and every later message carries it; no token shows in a log line."""
     caplog.set_level(logging.DEBUG)
-    app = App(token=NEW_TOKEN)
+    app = McpApp(token=NEW_TOKEN)
     source = CountingSource(OLD_TOKEN, NEW_TOKEN)
-    async with serve(app) as server, bridge_to(server.url(), token_source=source) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), token_source=source) as run:
         await run.handshake()
         run.stdin.feed(request_line(1, "tools/list"))
         assert (await run.replies(2))[1] == {"jsonrpc": "2.0", "id": 1, "result": {"instance": 1}}
@@ -432,7 +418,7 @@ async def test_second_401_is_auth_rejected_without_the_token_in_message_or_logs(
     """A token the app never accepts: exactly one refresh, two POSTs, then ``auth_rejected``."""
     caplog.set_level(logging.DEBUG)
     source = CountingSource(OLD_TOKEN, NEW_TOKEN)
-    async with serve(App(token="tok-never-issued")) as server, bridge_to(server.url(), token_source=source) as run:
+    async with serve(McpApp(token="tok-never-issued").wire) as server, running_bridge(url=server.url(), token_source=source) as run:
         run.stdin.feed(request_line(3, "tools/list"))
         (reply,) = await run.replies(1)
         run.stdin.feed(request_line(4, "ping"))
@@ -453,8 +439,8 @@ async def test_second_401_is_auth_rejected_without_the_token_in_message_or_logs(
 async def test_404_with_a_session_id_rebuilds_the_session_and_retries_once() -> None:
     """The app was restarted and forgot ``sess-1``: the bridge replays ``initialize`` (never
     shown on stdout), sends ``notifications/initialized``, then the same request once more."""
-    app = App()
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    app = McpApp()
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         await server.wait_for(lambda: len(server.posts("notifications/initialized")) == 1)
         app.restart()
@@ -482,7 +468,7 @@ async def test_404_with_a_session_id_rebuilds_the_session_and_retries_once() -> 
 async def test_closed_port_without_a_launcher_is_app_unreachable_and_the_bridge_serves_on() -> None:
     """Connection refused and nothing configured to start the app: each request gets
     ``app_unreachable`` with its own id, saying the app is not running."""
-    async with bridge_to(f"http://127.0.0.1:{closed_port()}/mcp") as run:
+    async with running_bridge(url=f"http://127.0.0.1:{closed_port()}/mcp") as run:
         run.stdin.feed(request_line("a-1", "tools/list"))
         (first,) = await run.replies(1)
         run.stdin.feed(request_line(2, "ping"))
@@ -507,9 +493,9 @@ async def test_closed_port_without_a_launcher_is_app_unreachable_and_the_bridge_
 async def test_connection_closed_mid_reply_is_stream_closed_and_the_next_request_is_served(cut: bytes) -> None:
     """The app closes the connection before the reply is complete: ``stream_closed`` for
     that request (never sent twice), and the next request gets its result."""
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = send_then_close(cut)
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -523,10 +509,10 @@ async def test_connection_closed_mid_reply_is_stream_closed_and_the_next_request
 async def test_sse_reply_closed_without_event_ids_is_stream_closed_after_relaying_what_came() -> None:
     """No event ids: the stream cannot be resumed. Events already relayed stay relayed, the
     request gets ``stream_closed``, and no GET asks for the rest."""
-    app = App()
+    app = McpApp()
     note = progress("p-3", 10)
     app.replies["tools/call"] = send_then_close(SSE_HEAD + chunk(sse_event(note)))
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(7, "tools/call", {"name": "x", "_meta": {"progressToken": "p-3"}}))
         messages = await run.replies(3)
@@ -552,9 +538,9 @@ async def test_sse_reply_closed_without_event_ids_is_stream_closed_after_relayin
 async def test_silence_longer_than_the_request_timeout_is_timeout_and_the_next_request_is_served(before_silence: bytes) -> None:
     """The app goes silent: ``timeout`` for that request, a ``notifications/cancelled`` for
     it goes to the app, and the next request is served."""
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = send_then_hold(before_silence)
-    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=0.5) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow", "_meta": {"progressToken": "p-4"}}))
         with anyio.fail_after(WAIT):
@@ -580,7 +566,7 @@ DRIP_SECONDS = 0.1
 CALL_RESULT = b'{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"late"}]}}'
 
 
-def drip(data: bytes, *, first: bytes = b"") -> Reply:
+def drip(data: bytes, *, first: bytes = b"") -> WireReply:
     """A reply: write ``first`` at once, then ``data`` one byte per ``DRIP_SECONDS``."""
 
     async def script(seen: Seen, peer: Peer) -> None:
@@ -590,7 +576,7 @@ def drip(data: bytes, *, first: bytes = b"") -> Reply:
     return script
 
 
-def drip_chunks(data: bytes, *, head: bytes) -> Reply:
+def drip_chunks(data: bytes, *, head: bytes) -> WireReply:
     """A reply: ``head`` at once, then ``data`` as one-byte chunks, one per ``DRIP_SECONDS``."""
 
     async def script(seen: Seen, peer: Peer) -> None:
@@ -615,13 +601,13 @@ CHUNKED_JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTrans
         pytest.param(drip_chunks(CALL_RESULT, head=CHUNKED_JSON_HEAD), id="chunked-json-body-dripped"),
     ],
 )
-async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(reply: Reply) -> None:
+async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(reply: WireReply) -> None:
     """Every byte arrives well within ``--request-timeout`` of the last, but the head (or
     the JSON body) is not complete within it: ``timeout``, as for silence, and the bridge
     serves on. (Before: every byte reset the timer, so the reply came after seconds.)"""
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = reply
-    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=1.0) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=1.0) as run:
         await run.handshake()
         run.stdin.feed(request_line(5, "tools/call", {"name": "slow"}))
         (_, failed) = await run.replies(2)
@@ -634,7 +620,7 @@ async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(r
 async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_never_cut_off() -> None:
     """A long tool call: progress and keep-alive comments for four times ``--request-timeout``,
     then the result. Each complete event resets the bound, so the call is answered."""
-    app = App()
+    app = McpApp()
 
     async def long_call(seen: Seen, peer: Peer) -> None:
         await peer.send(SSE_HEAD)
@@ -644,7 +630,7 @@ async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_nev
         await peer.send(chunk(sse_event(CALL_RESULT.replace(b'"id":5', b'"id":9'))) + LAST_CHUNK)
 
     app.replies["tools/call"] = long_call
-    async with serve(app) as server, bridge_to(server.url(), request_timeout_seconds=0.5) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=0.5) as run:
         await run.handshake()
         run.stdin.feed(request_line(9, "tools/call", {"name": "long", "_meta": {"progressToken": "p-9"}}))
         messages = await run.replies(6)
@@ -670,9 +656,9 @@ async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_nev
 async def test_unusable_reply_is_bad_upstream_response_and_the_next_request_is_served(reply: bytes) -> None:
     """A reply the bridge cannot turn into a JSON-RPC response: the request gets
     ``bad_upstream_response`` (nothing of the reply on stdout) and the bridge serves on."""
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = send(reply)
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -686,13 +672,13 @@ async def test_unusable_reply_is_bad_upstream_response_and_the_next_request_is_s
 async def test_reply_over_max_message_bytes_is_message_too_large_and_the_next_request_is_served(framing: str) -> None:
     """Nothing of an oversized reply reaches stdout; the connection it came on is dropped."""
     big = compact({"jsonrpc": "2.0", "id": 4, "result": {"text": "x" * 5000}})
-    app = App()
+    app = McpApp()
     if framing == "chunked":
         reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
         app.replies["tools/call"] = send(reply + chunk(big[:1000]) + chunk(big[1000:]) + LAST_CHUNK)
     else:
         app.replies["tools/call"] = send(json_reply(big))
-    async with serve(app) as server, bridge_to(server.url(), max_message_bytes=2048) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url(), max_message_bytes=2048) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -707,9 +693,9 @@ async def test_http_500_with_a_json_rpc_error_body_passes_the_error_through_with
     """The app's own error object reaches the client unchanged, under the request's id
     (the app answered with id null)."""
     error = {"code": -32001, "message": "database is locked", "data": {"retryAfter": 2, "note": "naïve"}}
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = send(json_reply(compact({"jsonrpc": "2.0", "id": None, "error": error}), status=500))
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line("call-7", "tools/call", {"name": "x"}))
         passed = (await run.replies(2))[1]
@@ -721,9 +707,9 @@ async def test_http_500_with_a_json_rpc_error_body_passes_the_error_through_with
 
 async def test_http_500_without_a_json_rpc_error_is_http_status_500() -> None:
     """An error status with no JSON-RPC error in its body: ``http_status`` with the status."""
-    app = App()
+    app = McpApp()
     app.replies["tools/call"] = send(response(500, b"Internal Server Error", "Content-Type: text/plain"))
-    async with serve(app) as server, bridge_to(server.url()) as run:
+    async with serve(app.wire) as server, running_bridge(url=server.url()) as run:
         await run.handshake()
         run.stdin.feed(request_line(4, "tools/call", {"name": "x"}))
         failed = (await run.replies(2))[1]
@@ -742,7 +728,7 @@ async def test_token_with_crlf_is_refused_and_nothing_reaches_the_app(caplog: py
     to the app for it, and neither the token nor the smuggled field shows anywhere."""
     caplog.set_level(logging.DEBUG)
     source = CountingSource(INJECTED)
-    async with serve(App()) as server, bridge_to(server.url(), token_source=source) as run:
+    async with serve(McpApp().wire) as server, running_bridge(url=server.url(), token_source=source) as run:
         run.stdin.feed(request_line(1, "tools/list"))
         (reply,) = await run.replies(1)
         await anyio.sleep(0.05)
@@ -771,7 +757,7 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
     """Defence in depth: ``Upstream`` over the bridge's own client, handed a CR LF token,
     raises ``bridge_error`` (the bridge's own request, not the app's fault) before anything
     is sent, without quoting the value."""
-    async with serve(App()) as server:
+    async with serve(McpApp().wire) as server:
         config = BridgeConfig(url=server.url())
         transport = ByScheme(
             config.url, max_connections=4, connect_timeout_seconds=5, pool_timeout_seconds=5, write_timeout_seconds=5

@@ -1,10 +1,10 @@
-"""In-process harness: the bridge with fake stdin/stdout and an httpx client backed by respx."""
+"""The in-process harness: the bridge with fake stdin/stdout, its app a respx-style handler
+(through respx or served on the wire) or a real server by URL; and the messages tests send."""
 
 from __future__ import annotations
 
 import collections
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -13,19 +13,14 @@ import anyio
 import httpx
 import respx
 
+from bridge.app.tokens import TokenContext
 from bridge.core.config import BridgeConfig
 from bridge.serve.loop import Bridge
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
+from support.scripted import WAIT, closed_port, serve, wire_app
 
 #: The app's URL in the in-process tests: a port nothing listened on when the tests started
 #: (never a fixed one: a developer may run the example app on 8765 beside the suite).
-URL = f"http://127.0.0.1:{_free_port()}/mcp"
+URL = f"http://127.0.0.1:{closed_port()}/mcp"
 TOKEN = "tok-PLACEHOLDER-0123456789"
 
 
@@ -130,7 +125,12 @@ class FakeStdout:
 
 
 class Harness:
-    def __init__(self, router: respx.MockRouter, stdin: FakeStdin, stdout: FakeStdout, bridge: Bridge) -> None:
+    """A bridge running in-process: feed ``stdin``, read ``stdout``.
+
+    ``router`` is the respx router that saw every request when the app is a respx-style
+    handler (``None`` when the bridge talks to a real server by URL)."""
+
+    def __init__(self, router: respx.MockRouter | None, stdin: FakeStdin, stdout: FakeStdout, bridge: Bridge) -> None:
         self.router = router
         self.stdin = stdin
         self.stdout = stdout
@@ -138,19 +138,28 @@ class Harness:
         self.exit_status: int | None = None
 
     def posts(self) -> list[httpx.Request]:
+        assert self.router is not None, "posts() needs a handler: read a scripted server's requests instead"
         return [call.request for call in self.router.calls if call.request.method == "POST"]
 
     def posted_bodies(self) -> list[Any]:
         return [json.loads(request.content) for request in self.posts()]
 
-    async def handshake(self) -> None:
-        """Send INIT(0) and NOTIF_INIT; wait for the initialize reply."""
+    async def handshake(self, *, version: str = "2025-06-18") -> Any:
+        """Send ``initialize`` (id 0, asking for ``2025-06-18``) and ``notifications/initialized``;
+        wait (at most ``WAIT`` s) for the initialize result, check that the app chose
+        ``version`` and return the result."""
         self.stdin.feed(init(0) + NOTIF_INIT)
-        await self.stdout.wait_for(1)
+        (reply,) = await self.stdout.wait_for(1, timeout_seconds=WAIT)
+        assert reply["result"]["protocolVersion"] == version, reply
+        return reply
+
+    async def replies(self, count: int) -> list[Any]:
+        """Every stdout message once there are ``count`` (waits at most ``WAIT`` s)."""
+        return await self.stdout.wait_for(count, timeout_seconds=WAIT)
 
 
 async def app_down(url: str) -> bool:
-    """The default probe: nothing real listens in these tests."""
+    """The default probe when the app is a handler: nothing real listens in these tests."""
     return False
 
 
@@ -160,33 +169,43 @@ RunBridge = Callable[..., AbstractAsyncContextManager["Harness"]]
 
 @asynccontextmanager
 async def running_bridge(
-    handler: Callable[[httpx.Request], Any],
+    handler: Callable[[httpx.Request], Any] | None = None,
     *,
-    app_probe: Callable[[str], Any] = app_down,
+    app_probe: Callable[[str], Any] | None = None,
     wire: str = "httpx",
     **config: Any,
 ) -> AsyncIterator[Harness]:
-    """Run a bridge whose app is ``handler`` (a respx side effect for every request to URL).
+    """Run a bridge in-process with fake stdin/stdout; yields its :class:`Harness`.
 
-    ``config`` goes to ``BridgeConfig`` (``url`` defaults to URL). On exit stdin is closed
-    and the bridge must finish within 5 s. ``wire``: ``"httpx"`` (respx through the httpx
-    adapter) or ``"pool"`` (the handler served on 127.0.0.1 by a scripted server and the
-    bridge on its own pool, no transport injected). Tests get it through the ``run_bridge``
-    fixture (``conftest.py``), which follows the ``wire`` fixture where a test asks for it.
+    The one in-process harness, in two shapes:
+
+    - ``handler`` given (an ``httpx.Request`` in, an ``httpx.Response`` out, sync or async:
+      a respx side effect): every request to ``URL`` goes to it, over ``wire``: ``"httpx"``
+      (respx through the httpx adapter) or ``"pool"`` (the handler served on 127.0.0.1 by
+      a scripted server, and the bridge on its own pool with no transport injected). The
+      app probe defaults to :func:`app_down`. Tests get this through the ``run_bridge``
+      fixture (``conftest.py``), which follows the ``wire`` fixture where a test asks for it.
+    - ``handler`` omitted: nothing is injected; ``url=`` (a :class:`ScriptedServer`'s, say)
+      is reached through the bridge's own HTTP/1.1 client, with the bridge's own probe.
+
+    ``config`` goes to ``BridgeConfig`` (``url`` defaults to ``URL`` or the pool's server).
+    On exit stdin is closed and the bridge must finish within ``WAIT`` seconds.
     """
-    router = respx.MockRouter(assert_all_called=False)
-    router.route(host="127.0.0.1").mock(side_effect=handler)
+    router: respx.MockRouter | None = None
     async with AsyncExitStack() as stack:
         transport: httpx.AsyncBaseTransport | None = None
-        if wire == "pool":
-            from support.scripted import pool_app
-
-            url = await stack.enter_async_context(pool_app(handler, router, URL.removesuffix("/mcp")))
-        else:
-            transport = await stack.enter_async_context(httpx.MockTransport(router.async_handler))
-            url = URL
+        if handler is not None:
+            router = respx.MockRouter(assert_all_called=False)
+            router.route(host="127.0.0.1").mock(side_effect=handler)
+            if app_probe is None:
+                app_probe = app_down
+            if wire == "pool":
+                server = await stack.enter_async_context(serve(wire_app(router.async_handler, base_url=URL.removesuffix("/mcp"))))
+                config.setdefault("url", server.url())
+            else:
+                transport = await stack.enter_async_context(httpx.MockTransport(router.async_handler))
+                config.setdefault("url", URL)
         stdin, stdout = FakeStdin(), FakeStdout()
-        config.setdefault("url", url)
         bridge = Bridge(BridgeConfig(**config), stdin=stdin, stdout=stdout, http_transport=transport, app_probe=app_probe)
         harness = Harness(router, stdin, stdout, bridge)
         async with anyio.create_task_group() as tg:
@@ -199,9 +218,26 @@ async def running_bridge(
                 yield harness
             finally:
                 stdin.close()
-                with anyio.fail_after(5):
+                with anyio.fail_after(WAIT):
                     while harness.exit_status is None:
                         await anyio.sleep(0.01)
+
+
+class CountingSource:
+    """A token source handing out ``tokens`` in order (the last one again once they run
+    out), each after ``delay_seconds``; ``fetches`` counts the calls."""
+
+    description = "test token source"
+
+    def __init__(self, *tokens: str, delay_seconds: float = 0.0) -> None:
+        self.tokens = list(tokens)
+        self.fetches = 0
+        self.delay_seconds = delay_seconds
+
+    async def fetch(self, context: TokenContext) -> str | None:
+        self.fetches += 1
+        await anyio.sleep(self.delay_seconds)
+        return self.tokens[min(self.fetches, len(self.tokens)) - 1]
 
 
 #: Bound on waiting for the in-process bridge's reader to pause (seconds).

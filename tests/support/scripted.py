@@ -7,14 +7,14 @@ reads every request off the wire (head and ``Content-Length`` body), keeps it as
 instead answers requests in order with bytes or scripts and, once they run out, holds each
 connection (reading and keeping its bytes) until the client closes it.
 
-``running_bridge_over_the_pool(handler)`` runs the in-process bridge of ``helpers.py``
-against such a server, over the bridge's own pool: the respx-style ``handler`` (an
-``httpx.Request`` in, an ``httpx.Response`` out) is served on the wire, so the hazard
-tests of ``test_hazards.py``, ``test_recovery.py`` and ``test_era_through_the_bridge.py`` run against the
-transport that ships. The ``wire`` fixture parametrizes them over ``httpx`` (respx, as
-before) and ``pool``; a test marked ``httpx_only`` plays a failure on the client's side
-that no server can cause (``httpx.ConnectError`` from a live server, say), and is skipped
-over the pool, where ``test_upstream_pool.py`` covers the same failure for real.
+``wire_app(handler)`` serves a respx-style handler (an ``httpx.Request`` in, an
+``httpx.Response`` out) on the wire: ``helpers.running_bridge(handler, wire="pool")`` runs
+the in-process bridge against it over the bridge's own pool, so the hazard tests of
+``serve/`` run against the transport that ships as well as through respx. The ``wire``
+fixture parametrizes them over ``httpx`` and ``pool``; a test marked ``httpx_only`` plays a
+failure on the client's side that no server can cause (``httpx.ConnectError`` from a live
+server, say), and is skipped over the pool, where ``streamable/test_upstream_pool.py``
+covers the same failure for real.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from typing import Any
 
 import anyio
 import httpx
-import respx
 
-#: How long ``stop`` lets handlers end on their own before cancelling them.
-STOP_GRACE_SECONDS = 0.5
+#: Turns of the event loop ``stop`` gives handlers to see EOF and end before cancelling them.
+STOP_TURNS = 5
 WAIT = 10.0
 """Upper bound, in seconds, on every wait (never a speed assertion)."""
 
@@ -57,6 +56,10 @@ class Seen:
 
     def message(self) -> Any:
         return json.loads(self.body)
+
+    def as_request(self, base_url: str) -> httpx.Request:
+        """This request as respx would show it, its target on ``base_url``."""
+        return httpx.Request(self.method, base_url + self.target, headers=self.fields, content=self.body)
 
     @property
     def rpc_method(self) -> str | None:
@@ -188,16 +191,22 @@ class ScriptedServer:
         await self.start()
 
     async def stop(self) -> None:
+        """Close the server and every connection; handlers still running are cancelled.
+
+        A handler that sees EOF ends within a few turns of the loop; one asleep in a script
+        never sees it, so it is cancelled then rather than waited for (no timer runs out)."""
         assert self._server is not None
         self._server.close()
         for writer in self._writers:
-            writer.transport.abort()  # each handler then sees EOF and ends
-        if self._tasks:
-            # A handler that sees EOF ends at once; one asleep in a script never sees it, so it
-            # is cancelled after a short grace instead of being waited out.
-            _, pending = await asyncio.wait(self._tasks, timeout=STOP_GRACE_SECONDS)
-            for task in pending:
-                task.cancel()
+            writer.transport.abort()  # each handler reading then sees EOF and ends
+        for _ in range(STOP_TURNS):
+            if not self._tasks:
+                break
+            await asyncio.sleep(0)
+        pending = list(self._tasks)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await self._server.wait_closed()
 
     async def wait_for(self, condition: Callable[[], bool]) -> None:
@@ -293,65 +302,65 @@ def closed_port() -> int:
 
 # -- respx-style handlers served on the wire ------------------------------------------------------
 
-_STATUS_TEXT = {200: "OK", 202: "Accepted", 204: "No Content", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+_STATUS_TEXT = {
+    200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+    405: "Method Not Allowed", 500: "Internal Server Error",
+}
 
 
 def wire_app(handler: Callable[[httpx.Request], Any], *, base_url: str) -> Handler:
     """Serve ``handler`` (``httpx.Request`` → ``httpx.Response``, sync or async) on the wire.
 
     The handler sees the request as respx would (its URL on ``base_url``, so assertions on
-    it hold in both modes). A response with a streamed body goes out chunked, each piece
-    as it comes; an exception the handler raises, before the response or inside its body,
-    resets the connection (the client sees it break; under respx it would reach the bridge
-    itself)."""
+    it hold in both modes); :func:`send_response` writes its answer. An exception the
+    handler raises resets the connection (the client sees it break; under respx it would
+    reach the bridge itself)."""
 
     async def handle(seen: Seen, peer: Peer) -> None:
-        request = httpx.Request(seen.method, base_url + seen.target, headers=seen.fields, content=seen.body)
         try:
-            outcome = handler(request)
+            outcome = handler(seen.as_request(base_url))
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception:  # httpx's failures, or the handler's own (raised into the bridge under respx)
             peer.reset()
             return
-        response: httpx.Response = outcome
-        fields = [(n, v) for n, v in response.headers.multi_items() if n.lower() not in ("content-length", "transfer-encoding")]
-        streamed = not isinstance(response.stream, httpx.ByteStream)
-        body = b"" if streamed else await response.aread()
-        fields.append(("Transfer-Encoding", "chunked") if streamed else ("Content-Length", str(len(body))))
-        head = f"HTTP/1.1 {response.status_code} {_STATUS_TEXT.get(response.status_code, 'Status')}\r\n"
-        head += "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
-        if not streamed:
-            await peer.send(head.encode("latin-1") + body)
-            return
-        await peer.send(head.encode("latin-1"))
-        failed = False
-        async with anyio.create_task_group() as group:
-
-            async def watch_for_client_close() -> None:
-                await peer.reader.read(1)  # EOF: the client closed mid-body (it sends nothing else now)
-                group.cancel_scope.cancel()
-
-            group.start_soon(watch_for_client_close)
-            try:
-                async for piece in response.aiter_raw():
-                    if piece:
-                        await peer.send(b"%x\r\n%s\r\n" % (len(piece), piece))
-            except Exception:
-                failed = True
-            finally:
-                group.cancel_scope.cancel()
-                await response.aclose()  # the body generator's finally runs, as under respx
-        if failed or group.cancel_scope.cancelled_caught and peer.reader.at_eof():
-            peer.reset()
-            return
-        await peer.send(b"0\r\n\r\n")
+        await send_response(outcome, peer)
 
     return handle
 
 
-@contextlib.asynccontextmanager
-async def pool_app(handler: Callable[[httpx.Request], Any], router: respx.MockRouter, base_url: str) -> AsyncIterator[str]:
-    """A scripted server serving ``router`` (whose route calls ``handler``); yields its URL."""
-    async with serve(wire_app(router.async_handler, base_url=base_url)) as server:
-        yield server.url()
+async def send_response(response: httpx.Response, peer: Peer) -> None:
+    """Write ``response`` on ``peer``: a whole body with ``Content-Length``, or a streamed
+    body chunked, each piece as it comes. An exception inside a streamed body resets the
+    connection, and so does the client closing it mid-body."""
+    fields = [(n, v) for n, v in response.headers.multi_items() if n.lower() not in ("content-length", "transfer-encoding")]
+    streamed = not isinstance(response.stream, httpx.ByteStream)
+    body = b"" if streamed else await response.aread()
+    fields.append(("Transfer-Encoding", "chunked") if streamed else ("Content-Length", str(len(body))))
+    head = f"HTTP/1.1 {response.status_code} {_STATUS_TEXT.get(response.status_code, 'Status')}\r\n"
+    head += "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
+    if not streamed:
+        await peer.send(head.encode("latin-1") + body)
+        return
+    await peer.send(head.encode("latin-1"))
+    failed = False
+    async with anyio.create_task_group() as group:
+
+        async def watch_for_client_close() -> None:
+            await peer.reader.read(1)  # EOF: the client closed mid-body (it sends nothing else now)
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch_for_client_close)
+        try:
+            async for piece in response.aiter_raw():
+                if piece:
+                    await peer.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+        except Exception:
+            failed = True
+        finally:
+            group.cancel_scope.cancel()
+            await response.aclose()  # the body generator's finally runs, as under respx
+    if failed or group.cancel_scope.cancelled_caught and peer.reader.at_eof():
+        peer.reset()
+        return
+    await peer.send(b"0\r\n\r\n")
