@@ -7,9 +7,11 @@ a message on stderr and nothing on stdout; stdout is only ever the JSON-RPC wire
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -69,7 +71,21 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
     from ..serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
-    sys.exit(run_stdio(config))
+    _exit_now(run_stdio(config))
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process with ``status`` once the bridge's run is over, without the
+    interpreter's teardown: finalizing every loaded module takes about 30 ms (measured),
+    and Codex sends SIGKILL 7-9 ms after its SIGTERM. Nothing is lost: the run has closed
+    its connections and flushed stdout; queued log records are written here first."""
+    logging.shutdown()  # (ThreadedHandler.close writes what is queued, bounded)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 @main.command(context_settings=CONTEXT)

@@ -90,8 +90,10 @@ class BridgeConfig:
         max_message_bytes: the largest message accepted in either direction, in bytes.
         max_concurrent_requests: how many requests may be in flight to the app at once;
             further ones wait their turn (notifications never wait).
-        shutdown_grace_seconds: after stdin EOF or a signal, how long in-flight requests may
-            still finish before they are answered with reason ``shutting_down``.
+        shutdown_grace_seconds: after stdin EOF, SIGINT or SIGHUP, how long requests in flight
+            may still finish before they are answered with reason ``shutting_down`` (not
+            after SIGTERM or a second signal: those answer at once). Sized to end well within
+            the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
         verify_listener: before anything is written on a new ``http://`` connection (and
@@ -118,7 +120,7 @@ class BridgeConfig:
     request_timeout_seconds: float = 300.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_requests: int = 32
-    shutdown_grace_seconds: float = 1.0
+    shutdown_grace_seconds: float = 0.2
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
     verify_listener: bool = True
