@@ -7,16 +7,14 @@ a message on stderr and nothing on stdout; stdout is only ever the JSON-RPC wire
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from .._version import __version__
-from .diagnostics import console_fallbacks, setup_logging
+from .diagnostics import console_fallbacks, exit_now, setup_logging, start_up_failed
 from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
 
 __all__ = ["main"]
@@ -66,26 +64,15 @@ def main(ctx: click.Context, /, **options: Any) -> None:
         if given:
             raise click.UsageError(f"give the bridge options after `{ctx.invoked_subcommand}`, not before it")
         return
-    config = build_config(options)
-    setup_logging(options["log_level"], options["log_file"])
+    try:
+        config = build_config(options)
+        setup_logging(options["log_level"], options["log_file"])
+    except click.ClickException as exc:
+        start_up_failed(exc, options["log_level"], options["log_file"])
 
     from ..serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
-    _exit_now(run_stdio(config))
-
-
-def _exit_now(status: int) -> NoReturn:
-    """End the process with ``status`` once the bridge's run is over, without the
-    interpreter's teardown: finalizing every loaded module takes about 30 ms (measured),
-    and Codex sends SIGKILL 7-9 ms after its SIGTERM. Nothing is lost: the run has closed
-    its connections and flushed stdout; queued log records are written here first."""
-    logging.shutdown()  # (ThreadedHandler.close writes what is queued, bounded)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
+    exit_now(run_stdio(config))
 
 
 @main.command(context_settings=CONTEXT)

@@ -24,6 +24,13 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def run_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner stands for a person at a terminal: a configuration error exits 2 at once
+    (a client-started bridge answers requests with it instead: test_startup_errors.py)."""
+    monkeypatch.setattr("bridge.cli.diagnostics.stdin_is_a_terminal", lambda: True)
+
+
 @pytest.mark.parametrize(
     ("args", "env", "says"),
     [
@@ -72,7 +79,7 @@ def test_help_and_version_go_to_stdout_and_exit_0(runner: CliRunner) -> None:
 
 def test_python_dash_m_bridge_is_the_same_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], capture_output=True, timeout=30
+        [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
     )
     assert done.returncode == 2
     assert done.stdout == b""
