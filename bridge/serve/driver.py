@@ -249,7 +249,7 @@ class Driver:
             with session.rebuilding():
                 await self._replay_initialize(lost_generation)
         self.rebuilds += 1
-        log.warning("%s was restarted; the MCP session was rebuilt", self._app)
+        log.info("%s was restarted; the MCP session was rebuilt", self._app)
         if self._on_session_rebuilt is not None:
             await self._on_session_rebuilt()
 

@@ -4,6 +4,7 @@ the session rebuilt after an app restart (DESIGN.md §2.8–§2.10, HAZARDS B18,
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +269,10 @@ async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge
 
 
 @pytest.mark.parametrize("status", [404, 400])
-async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(status: int, run_bridge: RunBridge) -> None:
+async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(
+    status: int, run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     app = McpApp()
     app.unknown_session_status = status
     async with run_bridge(app) as h:
@@ -288,6 +292,9 @@ async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches
     methods = [b.get("method") for b in app.bodies]
     assert methods[-3:] == ["initialize", "notifications/initialized", "tools/list"]
     assert h.bridge.driver.rebuilds == 1
+    # a normal event: logged, but at INFO, so the default level (warning) stays quiet
+    (rebuilt,) = [record for record in caplog.records if "session was rebuilt" in record.getMessage()]
+    assert rebuilt.levelno == logging.INFO
 
 
 async def test_session_400_heuristic_can_be_switched_off(run_bridge: RunBridge) -> None:
