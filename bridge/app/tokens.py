@@ -204,7 +204,7 @@ class CommandTokenSource:
             raise TokenSourceError(f"the {self.description} printed no token{self._details(stdout, stderr)}")
         return token
 
-    def _details(self, stdout: bytes, stderr: bytes) -> str:
+    def _details(self, stdout: bytes | bytearray, stderr: bytes | bytearray) -> str:
         """What helps the user see why it failed: the end of its stderr (redacted of
         anything token-like, :func:`redact_token_like`) and a hint when the command looks
         written for a shell, which it never runs in."""
