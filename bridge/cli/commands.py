@@ -45,7 +45,7 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
 @bridge_options
-@click.version_option(__version__, "--version", prog_name="mcp-app-bridge")
+@click.version_option(__version__, "--version", prog_name="mcp-app-bridge", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, /, **options: Any) -> None:
     """Bridge an AI client on stdio to a desktop app's MCP server over Streamable HTTP.

@@ -84,9 +84,11 @@ class BridgeConfig:
         session_400_heuristic: treat a 400 whose body mentions the session, in reply to a
             request that carried a session id, like a 404 (the session is gone).
         connect_timeout_seconds: bound on opening a TCP connection to the app.
-        request_timeout_seconds: bound on silence while waiting for the app: no byte of a
-            reply (an SSE keep-alive comment counts) for this long fails the request with
-            reason ``timeout``. Sized for tool calls, not for network round trips.
+        request_timeout_seconds: bound on each reply, failing the request with reason
+            ``timeout``: the response head must be complete within this of sending the
+            request, a JSON body within this of its head (total bounds: bytes dripped in do
+            not extend them); an SSE reply may go this long without a complete event or a
+            comment (a keep-alive). Sized for tool calls, not for network round trips.
         max_message_bytes: the largest message accepted in either direction, in bytes.
         max_concurrent_requests: how many requests may be in flight to the app at once;
             further ones wait their turn (notifications never wait).
