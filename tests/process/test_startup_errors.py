@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,29 @@ def test_the_reply_for_each_kind_of_line() -> None:
     assert line is not None and json.loads(line)["error"]["message"] == "mcp-app-bridge cannot start: because"
     bad = answers_for_line(b"{not json", exc)
     assert bad is not None and json.loads(bad)["error"]["code"] == -32700
+
+
+def test_an_apps_own_mcp_stdio_answers_with_its_configuration_error(tmp_path: Path) -> None:
+    """The library path: a Python app's ``--mcp-stdio`` whose ``make_config`` raises a
+    ``ConfigError`` (here a non-loopback URL) answers the client with the reason."""
+    script = tmp_path / "myapp.py"
+    script.write_text(
+        "import click\n"
+        "from bridge import BridgeConfig, mcp_stdio_option\n"
+        "@click.command()\n"
+        "@mcp_stdio_option(lambda: BridgeConfig(url='http://10.0.0.1/mcp'))\n"
+        "def main():\n"
+        "    print('the GUI')\n"
+        "main()\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), "--mcp-stdio"],
+        input=json.dumps(initialize(1)).encode() + b"\n",
+        capture_output=True, timeout=60, cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["id"] == 1 and reply["error"]["data"]["reason"] == "not_configured"
+    assert "not a loopback address" in reply["error"]["message"]
+    assert b"not a loopback address" in done.stderr and b"the GUI" not in done.stdout + done.stderr
