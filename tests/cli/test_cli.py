@@ -179,5 +179,5 @@ def test_the_build_readme_gives_the_build_ci_runs_and_the_prerequisites() -> Non
     command = "pyinstaller --noconfirm --clean --distpath build/out --workpath build/work build/mcp-app-bridge.spec"
     assert command in build_readme and command in ci
     assert "binutils" in build_readme and "python3-venv" in build_readme
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert "binutils" in readme and "python3-venv" in readme
+    frozen_page = (root / "docs" / "frozen.md").read_text(encoding="utf-8")
+    assert "binutils" in frozen_page and "python3-venv" in frozen_page
