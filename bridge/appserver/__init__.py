@@ -3,7 +3,14 @@ publish it in a discovery file the bridge reads. Not used by the bridge itself; 
 (the ``app`` extra)."""
 
 from .auth import LoopbackHostMiddleware
-from .server import AlreadyServingError, AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret, serve_app
+from .server import (
+    AlreadyServingError,
+    AppServer,
+    TokenAuthMiddleware,
+    UnsafeFileError,
+    load_or_create_secret,
+    serve_app,
+)
 
 __all__ = [
     "AlreadyServingError",
