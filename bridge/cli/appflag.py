@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from ..core.config import BridgeConfig, ConfigError
-from .diagnostics import setup_logging, stdin_is_a_terminal
+from . import diagnostics
+from .diagnostics import setup_logging
 
 __all__ = ["mcp_stdio_option"]
 
@@ -61,7 +62,7 @@ def mcp_stdio_option(
             try:
                 config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
             except ConfigError as exc:
-                if stdin_is_a_terminal():
+                if diagnostics.stdin_is_a_terminal():
                     raise
                 # started by a client: every request learns why (as for mcp-app-bridge)
                 logging.getLogger("bridge").error("cannot start: %s (every request is answered with this)", exc)
