@@ -271,7 +271,7 @@ class Launcher:
                 self._process = None  # an app this bridge started has exited (and is reaped now)
             discovery = self._endpoint.discovery
             if discovery is not None and discovery.pid is not None and pid_is_the_apps(discovery):
-                log.warning("%s (pid %d) is starting; waiting for it to accept connections", self._app, discovery.pid)
+                log.info("%s (pid %d) is starting; waiting for it to accept connections", self._app, discovery.pid)
                 waiting_for = f"pid {discovery.pid}, named by its discovery file, is running"
             elif self._process is not None:
                 log.warning(
@@ -300,7 +300,7 @@ class Launcher:
 
     async def _start(self) -> None:
         if self._callable is not None:
-            log.warning("starting %s", in_sentence(self._app))
+            log.info("starting %s", in_sentence(self._app))
             try:
                 outcome = self._callable()
                 if inspect.isawaitable(outcome):
@@ -312,7 +312,7 @@ class Launcher:
                 ) from exc
             return
         assert self._command is not None
-        log.warning("starting %s: %s", in_sentence(self._app), " ".join(self._command))
+        log.info("starting %s: %s", in_sentence(self._app), " ".join(self._command))
         try:
             output = open_log_file(self._log_file) if self._log_file else subprocess.DEVNULL
         except OSError as exc:
@@ -342,7 +342,7 @@ class Launcher:
         while True:
             self._endpoint.reload()
             if await self._accepts_connections():
-                log.warning("%s accepts connections after %.1f s", self._app, anyio.current_time() - started)
+                log.info("%s accepts connections after %.1f s", self._app, anyio.current_time() - started)
                 return
             if self._process is not None and self._process.poll() not in (None, 0):
                 status = self._process.returncode

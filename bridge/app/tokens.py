@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
 import anyio
+import anyio.abc
 
 if TYPE_CHECKING:
     import httpx
@@ -175,21 +177,101 @@ class CommandTokenSource:
         self.description = f"token command {os.path.basename(self.argv[0])}"
 
     async def fetch(self, context: TokenContext) -> str | None:
+        stdout = bytearray()
+        stderr = bytearray()
         try:
             with anyio.fail_after(self.timeout_seconds):
-                result = await anyio.run_process(
-                    self.argv, check=False, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-                )
+                async with await anyio.open_process(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                ) as process:
+                    assert process.stdout is not None and process.stderr is not None
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(_collect, process.stdout, stdout, MAX_TOKEN_OUTPUT_BYTES, False)
+                        group.start_soon(_collect, process.stderr, stderr, MAX_COMMAND_STDERR_BYTES, True)
+                    returncode = await process.wait()
         except TimeoutError:
-            raise TokenSourceError(f"the {self.description} did not finish within {self.timeout_seconds:g} s") from None
+            raise TokenSourceError(
+                f"the {self.description} did not finish within {self.timeout_seconds:g} s{self._details(stdout, stderr)}"
+            ) from None
         except OSError as exc:
-            raise TokenSourceError(f"the {self.description} could not be started: {exc.strerror}") from None
-        if result.returncode != 0:
-            raise TokenSourceError(f"the {self.description} exited with status {result.returncode}")
-        token = result.stdout.decode("utf-8", "replace").strip()
+            raise TokenSourceError(
+                f"the {self.description} could not be started: {exc.strerror}{self._details(stdout, stderr)}"
+            ) from None
+        if returncode != 0:
+            raise TokenSourceError(f"the {self.description} exited with status {returncode}{self._details(stdout, stderr)}")
+        token = stdout.decode("utf-8", "replace").strip()
         if not token:
-            raise TokenSourceError(f"the {self.description} printed no token")
+            raise TokenSourceError(f"the {self.description} printed no token{self._details(stdout, stderr)}")
         return token
+
+    def _details(self, stdout: bytes | bytearray, stderr: bytes | bytearray) -> str:
+        """What helps the user see why it failed: the end of its stderr (redacted of
+        anything token-like, :func:`redact_token_like`) and a hint when the command looks
+        written for a shell, which it never runs in."""
+        details = ""
+        text = stderr.decode("utf-8", "replace").strip()
+        if text:
+            for word in stdout.decode("utf-8", "replace").split():
+                if len(word) >= 8:
+                    text = text.replace(word, "[redacted]")
+            details += f"; its stderr ended: {redact_token_like(text)!r}"
+        runs_a_shell = os.path.basename(self.argv[0]).lower().removesuffix(".exe") in _SHELLS
+        shell_words = [] if runs_a_shell else [word for word in self.argv if _looks_like_shell(word)]
+        if shell_words:
+            example = "cmd /c \"…\"" if os.name == "nt" else "sh -c '…'"
+            details += (
+                f". The command runs without a shell, so {redact_token_like(shell_words[0])!r} is passed as it is: "
+                f"`~`, `$VAR`, pipes, redirections and wildcards are not expanded. To use a shell, "
+                f"give --token-command \"{example}\""
+            )
+        return details
+
+
+#: The most of a token command's stdout kept (bytes); a token is far shorter.
+MAX_TOKEN_OUTPUT_BYTES = 64 * 1024
+#: How much of the end of a failing token command's stderr goes into its error (bytes).
+MAX_COMMAND_STDERR_BYTES = 1024
+
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-+=.~/]{20,}")
+_KEYED_VALUE = re.compile(r"(?i)\b(bearer\s+|(?:token|secret|password|passwd|api[_-]?key|key)\s*[:=]\s*)(\S+)")
+_SHELL_MARKS = ("|", ">", "<", "$", "&&", ";", "`", "*", "?", "[")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "cmd", "powershell", "pwsh"})
+
+
+def redact_token_like(text: str) -> str:
+    """``text`` with anything that may be a credential replaced by ``[redacted]``: the
+    value after ``Bearer``, ``token=``/``token:`` (and secret, password, key), and any run
+    of 20 or more token characters that mixes letters and digits (a path such as
+    ``/home/me/.config/tok`` has no digits and stays readable)."""
+    text = _KEYED_VALUE.sub(lambda match: match.group(1) + "[redacted]", text)
+
+    def token_like(match: re.Match[str]) -> str:
+        word = match.group(0)
+        if any(c.isdigit() for c in word) and any(c.isalpha() for c in word):
+            return "[redacted]"
+        return word
+
+    return _TOKEN_LIKE.sub(token_like, text)
+
+
+def _looks_like_shell(word: str) -> bool:
+    """Whether one argument looks written for a shell: ``~/x``, ``$VAR``, ``|``, ``>f``,
+    ``*.txt``… An argument with white space in it is code or text (``python -c '…'``),
+    not a shell word, and never counts."""
+    if not word or any(c.isspace() for c in word):
+        return False
+    return word.startswith("~") or any(mark in word for mark in _SHELL_MARKS)
+
+
+async def _collect(stream: anyio.abc.ByteReceiveStream, into: bytearray, limit: int, keep_end: bool) -> None:
+    """Read ``stream`` to its end, keeping at most ``limit`` bytes of it: the first ones,
+    or the last ones with ``keep_end``."""
+    async for chunk in stream:
+        into += chunk
+        if len(into) > limit and keep_end:
+            del into[: len(into) - limit]
+        elif len(into) > limit:
+            del into[limit:]
 
 
 class AuthRouteTokenSource:

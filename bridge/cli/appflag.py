@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from ..core.config import BridgeConfig
+from ..core.config import BridgeConfig, ConfigError
+from . import diagnostics
 from .diagnostics import setup_logging
 
 __all__ = ["mcp_stdio_option"]
@@ -42,7 +44,10 @@ def mcp_stdio_option(
     Args:
         make_config: builds the configuration, called only when the flag is given, either
             with no argument or with one: a dict of the command's other parameters, as
-            click parsed them.
+            click parsed them. A ``ConfigError`` it raises is raised on at a terminal; when
+            a client started the process (stdin not a terminal) every request is answered
+            with its message instead (reason ``not_configured``), and the process exits 2
+            when stdin closes.
         flag: the option's name.
         log_level, log_file: where the bridge's diagnostics go (never stdout).
     """
@@ -54,7 +59,16 @@ def mcp_stdio_option(
             if not params.pop(_MCP_STDIO_PARAM):
                 return command(*args, **params)
             setup_logging(log_level, log_file)
-            config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
+            try:
+                config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
+            except ConfigError as exc:
+                if diagnostics.stdin_is_a_terminal():
+                    raise
+                # started by a client: every request learns why (as for mcp-app-bridge)
+                logging.getLogger("bridge").error("cannot start: %s (every request is answered with this)", exc)
+                from ..serve.errorserve import serve_startup_error
+
+                click.get_current_context().exit(serve_startup_error(str(exc), 2))
             from ..serve.loop import run_stdio
 
             click.get_current_context().exit(run_stdio(config))

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .._version import __version__
-from .diagnostics import console_fallbacks, setup_logging
+from .diagnostics import console_fallbacks, exit_now, setup_logging, start_up_failed
 from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
 
 __all__ = ["main"]
@@ -45,7 +45,7 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
 @bridge_options
-@click.version_option(__version__, "--version", prog_name="mcp-app-bridge")
+@click.version_option(__version__, "--version", prog_name="mcp-app-bridge", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, /, **options: Any) -> None:
     """Bridge an AI client on stdio to a desktop app's MCP server over Streamable HTTP.
@@ -64,12 +64,15 @@ def main(ctx: click.Context, /, **options: Any) -> None:
         if given:
             raise click.UsageError(f"give the bridge options after `{ctx.invoked_subcommand}`, not before it")
         return
-    config = build_config(options)
-    setup_logging(options["log_level"], options["log_file"])
+    try:
+        config = build_config(options)
+        setup_logging(options["log_level"], options["log_file"])
+    except click.ClickException as exc:
+        start_up_failed(exc, options["log_level"], options["log_file"])
 
     from ..serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
-    sys.exit(run_stdio(config))
+    exit_now(run_stdio(config))
 
 
 @main.command(context_settings=CONTEXT)

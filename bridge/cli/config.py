@@ -7,6 +7,7 @@ serving never imports the config face; tomlkit loads only for Codex's file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,6 +109,9 @@ def _entry(
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
+        if options["launch"] is not None:
+            for warning in _launch_warnings(options["launch"]):
+                _warn(warning)
         command = bridge_command()
         if startup_timeout is None and options["launch"] is not None:
             startup_timeout = startup_timeout_for(options["launch_timeout_seconds"])
@@ -134,6 +138,27 @@ def _entry(
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
     return entry
+
+
+def _launch_warnings(launch: str) -> list[str]:
+    """Warnings for ``--launch CMD``: its program is missing here (a path that does not
+    exist, a bare name not on PATH), as ``--command`` warns for its own."""
+    import shutil
+
+    from .options import split_command
+
+    program = split_command(launch)[0]  # (the bridge options were checked: not empty)
+    separators = [sep for sep in (os.sep, os.altsep) if sep]
+    if not any(sep in program for sep in separators):
+        if shutil.which(program) is None:
+            return [f"the --launch program {program!r} is not on PATH here; give its full path, or the bridge cannot start the app"]
+        return []
+    path = os.path.abspath(program)
+    if not os.path.exists(path):
+        return [f"the --launch program {path} does not exist (yet); the bridge cannot start the app until it does"]
+    if os.path.isdir(path) or (os.name == "posix" and not os.access(path, os.X_OK)):
+        return [f"the --launch program {path} is not an executable file; the bridge cannot start the app with it"]
+    return []
 
 
 def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
@@ -187,13 +212,15 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import ClientConfigError, config_path, next_step
+    from ..clients.catalog import ClientConfigError, EntryExistsError, config_path, next_step
     from ..clients.files import install_entry
 
     target = path or config_path(client)
     try:
         entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
         replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
+    except EntryExistsError as exc:
+        raise _fail(ClientConfigError(f"an entry called {exc.name!r} exists already; replace it with --force"), target) from None
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")

@@ -230,6 +230,34 @@ def bundle_manifest(
     return manifest
 
 
+def _refuse_shim(executable: Path) -> None:
+    """Refuse what only runs beside its own Python: a script (a text file starting with
+    ``#!``, like the ``mcp-app-bridge`` console script pip writes) or any entry point in a
+    virtual environment's ``bin``/``Scripts`` folder (on Windows pip's ``.exe`` launcher,
+    which starts the venv's ``python.exe``). The bundle must carry the frozen executable.
+
+    Raises:
+        BundleError: it is one of those; the message says what to give instead.
+    """
+    try:
+        with executable.open("rb") as file:
+            head = file.read(2)
+    except OSError as exc:
+        raise BundleError(f"cannot read the executable {executable}: {exc.strerror}") from None
+    frozen = "give the frozen executable instead (build/out/mcp-app-bridge, built as build/README.md says)"
+    if head == b"#!":
+        raise BundleError(
+            f"{executable} is a script (it starts with #!), such as the console script pip installs; "
+            f"it needs its Python and cannot run anywhere else: {frozen}"
+        )
+    folder = executable.resolve().parent
+    if folder.name in ("bin", "Scripts") and (folder.parent / "pyvenv.cfg").is_file():
+        raise BundleError(
+            f"{executable} is an entry point of the virtual environment {folder.parent}; "
+            f"it needs that environment and cannot run anywhere else: {frozen}"
+        )
+
+
 def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, license_body: str | None = None) -> None:
     """Write the ``.mcpb`` archive: ``manifest.json``, the executable at the manifest's
     ``server.entry_point`` (mode 0755 recorded, so unzipping keeps it executable) and the
@@ -240,8 +268,9 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
     the old file or the complete new one.
 
     Raises:
-        BundleError: ``executable`` is not a regular file, or not executable on POSIX; or
-            no licence text was found.
+        BundleError: ``executable`` is not a regular file, not executable on POSIX, or a
+            script or virtual-environment entry point, not a frozen executable; or no
+            licence text was found.
         OSError: the archive could not be written (``out`` is unchanged).
     """
     try:
@@ -252,6 +281,7 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
         raise BundleError(f"{executable} is not a file")
     if sys.platform != "win32" and not mode & stat.S_IXUSR:
         raise BundleError(f"{executable} is not executable")
+    _refuse_shim(executable)
     if license_body is None:
         license_body = license_text()
     out.parent.mkdir(parents=True, exist_ok=True)

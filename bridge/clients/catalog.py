@@ -49,6 +49,7 @@ __all__ = [
     "CLIENT_INFO",
     "ClientInfo",
     "ClientConfigError",
+    "EntryExistsError",
     "ServerEntry",
     "ClientRun",
     "CLIENT_RUNS",
@@ -68,6 +69,19 @@ __all__ = [
 
 class ClientConfigError(ValueError):
     """A client configuration file cannot be used as asked. The file was not changed."""
+
+
+class EntryExistsError(ClientConfigError):
+    """An entry with this name is in the file already, and ``force`` was not given. The
+    file was not changed.
+
+    Args:
+        name: the entry's name.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"an entry called {name!r} exists already; replace it with force=True")
+        self.name = name
 
 
 @dataclass(frozen=True)

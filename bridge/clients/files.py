@@ -26,7 +26,15 @@ from typing import Any
 
 from . import jsonc
 from .atomicfile import replace_if, write_private
-from .catalog import CLIENT_INFO, ClientConfigError, ServerEntry, check_name, entry_object, read_servers
+from .catalog import (
+    CLIENT_INFO,
+    ClientConfigError,
+    EntryExistsError,
+    ServerEntry,
+    check_name,
+    entry_object,
+    read_servers,
+)
 
 __all__ = ["install_entry", "uninstall_entry", "install", "uninstall", "render_document", "REDACTED"]
 
@@ -241,9 +249,16 @@ def _edit_file(
 
 
 def _refuse_jsonc(path: Path, client: str | None, exc: jsonc.JsoncError) -> ClientConfigError:
+    info = CLIENT_INFO.get(client) if client is not None else None
+    if info is None:
+        syntax = ""
+    elif info.syntax == "jsonc":
+        syntax = f" ({info.title} accepts comments and trailing commas)"
+    else:
+        syntax = f" ({info.title} reads strict JSON: no comments, no trailing commas)"
     return ClientConfigError(
-        f"{path} is not valid JSON ({exc}); correct it there in an editor "
-        "(comments and trailing commas are fine), or move the file aside to start a new one, then try again"
+        f"{path} is not valid JSON ({exc}); correct it there in an editor{syntax}, "
+        "or move the file aside to start a new one, then try again"
     )
 
 
@@ -292,9 +307,7 @@ def install(
         _key, entries = read_servers(document, client)
         replaced = name in entries
         if replaced and not force:
-            raise ClientConfigError(
-                f"an entry called {name!r} exists already; replace it with --force (force=True from Python)"
-            )
+            raise EntryExistsError(name)
         if info.syntax == "json" and jsonc.has_extensions(root):
             remarks.append(
                 f"{path} has comments or trailing commas, which {info.title} may not accept; they were kept as they were"
@@ -408,9 +421,7 @@ def _toml_install(
     document, entries = _toml_parse(path, text, client)
     replaced = name in entries
     if replaced and not force:
-        raise ClientConfigError(
-            f"an entry called {name!r} exists already; replace it with --force (force=True from Python)"
-        )
+        raise EntryExistsError(name)
     if isinstance(document.get(key), tomlkit.items.InlineTable):
         raise ClientConfigError(
             f"{path} writes {key} as an inline table ({key} = {{ … }}), to which this editor cannot add an entry; "

@@ -84,14 +84,18 @@ class BridgeConfig:
         session_400_heuristic: treat a 400 whose body mentions the session, in reply to a
             request that carried a session id, like a 404 (the session is gone).
         connect_timeout_seconds: bound on opening a TCP connection to the app.
-        request_timeout_seconds: bound on silence while waiting for the app: no byte of a
-            reply (an SSE keep-alive comment counts) for this long fails the request with
-            reason ``timeout``. Sized for tool calls, not for network round trips.
+        request_timeout_seconds: bound on each reply, failing the request with reason
+            ``timeout``: the response head must be complete within this of sending the
+            request, a JSON body within this of its head (total bounds: bytes dripped in do
+            not extend them); an SSE reply may go this long without a complete event or a
+            comment (a keep-alive). Sized for tool calls, not for network round trips.
         max_message_bytes: the largest message accepted in either direction, in bytes.
         max_concurrent_requests: how many requests may be in flight to the app at once;
             further ones wait their turn (notifications never wait).
-        shutdown_grace_seconds: after stdin EOF or a signal, how long in-flight requests may
-            still finish before they are answered with reason ``shutting_down``.
+        shutdown_grace_seconds: after stdin EOF, SIGINT or SIGHUP, how long requests in flight
+            may still finish before they are answered with reason ``shutting_down`` (not
+            after SIGTERM or a second signal: those answer at once). Sized to end well within
+            the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
         verify_listener: before anything is written on a new ``http://`` connection (and
@@ -118,7 +122,7 @@ class BridgeConfig:
     request_timeout_seconds: float = 300.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_requests: int = 32
-    shutdown_grace_seconds: float = 1.0
+    shutdown_grace_seconds: float = 0.2
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
     verify_listener: bool = True

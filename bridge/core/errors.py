@@ -11,6 +11,7 @@ Hierarchy (every class says what happens after it is raised)::
     │   └── LineTooLongError      -32600, the id if readable, else null
     ├── BridgeInternalError       -32603, reason "bridge_error": a failure inside the bridge
     ├── ShuttingDownError         -32603, reason "shutting_down": the bridge is exiting
+    ├── NotConfiguredError        -32603, reason "not_configured": the bridge could not start
     └── UpstreamError             talking to the app failed: -32603, the request's id
         ├── AppUnreachableError       reason "app_unreachable"
         ├── AppLaunchFailedError      reason "app_launch_failed"
@@ -58,6 +59,7 @@ __all__ = [
     "SessionLostError",
     "MessageTooLargeError",
     "ShuttingDownError",
+    "NotConfiguredError",
     "ListenerUnverifiedError",
     "BridgeInternalError",
     "error_object",
@@ -237,6 +239,15 @@ class ShuttingDownError(BridgeError):
     reason = "shutting_down"
 
 
+class NotConfiguredError(BridgeError):
+    """The bridge's configuration is unusable (an option names an unset variable, say), and
+    a client started it: every request is answered with the message instead of the bridge
+    exiting at once, so the client shows why (``bridge/serve/errorserve.py``). -32603 with the
+    request's id."""
+
+    reason = "not_configured"
+
+
 class ListenerUnverifiedError(UpstreamError):
     """The socket the bridge reached is not verified to be the app's (``bridge/app/listener.py``):
     another user's, not held by the discovery file's pid, or the OS would not say. The
@@ -278,5 +289,10 @@ def error_response(request_id: Any, exc: BridgeError) -> dict[str, Any]:
 
 #: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3 (``bridge_error``
 #: last: the README's error table adds it).
-_REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
+_REASON_CLASSES: list[type[BridgeError]] = [
+    *UpstreamError.__subclasses__(),
+    ShuttingDownError,
+    NotConfiguredError,
+    BridgeInternalError,
+]
 REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in _REASON_CLASSES)

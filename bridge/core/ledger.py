@@ -27,6 +27,10 @@ stop (:attr:`Outcome.answered`) and whatever it returns later is dropped.
 
 Two requests open with the same id cannot be told apart by a response, so an id already
 open is refused: the new request gets -32600 at once and the open one is untouched.
+
+A **lasting** request (``subscriptions/listen``, MCP 2026-07-28: open for as long as the
+client listens) owes a reply like any other, but it is no work in flight: the shutdown
+does not wait for it (:attr:`Ledger.working`).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class Slot:
         index: its place in ``pending`` (a batch's order).
         state: :data:`OPEN`, then :data:`ANSWERED` or :data:`CANCELLED`, once.
         handle: the caller's, untouched here: whatever stops this request's exchange.
+        lasting: it stays open for as long as the client wants (a subscription), so it
+            is not counted in :attr:`Ledger.working`.
     """
 
     id: Any
@@ -67,6 +73,7 @@ class Slot:
     index: int
     state: str = OPEN
     handle: Any = None
+    lasting: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -123,6 +130,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self._by_id: dict[tuple[type, Any], Slot] = {}
+        self._lasting = 0
         #: Bytes of the stdin lines whose reply is not complete yet.
         self.held_bytes = 0
 
@@ -131,6 +139,12 @@ class Ledger:
         """Requests opened and neither answered nor cancelled."""
         return len(self._by_id)
 
+    @property
+    def working(self) -> int:
+        """Open requests that are work in flight: all but the lasting ones (subscriptions),
+        which wait for the client, not for the app. The shutdown waits for these only."""
+        return len(self._by_id) - self._lasting
+
     def __bool__(self) -> bool:
         return bool(self._by_id)
 
@@ -138,22 +152,32 @@ class Ledger:
         """The open request with this id, if any."""
         return self._by_id.get(id_key(request_id))
 
-    def open(self, ids: Sequence[Any], *, batch: bool, held_bytes: int = 0, extra: Iterable[bytes] = ()) -> Opened:
-        """Open the requests of one stdin line (``ids``: valid request ids, in order).
+    def open(
+        self,
+        ids: Sequence[Any],
+        *,
+        batch: bool,
+        held_bytes: int = 0,
+        extra: Iterable[bytes] = (),
+        lasting: Sequence[bool] = (),
+    ) -> Opened:
+        """Open the requests of one stdin line (``ids``: valid request ids, in order;
+        ``lasting``: for each, whether it is a lasting request, default none is).
 
         An id already open (or repeated inside the batch) is refused with -32600: a single
         request's refusal is returned as ``line``; a batch's goes into its array.
         """
         pending = Pending(batch, held_bytes, extra=list(extra))
         refusals: list[bytes] = []
-        for request_id in ids:
+        for number, request_id in enumerate(ids):
             key = id_key(request_id)
             if key in self._by_id:
                 refusals.append(error_line(request_id, _id_in_use(request_id)))
                 continue
-            slot = Slot(request_id, pending, len(pending.slots))
+            slot = Slot(request_id, pending, len(pending.slots), lasting=number < len(lasting) and lasting[number])
             pending.slots.append(slot)
             self._by_id[key] = slot
+            self._lasting += slot.lasting
         pending.replies = [None] * len(pending.slots)
         pending.remaining = len(pending.slots)
         if pending.slots:
@@ -208,6 +232,7 @@ class Ledger:
     def _close(self, slot: Slot, state: str) -> bytes | None:
         slot.state = state
         del self._by_id[id_key(slot.id)]
+        self._lasting -= slot.lasting
         pending = slot.pending
         pending.remaining -= 1
         if pending.remaining:

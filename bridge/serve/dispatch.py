@@ -67,7 +67,7 @@ _OUTSIDE_THE_LIMIT = frozenset({"ping", "subscriptions/listen"})
 #: app is told with ``notifications/cancelled`` (seconds).
 CANCEL_NOTICE_SECONDS = 1.0
 #: How long the shutdown answers may take to be queued for stdout (seconds).
-_CLOSE_ALL_TIMEOUT_SECONDS = 0.3
+_CLOSE_ALL_TIMEOUT_SECONDS = 0.05
 
 _NEVER_SENT = None  # Slot.handle of a request whose task has not started
 
@@ -107,6 +107,8 @@ class Dispatcher:
         self._idle: anyio.Event | None = None  # set when no request is open (shutdown)
         self._handshake = anyio.Event()  # set while no initialize is in flight
         self._handshake.set()
+        self._stop_reason = "its input closed or it was told to stop"
+        self._grace_over = False
 
     async def wait_for_room(self) -> None:
         """Return once the reader may take another line: the open requests are within
@@ -140,9 +142,17 @@ class Dispatcher:
             for item in message.items:
                 if isinstance(item, (Notification, Response)):
                     self._deliver_soon(item, gate)
-            opened = self._ledger.open([r.id for r in requests], batch=True, held_bytes=Admission.cost(line), extra=extra)
+            opened = self._ledger.open(
+                [r.id for r in requests],
+                batch=True,
+                held_bytes=Admission.cost(line),
+                extra=extra,
+                lasting=[r.era.endless(r.method) for r in requests],
+            )
         elif isinstance(message, Request):
-            opened = self._ledger.open([message.id], batch=False, held_bytes=Admission.cost(line))
+            opened = self._ledger.open(
+                [message.id], batch=False, held_bytes=Admission.cost(line), lasting=[message.era.endless(message.method)]
+            )
         else:
             if isinstance(message, Notification) and message.method == "notifications/cancelled":
                 if self._cancel(message, gate):
@@ -194,13 +204,13 @@ class Dispatcher:
                 opens.set()
         if self._room is not None and not self._admission.reading_paused():
             self._room.set()
-        if self._idle is not None and not self._ledger:
+        if self._idle is not None and not self._ledger.working:
             self._idle.set()
 
     async def _refuse_while_stopping(self, message: Message | Batch) -> None:
         """A line read after shutdown began: its requests are answered at once."""
         items = message.items if isinstance(message, Batch) else (message,)
-        exc = ShuttingDownError("The bridge is shutting down and no longer forwards requests.")
+        exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) and no longer forwards requests.")
         for request in items:
             if isinstance(request, Request):
                 await self._outbox.put(error_line(request.id, exc))
@@ -362,14 +372,28 @@ class Dispatcher:
 
     # -- shutdown ----------------------------------------------------------------------------
 
+    def stopping(self, reason: str) -> None:
+        """Shutdown began; ``reason`` (``"stdin closed"``, ``"SIGTERM"``…) goes into the
+        ``shutting_down`` messages."""
+        self._stop_reason = reason
+
+    def end_grace(self) -> None:
+        """Stop waiting for open requests: :meth:`drain` answers them at once (a second
+        signal, or a SIGTERM: the client's kill follows soon)."""
+        self._grace_over = True
+        if self._idle is not None:
+            self._idle.set()
+
     async def drain(self, grace_seconds: float) -> None:
-        """Give open requests ``grace_seconds``, then answer the rest ``shutting_down``
-        (bounded too: a client that stopped reading stdout cannot hold the exit up)."""
-        if self._ledger:
+        """Give requests in flight ``grace_seconds`` (or until :meth:`end_grace`), then
+        answer every open request ``shutting_down``, lasting ones (``subscriptions/listen``)
+        included, which are never waited for (bounded too: a client that stopped reading
+        stdout cannot hold the exit up)."""
+        if self._ledger.working and not self._grace_over:
             self._idle = anyio.Event()
             with anyio.move_on_after(grace_seconds):
                 await self._idle.wait()
-        exc = ShuttingDownError("The bridge is shutting down (its input closed or it was told to stop) before the app answered.")
+        exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) before the app answered.")
         with anyio.move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
             for line in self._ledger.close_all(exc):
                 await self._outbox.put(line)

@@ -249,7 +249,7 @@ class Driver:
             with session.rebuilding():
                 await self._replay_initialize(lost_generation)
         self.rebuilds += 1
-        log.warning("%s was restarted; the MCP session was rebuilt", self._app)
+        log.info("%s was restarted; the MCP session was rebuilt", self._app)
         if self._on_session_rebuilt is not None:
             await self._on_session_rebuilt()
 
@@ -293,9 +293,10 @@ class Driver:
         the first GET has its answer (open, refused) or failed."""
         await self._upstream.listen(emit, on_open=on_open)
 
-    async def terminate_session(self) -> None:
-        """Best-effort, bounded ``DELETE`` of the MCP session (``Upstream.terminate_session``)."""
-        await self._upstream.terminate_session()
+    async def terminate_session(self, timeout_seconds: float | None = None) -> None:
+        """Best-effort, bounded ``DELETE`` of the MCP session (``Upstream.terminate_session``;
+        ``timeout_seconds`` shortens its bound)."""
+        await self._upstream.terminate_session(timeout_seconds)
 
     async def aclose(self) -> None:
         """Close the connections the bridge opened."""

@@ -16,10 +16,15 @@ shutdown. A client's cancellation closes the request in the ledger and stops its
 at once, freeing its slot and its connection (README, "Concurrency, cancellation,
 backpressure").
 
-Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP): stop reading, let open requests finish for
-``shutdown_grace_seconds``, answer the rest with ``shutting_down``, ``DELETE`` the MCP
-session (bounded), flush stdout (bounded) and return 0. A closed stdout ends the run at
-once and quietly.
+Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP), within the kill schedules of real clients
+(Claude Code: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s after the first; Codex: SIGTERM,
+SIGKILL milliseconds later): stop reading; let requests in flight finish for
+``shutdown_grace_seconds`` (0.2 s) after EOF, SIGINT or SIGHUP, not at all after SIGTERM or
+a second signal; answer every open request with ``shutting_down``; then cancel the tasks,
+``DELETE`` the MCP session (best effort) and flush stdout, all within
+:data:`SHUTDOWN_TAIL_SECONDS`, and return 0. An open ``subscriptions/listen`` or GET stream
+is not work in flight: with nothing else open the run ends within the tail alone. A closed
+stdout ends the run at once and quietly.
 """
 
 from __future__ import annotations
@@ -50,8 +55,15 @@ __all__ = ["Bridge", "run_stdio"]
 
 log = logging.getLogger("bridge")
 
-#: How long buffered stdout lines may take to reach the client once the run is over.
-FLUSH_TIMEOUT_SECONDS = 0.3
+#: Once the grace is over, the bound on everything left of a shutdown (seconds): cancelling
+#: the tasks, the best-effort ``DELETE`` of the MCP session, flushing stdout. Clients kill a
+#: server soon after asking it to stop (Codex: milliseconds after SIGTERM; Claude Code:
+#: 0.52 s after SIGINT), so the exit must come first; a ``DELETE`` that would take longer is
+#: given up.
+SHUTDOWN_TAIL_SECONDS = 0.06
+#: How long buffered stdout lines may take to reach the client once the run is over, at
+#: least (when the tail's bound is already spent).
+FLUSH_TIMEOUT_SECONDS = 0.02
 
 class Bridge:
     """Serve one stdio connection: forward every message to the app, write every reply.
@@ -83,20 +95,30 @@ class Bridge:
             config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
         )
         self._handle_signals = handle_signals
-        self._outbox = Outbox(stdout, on_gone=self.stop)
+        self._outbox = Outbox(stdout, on_gone=lambda: self.stop("stdout closed", hurry=True))
         self._tasks = TaskSet()
         self._dispatcher = Dispatcher(config, self._driver, self._outbox, self._tasks, self._start_listening)
         self._stopping = anyio.Event()
         self._signal_scope: anyio.CancelScope | None = None
         self._listening = False
+        self._stop_reason: str | None = None
 
     @property
     def driver(self) -> Driver:
         """The app side: endpoint, tokens, launcher, HTTP exchange and MCP session."""
         return self._driver
 
-    def stop(self) -> None:
-        """Begin a graceful shutdown, as stdin EOF would."""
+    def stop(self, reason: str = "told to stop", *, hurry: bool = False) -> None:
+        """Begin a graceful shutdown, as stdin EOF would (``reason`` goes into the log and
+        the ``shutting_down`` messages). With ``hurry``, or when called again, requests in
+        flight are answered ``shutting_down`` at once instead of after the grace."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+            self._dispatcher.stopping(reason)
+        else:
+            hurry = True
+        if hurry:
+            self._dispatcher.end_grace()
         self._stopping.set()
 
     async def run(self) -> int:
@@ -116,13 +138,14 @@ class Bridge:
                     if not self._outbox.gone:
                         await self._dispatcher.drain(self._config.shutdown_grace_seconds)
                     work.cancel_scope.cancel()
-                await self._tasks.cancel_and_wait(FLUSH_TIMEOUT_SECONDS)
+                tail_end = anyio.current_time() + SHUTDOWN_TAIL_SECONDS
+                await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
                 with anyio.CancelScope(shield=True):
-                    await self._driver.terminate_session()
+                    await self._driver.terminate_session(max(tail_end - anyio.current_time(), 0.0))
                 self._outbox.close()
                 if self._signal_scope is not None:
                     self._signal_scope.cancel()
-                outer.cancel_scope.deadline = anyio.current_time() + FLUSH_TIMEOUT_SECONDS
+                outer.cancel_scope.deadline = max(tail_end, anyio.current_time() + FLUSH_TIMEOUT_SECONDS)
         finally:
             self._tasks.cancel()  # only left when the run itself was cancelled
             with anyio.CancelScope(shield=True):
@@ -139,8 +162,9 @@ class Bridge:
             if event is NEED_DATA:
                 framer.receive_data(await self._stdin.receive())
             elif event is EOF:
-                log.info("stdin closed; shutting down")
-                self._stopping.set()
+                if self._stop_reason is None:
+                    log.info("stdin closed; shutting down")
+                self.stop("stdin closed")
                 return
             elif isinstance(event, OverlongLine):
                 request_id = read_id_from_head(event.head)
@@ -196,11 +220,14 @@ class Bridge:
         assert self._signal_scope is not None
         with self._signal_scope, receiver as signals:
             async for signum in signals:
-                if self._stopping.is_set():
-                    log.info("%s received again; the shutdown is already under way", signal.Signals(signum).name)
-                    continue
-                log.info("%s received; shutting down", signal.Signals(signum).name)
-                self._stopping.set()
+                name = signal.Signals(signum).name
+                if self._stop_reason is not None:
+                    log.info("%s received during the shutdown (%s); open requests are answered now", name, self._stop_reason)
+                else:
+                    log.info("%s received; shutting down", name)
+                # SIGTERM is the last word before SIGKILL (Codex sends that milliseconds
+                # later): no grace. SIGINT and SIGHUP keep it, until a second signal.
+                self.stop(name, hurry=signum == signal.SIGTERM)
 
 
 def run_stdio(config: BridgeConfig) -> int:
@@ -231,7 +258,7 @@ def run_stdio(config: BridgeConfig) -> int:
             def parent_gone() -> None:
                 log.info("the executable's bootloader is gone; shutting down")
                 try:
-                    loop.call_soon_threadsafe(bridge.stop)
+                    loop.call_soon_threadsafe(bridge.stop, "the executable's bootloader is gone")
                 except RuntimeError:  # the loop has finished already
                     pass
 

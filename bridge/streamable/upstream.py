@@ -271,16 +271,26 @@ class Upstream:
         """Relay an SSE stream's messages to ``relay`` (``ReplyReader.relay_events``)."""
         return await self._replies.relay_events(response, state, relay)
 
-    async def terminate_session(self) -> None:
-        """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``.
+    async def terminate_session(self, timeout_seconds: float | None = None) -> None:
+        """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``
+        or ``timeout_seconds`` (seconds), whichever is shorter; 0 or less: no ``DELETE``.
         A 405 or any failure is ignored (SPEC-CHECKLIST item 47)."""
-        if self.session.id is None or self._config.delete_timeout_seconds <= 0:
+        bound = self._config.delete_timeout_seconds
+        if timeout_seconds is not None:
+            bound = min(bound, timeout_seconds)
+        if self.session.id is None:
             return
-        with anyio.move_on_after(self._config.delete_timeout_seconds):
+        if bound <= 0:
+            log.debug("no DELETE of the MCP session: no time left before the exit")
+            self.session.forget()
+            return
+        with anyio.move_on_after(bound) as scope:
             try:
                 url, headers, _ = await self._headers.prepare()
                 async with self._exchange("DELETE", url, headers) as response:
                     log.debug("DELETE of the MCP session: HTTP %d", response.status_code)
             except Exception as exc:  # best effort: nothing may stop the exit
                 log.debug("DELETE of the MCP session failed: %s", str(exc) or type(exc).__name__)
+        if scope.cancelled_caught:
+            log.debug("DELETE of the MCP session given up after %.3g s (the exit comes first)", bound)
         self.session.forget()

@@ -24,6 +24,13 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def run_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner stands for a person at a terminal: a configuration error exits 2 at once
+    (a client-started bridge answers requests with it instead: test_startup_errors.py)."""
+    monkeypatch.setattr("bridge.cli.diagnostics.stdin_is_a_terminal", lambda: True)
+
+
 @pytest.mark.parametrize(
     ("args", "env", "says"),
     [
@@ -72,7 +79,7 @@ def test_help_and_version_go_to_stdout_and_exit_0(runner: CliRunner) -> None:
 
 def test_python_dash_m_bridge_is_the_same_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], capture_output=True, timeout=30
+        [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
     )
     assert done.returncode == 2
     assert done.stdout == b""
@@ -143,3 +150,34 @@ def test_check_prints_ascii_marks_on_a_console_that_cannot_encode_them(args: lis
     assert done.returncode == (0 if "--help" in args else 1), stderr
     for text in expected:
         assert text in stdout, stdout
+
+
+def test_version_option_and_version_command_print_the_same(runner: CliRunner) -> None:
+    option = runner.invoke(main, ["--version"])
+    command = runner.invoke(main, ["version"])
+    assert option.exit_code == command.exit_code == 0
+    assert option.stdout == command.stdout == f"mcp-app-bridge {__version__}\n"
+
+
+def test_request_timeout_help_says_what_the_code_does(runner: CliRunner) -> None:
+    """A total bound on the head and a JSON body, an idle bound between SSE events (the
+    README's "Time bounds"), not "silence": bytes dripped in do not extend it."""
+    import re
+
+    text = " ".join(runner.invoke(main, ["--help"]).stdout.split())
+    found = re.search(r"--request-timeout SECONDS (.*?)\[default", text)
+    assert found is not None, text
+    help_text = found.group(1)
+    assert "silence" not in help_text
+    assert "head" in help_text and "JSON body" in help_text and "SSE" in help_text
+
+
+def test_the_build_readme_gives_the_build_ci_runs_and_the_prerequisites() -> None:
+    from support.apps import REPO_ROOT as root
+    build_readme = (root / "build" / "README.md").read_text(encoding="utf-8")
+    ci = (root / ".ci" / "run").read_text(encoding="utf-8")
+    command = "pyinstaller --noconfirm --clean --distpath build/out --workpath build/work build/mcp-app-bridge.spec"
+    assert command in build_readme and command in ci
+    assert "binutils" in build_readme and "python3-venv" in build_readme
+    frozen_page = (root / "docs" / "frozen.md").read_text(encoding="utf-8")
+    assert "binutils" in frozen_page and "python3-venv" in frozen_page

@@ -34,7 +34,7 @@ SECRET = "tok-PLACEHOLDER-5f1e2d3c4b5a"
 @pytest.fixture
 def fake_exe(tmp_path: Path) -> Path:
     exe = tmp_path / "mcp-app-bridge"
-    exe.write_bytes(b"#!/bin/sh\nexit 0\n" + bytes(range(256)) * 64)
+    exe.write_bytes(b"\x7fELF" + bytes(range(256)) * 64)  # (a binary, as a frozen build is)
     exe.chmod(0o755)
     return exe
 
@@ -269,3 +269,27 @@ def test_the_unpacked_bundles_entry_answers_for_the_example_app(tmp_path: Path, 
             assert {"echo", "app_info"} <= tools
     finally:
         app.stop()
+
+
+def test_the_console_script_shim_is_refused_with_what_to_give_instead(tmp_path: Path) -> None:
+    """The `mcp-app-bridge` pip installs is a script for its venv's Python: a bundle made
+    of it cannot run anywhere else."""
+    import shutil
+
+    shim = shutil.which("mcp-app-bridge") or str(Path(sys.executable).parent / "mcp-app-bridge")
+    out = tmp_path / "x.mcpb"
+    result = run_cli("bundle", "--exe", shim, "--out", str(out), "--app-name", "MyApp")
+    assert result.exit_code == 1 and "frozen executable" in result.stderr, result.output
+    assert not out.exists()
+
+
+def test_a_binary_entry_point_in_a_venv_is_refused(tmp_path: Path, fake_exe: Path) -> None:
+    """On Windows pip's console-script launcher is an .exe: a binary, but the venv's."""
+    venv = tmp_path / "venv"
+    (venv / "Scripts").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    launcher = fake_exe.rename(venv / "Scripts" / "mcp-app-bridge.exe")
+    out = tmp_path / "x.mcpb"
+    result = run_cli("bundle", "--exe", str(launcher), "--out", str(out), "--app-name", "MyApp")
+    assert result.exit_code == 1 and "virtual environment" in result.stderr, result.output
+    assert not out.exists()

@@ -177,7 +177,7 @@ def test_install_creates_a_missing_file_and_folder(tmp_path: Path) -> None:
         (b'{"mcpServers": {"a": {"command": "x", "url": "http://127.0.0.1/mcp"}}}', "both"),
         (
             b'{"mcpServers": {"My App": {"command": "/old"}}}',
-            "exists already; replace it with --force .force=True from Python.",
+            "exists already; replace it with force=True",
         ),
     ],
 )
@@ -291,6 +291,7 @@ def test_config_install_and_remove_through_the_cli_leave_an_invalid_file_alone(t
     assert result.exit_code == 0 and "added 'myapp'" in result.stdout
     again = CliRunner().invoke(main, ["config", "install", *args, "--url", "http://127.0.0.1:8765/mcp"])
     assert again.exit_code == 1 and "exists already" in again.stderr and "was not changed" in again.stderr
+    assert "replace it with --force" in again.stderr and "force=True" not in again.stderr  # a CLI error speaks CLI
     assert CliRunner().invoke(main, ["config", "remove", *args]).exit_code == 0
     path.write_text("{broken")
     broken = CliRunner().invoke(main, ["config", "install", *args, "--url", "http://127.0.0.1:8765/mcp"])
@@ -462,3 +463,19 @@ def test_the_docs_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> N
         assert done.returncode == 0, done.stderr
     path = config_path("claude-desktop", environ={}, home=tmp_path)
     assert json.loads(path.read_text())["mcpServers"]["MyApp"]["args"] == ["--mcp-stdio"]
+
+
+@pytest.mark.parametrize(
+    ("client", "says", "never"),
+    [
+        ("claude-desktop", "Claude Desktop reads strict JSON: no comments, no trailing commas", "are fine"),
+        ("vscode", "accepts comments and trailing commas", "strict JSON"),
+    ],
+)
+def test_a_broken_file_is_described_with_the_clients_own_syntax(tmp_path: Path, client: str, says: str, never: str) -> None:
+    """Claude Desktop's file is strict JSON: the advice must not invite comments into it."""
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"mcpServers": {')
+    with pytest.raises(ClientConfigError) as raised:
+        install_entry(path, client, "My App", SPACED)
+    assert says in str(raised.value) and never not in str(raised.value)

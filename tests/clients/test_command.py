@@ -165,3 +165,21 @@ def test_cursor_link_is_base64_json_without_the_secret_and_says_so() -> None:
 def test_link_for_a_client_without_links_is_refused() -> None:
     done = CliRunner().invoke(main, ["config", "link", "--client", "zed", "--name", "x", "--url", URL])
     assert done.exit_code == 2 and "zed takes no install link; choose vscode or cursor" in done.stderr
+
+
+@posix_only
+def test_install_warns_for_a_launch_program_that_is_missing_as_for_a_missing_command(tmp_path: Path) -> None:
+    """`config install --launch PATH` with no such PATH: the entry is written (the app may
+    be installed later) and a warning says the bridge cannot start the app until then."""
+    target = tmp_path / "settings.json"
+    base = ["config", "install", "--client", "cursor", "--path", str(target), "--name", "x", "--url", "http://127.0.0.1:8765/mcp"]
+    done = CliRunner().invoke(main, [*base, "--launch", f"{tmp_path / 'MyApp'} --serve"])
+    assert done.exit_code == 0, done.output
+    assert f"the --launch program {tmp_path / 'MyApp'} does not exist (yet)" in done.stderr
+    done = CliRunner().invoke(main, [*base, "--force", "--launch", "no-such-app-here --serve"], env={"PATH": str(tmp_path)})
+    assert done.exit_code == 0 and "'no-such-app-here' is not on PATH" in done.stderr
+    app = tmp_path / "MyApp"
+    app.write_text("#!/bin/sh\n")
+    app.chmod(0o755)
+    done = CliRunner().invoke(main, [*base, "--force", "--launch", f"{app} --serve"])
+    assert done.exit_code == 0 and "warning" not in done.stderr, done.stderr

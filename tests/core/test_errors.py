@@ -9,6 +9,7 @@ from bridge.core.errors import (
     REASONS,
     BridgeInternalError,
     HTTPStatusError,
+    NotConfiguredError,
     ParseError,
     ShuttingDownError,
     UpstreamError,
@@ -26,12 +27,13 @@ DESIGN_REASONS = {
     "session_lost",
     "message_too_large",
     "shutting_down",
+    "not_configured",
     "listener_unverified",
     "bridge_error",
 }
 
 #: Every class that answers a request with -32603 and a ``data.reason``.
-REASON_CLASSES = [*UpstreamError.__subclasses__(), ShuttingDownError, BridgeInternalError]
+REASON_CLASSES = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
 
 
 def test_every_design_reason_has_exactly_one_error_class() -> None:

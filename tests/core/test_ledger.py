@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.core.errors import ShuttingDownError
-from bridge.core.jsonrpc import encode_message, message_problem
+from bridge.core.jsonrpc import encode_message, error_line, message_problem
 from bridge.core.ledger import ANSWERED, CANCELLED, Ledger
 
 
@@ -229,3 +229,17 @@ def test_whatever_happens_each_opened_request_is_written_at_most_once_and_close_
             assert replies.get((type(request_id), request_id), 0) >= 1
     for key, count in replies.items():
         assert count <= attempts.get(key, 0)  # one line per request read, at most
+
+
+def test_a_lasting_request_owes_a_reply_but_is_no_work_in_flight() -> None:
+    """``subscriptions/listen`` stays open for as long as the client listens: the shutdown
+    must not wait for it (``working``), yet it is answered like any other."""
+    ledger = Ledger()
+    listen = ledger.open(["listen"], batch=False, lasting=[True]).pending
+    batch = ledger.open([1, 2], batch=True, lasting=[False, True]).pending
+    assert listen is not None and batch is not None
+    assert (ledger.open_requests, ledger.working) == (3, 1)
+    assert ledger.answer(batch.slots[0], error_line(1, ShuttingDownError("bye"))).line is None
+    assert (ledger.open_requests, ledger.working) == (2, 0)
+    lines = ledger.close_all(ShuttingDownError("bye"))
+    assert len(lines) == 2 and (ledger.open_requests, ledger.working) == (0, 0)

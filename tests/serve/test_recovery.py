@@ -4,6 +4,8 @@ the session rebuilt after an app restart (DESIGN.md §2.8–§2.10, HAZARDS B18,
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +270,10 @@ async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge
 
 
 @pytest.mark.parametrize("status", [404, 400])
-async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(status: int, run_bridge: RunBridge) -> None:
+async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches_stdout(
+    status: int, run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     app = McpApp()
     app.unknown_session_status = status
     async with run_bridge(app) as h:
@@ -288,6 +293,9 @@ async def test_lost_session_is_rebuilt_and_the_replayed_initialize_never_reaches
     methods = [b.get("method") for b in app.bodies]
     assert methods[-3:] == ["initialize", "notifications/initialized", "tools/list"]
     assert h.bridge.driver.rebuilds == 1
+    # a normal event: logged, but at INFO, so the default level (warning) stays quiet
+    (rebuilt,) = [record for record in caplog.records if "session was rebuilt" in record.getMessage()]
+    assert rebuilt.levelno == logging.INFO
 
 
 async def test_session_400_heuristic_can_be_switched_off(run_bridge: RunBridge) -> None:
@@ -496,3 +504,33 @@ def test_token_context_builds_its_http_client_once_and_only_when_a_source_asks()
     assert len(built) == 1
     with pytest.raises(TypeError):
         TokenContext(base_url=URL)
+
+
+@pytest.mark.posix_only("cat and sh")
+async def test_a_failing_token_command_keeps_its_stderr_redacted_and_hints_at_the_missing_shell(tmp_path: Path) -> None:
+    """`--token-command 'cat ~/tok'` fails because no shell expands `~`: the error says what
+    cat said and why, and suggests `sh -c`. Anything token-like in stderr is redacted, and
+    only its end (1 KiB) is kept."""
+    from bridge.app.tokens import MAX_COMMAND_STDERR_BYTES, TokenSourceError
+    from bridge.cli.options import split_command
+
+    async with httpx.AsyncClient() as client:
+        context = TokenContext(base_url=URL, http_client=client)
+        with pytest.raises(TokenSourceError) as raised:
+            await CommandTokenSource(split_command("cat ~/tok")).fetch(context)
+        message = str(raised.value)
+        assert "exited with status 1" in message and "~/tok" in message and "No such file" in message
+        assert "without a shell" in message and "sh -c" in message
+
+        secret = "tok-PLACEHOLDER-0123456789abcdef"
+        script = f"import sys; sys.stderr.write('x' * 5000 + ' Bearer {secret} then token={secret[::-1]} end'); sys.exit(2)"
+        with pytest.raises(TokenSourceError) as raised:
+            await CommandTokenSource([sys.executable, "-c", script]).fetch(context)
+        message = str(raised.value)
+        assert "exited with status 2" in message and message.endswith("end'") and "Bearer [redacted]" in message
+        assert secret not in message and secret[::-1] not in message
+        assert message.count("x") <= MAX_COMMAND_STDERR_BYTES and "without a shell" not in message
+
+        with pytest.raises(TokenSourceError) as raised:  # already a shell: no hint
+            await CommandTokenSource(["sh", "-c", "echo nope >&2; exit 3"]).fetch(context)
+        assert "nope" in str(raised.value) and "without a shell" not in str(raised.value)

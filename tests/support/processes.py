@@ -169,6 +169,8 @@ class BridgeProcess:
         args: bridge arguments (``--url`` …).
         env: the child's environment (default: this process's, without proxy variables).
         stdin_devnull: start with stdin already at EOF.
+        new_process_group: start it in a process group (and session) of its own, as
+            clients that signal the whole group do (POSIX).
         read_stdout: start the stdout reader thread. Without it the test reads with
             :meth:`read_line_unthreaded` and may close its end of stdout (:meth:`close_stdout`):
             a thread blocked in a read would keep the pipe open.
@@ -180,6 +182,7 @@ class BridgeProcess:
         env: dict[str, str] | None = None,
         stdin_devnull: bool = False,
         read_stdout: bool = True,
+        new_process_group: bool = False,
     ) -> None:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
@@ -189,6 +192,7 @@ class BridgeProcess:
             stderr=subprocess.PIPE,
             cwd=REPO_ROOT,
             env=env,
+            start_new_session=new_process_group,
         )
         self.stdout_lines: list[bytes] = []
         """Every complete stdout line read so far (raw bytes, newline included)."""
