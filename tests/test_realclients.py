@@ -165,10 +165,6 @@ def test_the_app_is_not_running_message_reaches_the_user(tmp_path: Path, client:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    reason="the bridge still exits 2 at a configuration error when a client started it (issue 19, item 6)",
-    strict=False,
-)
 @pytest.mark.parametrize("client", SHOWS_ERRORS)
 def test_a_configuration_error_reaches_the_user(tmp_path: Path, client: str) -> None:
     """An entry whose ``--token-env`` variable is not set: the client shows the bridge's reason
