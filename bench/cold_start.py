@@ -5,7 +5,8 @@ A benchmark, not a test: it prints a Markdown table and asserts nothing about sp
     python bench/cold_start.py [--rounds 20] [--exe build/out/mcp-app-bridge]
 
 Contenders, interleaved round by round in one run against one example app on 127.0.0.1:
-``python -m bridge`` (this interpreter) and, when it exists, the frozen executable. Each
+a bare Python process that answers on stdio (``bench/_bare.py``, the floor), ``python -m
+bridge`` (this interpreter) and, when it exists, the frozen executable. Each
 round measures wall time from ``Popen`` to the complete ``initialize`` reply line on
 stdout, then the resident memory of the bridge's whole process tree (the one-file build
 is two processes) while idle after the handshake, then closes stdin and waits for exit.
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import signal
 import statistics
 import subprocess
@@ -96,13 +98,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--exe", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge")
+    parser.add_argument("--extra", action="append", metavar="LABEL=COMMAND",
+                        help="one more contender, started as COMMAND --url URL (repeatable)")
     args = parser.parse_args()
 
-    contenders = {"python -m bridge": [sys.executable, "-m", "bridge"]}
+    # The floor: the same interpreter, reading one line and answering it (bench/_bare.py).
+    contenders = {
+        "bare Python process (floor)": [sys.executable, str(ROOT / "bench" / "_bare.py")],
+        "python -m bridge": [sys.executable, "-m", "bridge"],
+    }
     if args.exe.exists():
         contenders["frozen one-file executable"] = [str(args.exe)]
     else:
         print(f"(no frozen executable at {args.exe}; build it to include it)", file=sys.stderr)
+    for extra in args.extra or []:
+        label, _, command = extra.partition("=")
+        contenders[label] = shlex.split(command)
 
     app, url = start_app()
     try:
@@ -121,13 +132,14 @@ def main() -> int:
 
     print(f"Cold start to the `initialize` reply, {args.rounds} rounds interleaved "
           f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}):\n")
-    print("| contender | median | p90 | idle RSS of the process tree (median) |")
-    print("|---|---|---|---|")
+    print("| contender | median | p90 | × the bare process | idle RSS of the process tree (median) |")
+    print("|---|---|---|---|---|")
+    floor = statistics.median(next(iter(times.values())))
     for name in contenders:
         ordered = sorted(times[name])
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         print(f"| {name} | {statistics.median(ordered) * 1000:.0f} ms | {p90 * 1000:.0f} ms "
-              f"| {statistics.median(rss[name]) / 1024:.1f} MiB |")
+              f"| {statistics.median(ordered) / floor:.2f}× | {statistics.median(rss[name]) / 1024:.1f} MiB |")
     return 0
 
 
