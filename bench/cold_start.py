@@ -115,6 +115,11 @@ def main() -> int:
         label, _, command = extra.partition("=")
         contenders[label] = shlex.split(command)
 
+    # Bytecode written as installing a wheel does: with PYTHONDONTWRITEBYTECODE set (or a
+    # stale __pycache__) `python -m bridge` would compile its modules at every start.
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "bridge"), quiet=1)
     app, url = start_app()
     try:
         for command in contenders.values():  # warm the page cache once, untimed

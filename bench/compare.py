@@ -497,6 +497,15 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def compile_bridge() -> None:
+    """Write bridge/'s bytecode, as installing a wheel does: with PYTHONDONTWRITEBYTECODE set
+    (or a stale __pycache__), ``python -m bridge`` would compile its ~60 modules at every
+    start, measured here at ~100 ms of a ~150 ms cold start."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "bridge"), quiet=1)
+
+
 def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Direct | Stdio], dict[str, str]]:
     contenders: list[Direct | Stdio] = [Direct()]
     unavailable: dict[str, str] = {}
@@ -605,6 +614,7 @@ def main() -> int:
     run_started = time.perf_counter()
     log_dir = Path(tempfile.mkdtemp(prefix="mcp-bench-logs-"))
     print("preparing contenders (peers install once into the cache) …", file=sys.stderr)
+    compile_bridge()
     contenders, unavailable = build_contenders(args, log_dir)
     for name, reason in unavailable.items():
         print(f"  unavailable: {name}: {reason}", file=sys.stderr)
