@@ -4,6 +4,10 @@ No network, no MCP library: it reads newline-delimited JSON-RPC on stdin and ans
 the benchmarks send (``initialize``; ``tools/call`` of ``echo``, ``large`` and ``size``,
 with the example app's reply shapes; notifications get nothing), until stdin closes. It is
 what any stdio bridge costs at least: the interpreter's own start, ``json``, and the pipes.
+
+``--import a,b.c`` imports those modules first: the floor of a stack, e.g. ``--import
+asyncio,anyio._backends._asyncio`` for anything built on asyncio and anyio. Other
+arguments (the benchmarks pass ``--url URL``) are ignored.
 """
 
 import json
@@ -37,6 +41,11 @@ def answer(message):
 
 
 def main() -> None:
+    if "--import" in sys.argv:
+        import importlib
+
+        for name in sys.argv[sys.argv.index("--import") + 1].split(","):
+            importlib.import_module(name)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     for raw in stdin:
         reply = answer(json.loads(raw))
