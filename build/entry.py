@@ -1,7 +1,9 @@
 """PyInstaller entry point of the frozen executable: the same as ``python -m bridge``.
 
-First, in the one-file build's Python process (POSIX): hold this run's unpack folder as in
-use, and remove the folders that killed runs left behind (``bridge/unpacksweep.py``).
+In the one-file build's Python process (POSIX), around that: hold this run's unpack folder
+as in use, remove the folders that killed runs left behind, and, if the bootloader was
+killed while this process ran, remove this run's own folder at the end
+(``bridge/unpacksweep.py``).
 """
 
 import os
@@ -14,7 +16,15 @@ if __name__ == "__main__":
 
         _lock = unpacksweep.hold_own_folder(_bundle)  # held until this process exits
         unpacksweep.start_sweep(_bundle)
+        _bootloader = os.getppid()
+        try:
+            from bridge.cli.commands import main
 
-    from bridge.cli.commands import main
+            main()
+        finally:
+            if os.getppid() != _bootloader:  # re-parented: the bootloader cannot clean up any more
+                unpacksweep.remove_own_folder(_bundle)
+    else:
+        from bridge.cli.commands import main
 
-    main()
+        main()
