@@ -42,10 +42,10 @@ INIT = (
 )
 
 
-def start_app() -> tuple[subprocess.Popen[bytes], str]:
+def start_app(mode: str) -> tuple[subprocess.Popen[bytes], str]:
     app = subprocess.Popen(
         # bench/_server.py: the example app's server with TCP_NODELAY on (see its docstring).
-        [sys.executable, str(ROOT / "bench" / "_server.py"), "--sse"],
+        [sys.executable, str(ROOT / "bench" / "_server.py")] + (["--sse"] if mode == "sse" else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
@@ -117,6 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--exe", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge")
+    parser.add_argument("--mode", choices=("sse", "json"), default="sse", help="the app answers with SSE (default) or JSON")
     parser.add_argument("--extra", action="append", metavar="LABEL=COMMAND",
                         help="one more contender, started as COMMAND --url URL (repeatable)")
     args = parser.parse_args()
@@ -139,7 +140,7 @@ def main() -> int:
     import compileall
 
     compileall.compile_dir(str(ROOT / "bridge"), quiet=1)
-    app, url = start_app()
+    app, url = start_app(args.mode)
     try:
         for command in contenders.values():  # warm the page cache once, untimed
             one_round(command, url)
@@ -156,7 +157,7 @@ def main() -> int:
         app.terminate()
         app.wait(timeout=10)
 
-    print(f"Cold start to the `initialize` reply, {args.rounds} rounds interleaved "
+    print(f"Cold start to the `initialize` reply ({args.mode.upper()} replies), {args.rounds} rounds interleaved "
           f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}):\n")
     print("| contender | median | p90 | × the bare process | CPU of the whole run (median) | × the bare process "
           "| idle RSS of the process tree (median) |")
