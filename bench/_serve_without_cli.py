@@ -4,8 +4,8 @@ shows what parsing the command line with click costs at start-up."""
 
 import sys
 
-from bridge.config import BridgeConfig
-from bridge.session import run_stdio
+from bridge.core.config import BridgeConfig
+from bridge.serve.loop import run_stdio
 
 if __name__ == "__main__":
     sys.exit(run_stdio(BridgeConfig(url=sys.argv[sys.argv.index("--url") + 1])))

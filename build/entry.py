@@ -3,7 +3,7 @@
 In the one-file build's Python process (POSIX), around that: hold this run's unpack folder
 as in use, remove the folders that killed runs left behind, and, if the bootloader was
 killed while this process ran, remove this run's own folder at the end
-(``bridge/unpacksweep.py``).
+(``bridge/system/unpacksweep.py``).
 """
 
 import os
@@ -12,7 +12,7 @@ import sys
 if __name__ == "__main__":
     _bundle = getattr(sys, "_MEIPASS", None)
     if getattr(sys, "frozen", False) and _bundle and os.path.basename(_bundle).startswith("_MEI") and os.name == "posix":
-        from bridge import unpacksweep
+        from bridge.system import unpacksweep
 
         _lock = unpacksweep.hold_own_folder(_bundle)  # held until this process exits
         unpacksweep.start_sweep(_bundle)

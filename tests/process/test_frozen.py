@@ -184,7 +184,7 @@ def answer_initialize(proc: subprocess.Popen[bytes]) -> None:
 
 
 def initialize_request() -> dict[str, object]:
-    from test_process import initialize
+    from support.processes import initialize
 
     return initialize(0)
 
@@ -235,9 +235,9 @@ def group_kill_at_start(proc: subprocess.Popen[bytes]) -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("pattern", [claude_code_kill, codex_kill, group_kill_at_start], ids=lambda f: f.__name__)
 def test_runs_killed_as_the_clients_do_leave_nothing_behind(app_server, private_tmpdir: Path, pattern) -> None:
-    """Each start removes what killed runs left (bridge/unpacksweep.py): after 20 killed
+    """Each start removes what killed runs left (bridge/system/unpacksweep.py): after 20 killed
     runs and one clean run, TMPDIR holds no unpack folder, where it held 20 × 17 MB before."""
-    from bridge.unpacksweep import GRACE_SECONDS
+    from bridge.system.unpacksweep import GRACE_SECONDS
 
     most = 0
     for _ in range(KILL_RUNS):

@@ -1,4 +1,4 @@
-"""Which PyInstaller unpack folders a run removes (bridge/unpacksweep.py), on real folders,
+"""Which PyInstaller unpack folders a run removes (bridge/system/unpacksweep.py), on real folders,
 locks and processes; the frozen executable under the clients' kill patterns is in
 test_frozen.py."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge import unpacksweep
-from bridge.unpacksweep import LOCK_NAME, bootloader_pid, hold_own_folder, sweep_dead_folders
+from bridge.system import unpacksweep
+from bridge.system.unpacksweep import LOCK_NAME, bootloader_pid, hold_own_folder, sweep_dead_folders
 
 pytestmark = pytest.mark.posix_only("flock and POSIX permissions")
 
@@ -68,7 +68,7 @@ def test_a_dead_runs_folder_with_a_free_lock_is_removed_and_a_held_one_is_kept(t
     orphan = unpack_folder(tmp, dead_pid(), "Held01")
     # Its Python process outlived its bootloader and still runs: it holds the lock.
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from bridge.unpacksweep import hold_own_folder; "
+        [sys.executable, "-c", "import sys, time; from bridge.system.unpacksweep import hold_own_folder; "
          "assert hold_own_folder(sys.argv[1]) is not None; print('held', flush=True); time.sleep(60)", str(orphan)],
         stdout=subprocess.PIPE,
     )
