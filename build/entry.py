@@ -18,13 +18,13 @@ if __name__ == "__main__":
         unpacksweep.start_sweep(_bundle)
         _bootloader = os.getppid()
         try:
-            from bridge.cli.commands import main
+            from bridge.cli.serve import main
 
             main()
         finally:
             if os.getppid() != _bootloader:  # re-parented: the bootloader cannot clean up any more
                 unpacksweep.remove_own_folder(_bundle)
     else:
-        from bridge.cli.commands import main
+        from bridge.cli.serve import main
 
         main()
