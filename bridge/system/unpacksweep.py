@@ -26,9 +26,7 @@ Which folders are a dead run's (all must hold):
   than :data:`GRACE_SECONDS` and every file in it is one this bundle also has (a partly
   unpacked copy of this bundle, never another program's folder).
 
-A run whose bootloader was killed while its Python process lived (Claude Code's pattern)
-removes its own folder as that process ends (:func:`remove_own_folder`). So N runs under
-any kill pattern leave at most the folders of the runs of the last :data:`GRACE_SECONDS`
+So N runs under any kill pattern leave at most the folders of the runs of the last :data:`GRACE_SECONDS`
 and the last one, not N × 17 MB. Windows is not swept (a folder in
 use cannot be deleted there, and its clients do not send signals).
 """
@@ -40,7 +38,7 @@ import stat
 import sys
 import time
 
-__all__ = ["GRACE_SECONDS", "LOCK_NAME", "hold_own_folder", "remove_own_folder", "sweep_dead_folders", "start_sweep"]
+__all__ = ["GRACE_SECONDS", "LOCK_NAME", "hold_own_folder", "sweep_dead_folders", "start_sweep"]
 
 #: The file in a run's unpack folder whose ``flock`` its Python process holds while alive.
 LOCK_NAME = ".mcp-app-bridge.running"
@@ -198,14 +196,6 @@ def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS,
             if fd is not None:
                 os.close(fd)
     return removed
-
-
-def remove_own_folder(own_folder: str) -> None:
-    """Remove this run's own unpack folder as the process ends, for a run whose bootloader
-    was killed first (nobody else will; Claude Code SIGKILLs the bootloader 0.52 s after
-    SIGINT). Call it last: the interpreter's own files go with it (mapped libraries stay
-    usable until exit; nothing is imported after this)."""
-    _remove(own_folder)
 
 
 def start_sweep(own_folder: str) -> None:

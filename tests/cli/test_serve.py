@@ -115,10 +115,13 @@ def test_a_clients_start_of_the_bridge_imports_no_click(app_server) -> None:
     assert not {name for name in imported if name.split(".")[0] == "click" or name in ("bridge.cli.commands", "bridge.cli.options")}
 
 
-def test_a_bad_command_line_still_gets_clicks_message_and_status_2() -> None:
+def test_a_bad_configuration_still_gets_the_click_commands_report() -> None:
+    """A client-started bridge (stdin not a terminal) with a configuration error reports it
+    as the click command does (bridge/cli/diagnostics.py, start_up_failed): logged, every
+    request answered with it, then status 2."""
     done = subprocess.run(
         [sys.executable, "-m", "bridge", "--url", "http://127.0.0.1:1/mcp", "--token-env", "MCP_BRIDGE_TEST_SURELY_UNSET"],
         stdin=subprocess.DEVNULL, capture_output=True, timeout=60, cwd=ROOT,
     )
     assert done.returncode == 2 and done.stdout == b""
-    assert b"Error: Invalid value for --token-env: environment variable MCP_BRIDGE_TEST_SURELY_UNSET is not set" in done.stderr
+    assert b"cannot start: Invalid value for --token-env: environment variable MCP_BRIDGE_TEST_SURELY_UNSET is not set" in done.stderr
