@@ -22,9 +22,11 @@ Which folders are a dead run's (all must hold):
   :data:`LOCK_NAME` in its own folder from its first line of code until it exits (the
   kernel drops the lock with the process, however it dies). A folder with that file whose
   lock can be taken is a dead run's. A folder without it was killed before its Python
-  process started (SIGKILL of the group during unpacking): it is removed once it is older
-  than :data:`GRACE_SECONDS` and every file in it is one this bundle also has (a partly
-  unpacked copy of this bundle, never another program's folder).
+  process started (SIGKILL of the group during unpacking), or its bootloader's own clean-up
+  was cut short by a SIGKILL (Codex's 8 ms): it is removed once it is older than
+  :data:`GRACE_SECONDS` and every file in it is one this bundle also has (never another
+  program's folder). The grace period covers a Python process that is starting from its
+  folder while its bootloader alone was killed.
 
 So N runs under any kill pattern leave at most the folders of the runs of the last :data:`GRACE_SECONDS`
 and the last one, not N × 17 MB. Windows is not swept (a folder in
@@ -127,11 +129,29 @@ def _raise(error: OSError) -> None:
 
 
 def _remove(path: str) -> bool:
+    """Remove the folder ``path`` (checked by the caller: a real directory of this user in a
+    parent where nobody else renames entries), its lock file last: a removal cut short (this
+    process killed too) leaves a folder that still carries it, which the next sweep takes at
+    once instead of after :data:`GRACE_SECONDS`."""
     import shutil
 
-    # shutil.rmtree on POSIX works through directory descriptors and refuses a top that is
-    # a symbolic link, so it deletes nothing outside the folder it was given.
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        entries = sorted(os.scandir(path), key=lambda entry: entry.name == LOCK_NAME)
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                # Through directory descriptors; refuses a link: deletes nothing outside.
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
     return not os.path.lexists(path)
 
 
