@@ -246,6 +246,10 @@ NOT_WHILE_SERVING = (
     "uvicorn",
     "httpx",
     "httpcore",
+    # A plain serving command line is parsed without click (bridge/cli/serve.py).
+    "click",
+    "bridge.cli.commands",
+    "bridge.cli.options",
 )
 
 

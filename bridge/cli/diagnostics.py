@@ -10,9 +10,13 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import click
+if TYPE_CHECKING:
+    import click
+
+# click is imported only where an error is reported: a plain serving start
+# (bridge/cli/serve.py) sets up logging through here and must not load it.
 
 __all__ = ["console_fallbacks", "setup_logging", "stdin_is_a_terminal", "start_up_failed", "exit_now"]
 
@@ -61,6 +65,8 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
         try:  # created 0600, never through a symbolic link
             stream = io.TextIOWrapper(open_log_file(log_file), encoding="utf-8", line_buffering=True)
         except OSError as exc:
+            import click
+
             raise click.ClickException(f"cannot use the log file: {exc}") from None
         handler = logging.StreamHandler(stream)
     else:
@@ -91,6 +97,8 @@ def start_up_failed(exc: click.ClickException, log_level: str, log_file: Path | 
     (``bridge/serve/errorserve.py``) until stdin ends; then exit 2. Errors click finds
     while parsing (an unknown option, a bad value) never get here: they always exit 2 at
     once."""
+    import click
+
     if stdin_is_a_terminal():
         raise exc
     message = exc.format_message()

@@ -8,15 +8,16 @@ list as the bridge would, without running it.
 
 from __future__ import annotations
 
-import os
-import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from ..core.config import DEFAULT_MAX_MESSAGE_BYTES, BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from ..core.config import DEFAULT_MAX_MESSAGE_BYTES
+
+# click-free, so that a plain serving start (serve.py) can build the configuration too.
+from .buildconfig import LOG_LEVELS, build_config, split_command
 
 __all__ = [
     "BRIDGE_OPTIONS",
@@ -31,74 +32,7 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
-_TOKEN_OPTIONS = ("--token-env", "--token-file", "--token-command", "--auth-url")
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def split_command(command: str) -> list[str]:
-    """Split a command line into words as a shell would, without running a shell.
-
-    Raises:
-        ValueError: unbalanced quotes, or no words at all.
-    """
-    words = shlex.split(command, posix=os.name != "nt")
-    if not words:
-        raise ValueError("the command is empty")
-    return words
-
-
-def _token_source(
-    token_env: str | None,
-    token_file: Path | None,
-    token_command: str | None,
-    auth_url: str | None,
-    secret_file: Path | None,
-    token_timeout_seconds: float,
-    allow_remote: bool,
-) -> object | None:
-    given = [name for name, value in zip(_TOKEN_OPTIONS, (token_env, token_file, token_command, auth_url), strict=True) if value]
-    if len(given) > 1:
-        raise click.UsageError(f"give at most one token source, not {' and '.join(given)}")
-    if (auth_url is None) != (secret_file is None):
-        raise click.UsageError("--auth-url and --secret-file go together")
-    from ..app import tokens  # the I/O side: imported only once the options are known to be good
-
-    if token_env is not None:
-        if not os.environ.get(token_env, "").strip():
-            raise click.BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
-        return tokens.EnvTokenSource(token_env)
-    if token_file is not None:
-        _refuse_open_file(token_file, "--token-file")
-        return tokens.FileTokenSource(token_file)
-    if token_command is not None:
-        try:
-            argv = split_command(token_command)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--token-command") from None
-        return tokens.CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
-    if auth_url is not None and secret_file is not None:
-        _refuse_open_file(secret_file, "--secret-file")
-        try:
-            if not auth_url.startswith("/"):  # a path is resolved against the MCP endpoint
-                check_endpoint_url(auth_url, allow_remote=allow_remote)
-        except ConfigError as exc:
-            raise click.BadParameter(str(exc).replace("--url", "--auth-url"), param_hint="--auth-url") from None
-        return tokens.AuthRouteTokenSource(auth_url, secret_file)
-    return None
-
-
-def _refuse_open_file(path: Path, option: str) -> None:
-    """A secret file that exists must pass OpenSSH's rules (``bridge/system/privatefile.py``); it
-    may appear later: the app can create it when it starts."""
-    from ..system.privatefile import UnsafeFileError, read_private_file
-
-    try:
-        read_private_file(path, option.lstrip("-").replace("-", " "))
-    except UnsafeFileError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
-    except OSError:
-        pass  # missing or unreadable now: the token source says so when it is needed
 
 
 PATH = click.Path(dir_okay=False, path_type=Path)
@@ -136,55 +70,6 @@ def bridge_options(function: F) -> F:
     for option in reversed(BRIDGE_OPTIONS):
         function = option(function)
     return function
-
-
-def build_config(options: dict[str, Any], *, require_env: bool = True) -> BridgeConfig:
-    """Turn parsed bridge options into a configuration (raises click usage errors)."""
-    url, app_name, discovery_file = options["url"], options["app_name"], options["discovery_file"]
-    if url is None and discovery_file is None and app_name is None:
-        raise click.UsageError("give the app's endpoint: --url URL, --discovery-file PATH or --app-name NAME")
-    if discovery_file is None and url is None and app_name is not None:
-        from ..app.discovery import default_discovery_path
-
-        discovery_file = default_discovery_path(app_name)
-    source = _token_source(
-        options["token_env"] if require_env else None,
-        options["token_file"],
-        options["token_command"],
-        options["auth_url"],
-        options["secret_file"],
-        options["token_timeout_seconds"],
-        options["allow_remote"],
-    )
-    if not require_env and options["token_env"] is not None and source is not None:
-        raise click.UsageError("give at most one token source")
-    launch_command = None
-    if options["launch"] is not None:
-        try:
-            launch_command = tuple(split_command(options["launch"]))
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--launch") from None
-    try:
-        return BridgeConfig(
-            url=url,
-            discovery_file=discovery_file,
-            app_name=app_name or "The app",
-            headers=tuple(parse_header(text) for text in options["headers"]),
-            token_source=source,
-            token_timeout_seconds=options["token_timeout_seconds"],
-            launch_command=launch_command,
-            launch_timeout_seconds=options["launch_timeout_seconds"],
-            launch_log_file=options["launch_log_file"],
-            session_400_heuristic=options["session_400_heuristic"],
-            connect_timeout_seconds=options["connect_timeout_seconds"],
-            request_timeout_seconds=options["request_timeout_seconds"],
-            max_message_bytes=options["max_message_bytes"],
-            max_concurrent_requests=options["max_concurrent_requests"],
-            allow_remote=options["allow_remote"],
-            verify_listener=options["verify_listener"],
-        )
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
 
 
 

@@ -41,7 +41,16 @@ from ..core.config import BridgeConfig
 from ..core.errors import LineTooLongError
 from ..core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
 from ..core.jsonrpc import error_line, read_id_from_head
-from ..stdio.fds import ByteSink, ByteSource, FdReader, FdWriter, claim_stdio, is_onefile_child, watch_parent
+from ..stdio.fds import (
+    ByteSink,
+    ByteSource,
+    FdReader,
+    FdWriter,
+    claim_stdio,
+    is_onefile_child,
+    watch_parent,
+    watch_parent_on_loop,
+)
 from ..stdio.outbox import Outbox
 from .dispatch import Dispatcher
 from .driver import Driver
@@ -262,7 +271,8 @@ def run_stdio(config: BridgeConfig) -> int:
                 except RuntimeError:  # the loop has finished already
                     pass
 
-            watch_parent(parent_gone)
+            if not watch_parent_on_loop(loop, parent_gone):  # Linux: no watchdog thread
+                watch_parent(parent_gone)
         return await bridge.run()
 
     return anyio.run(serve)

@@ -49,6 +49,7 @@ __all__ = [
     "claim_stdio",
     "is_onefile_child",
     "watch_parent",
+    "watch_parent_on_loop",
 ]
 
 #: Bytes asked for per read while messages are small: a pipe hands over at most its buffer
@@ -345,6 +346,38 @@ def is_onefile_child() -> bool:
     """
     bundle = getattr(sys, "_MEIPASS", None)
     return bool(getattr(sys, "frozen", False)) and bundle is not None and os.path.basename(bundle).startswith("_MEI")
+
+
+def watch_parent_on_loop(loop: asyncio.AbstractEventLoop, on_parent_gone: Callable[[], None]) -> bool:
+    """Call ``on_parent_gone()`` on ``loop`` once this process's parent has exited, with no
+    thread and no polling: Linux ≥ 5.3 (``pidfd_open(2)``; the descriptor becomes readable
+    when the process exits, and is close-on-exec). Returns False where that is unavailable
+    (other systems, older kernels, a loop without ``add_reader``): then use
+    :func:`watch_parent`."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return False
+    parent = os.getppid()
+    try:
+        fd = pidfd_open(parent)
+    except OSError:
+        return False
+    if os.getppid() != parent:  # re-parented before the open: that pid may be another process now
+        os.close(fd)
+        loop.call_soon(on_parent_gone)
+        return True
+
+    def exited() -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+        on_parent_gone()
+
+    try:
+        loop.add_reader(fd, exited)
+    except (NotImplementedError, OSError):
+        os.close(fd)
+        return False
+    return True
 
 
 def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0.5) -> None:

@@ -123,3 +123,136 @@ def test_every_command_runs_from_the_frozen_file(command: list[str]) -> None:
     modules its analysis cannot see, or the shipped file fails at `config install`."""
     done = subprocess.run([os.environ[BRIDGE_EXE_VAR], *command], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+# -- the AI clients' kill patterns (issue 19): N runs leave O(1) bytes in TMPDIR ------------
+
+KILL_RUNS = 20
+
+
+def folders_and_bytes(tmpdir: Path) -> tuple[int, int]:
+    folders = [entry for entry in tmpdir.iterdir() if entry.name.startswith("_MEI")]
+    size = sum(path.stat().st_size for folder in folders for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+    return len(folders), size
+
+
+def read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+    """One stdout line, waiting at most ``timeout`` seconds for it (POSIX: select on the pipe)."""
+    import selectors
+
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    buffer = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while not buffer.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise AssertionError(f"no line from the bridge within {timeout:g} s (so far {buffer[:200]!r})")
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise AssertionError(f"the bridge closed stdout (so far {buffer[:200]!r})")
+            buffer += chunk
+    finally:
+        selector.close()
+    return buffer
+
+
+def start_in_own_group(url: str, tmpdir: Path) -> subprocess.Popen[bytes]:
+    """As the clients start a server: pipes, and (like Codex) a process group of its own."""
+    return subprocess.Popen(
+        [os.environ[BRIDGE_EXE_VAR], "--url", url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        start_new_session=True,
+    )
+
+
+def answer_initialize(proc: subprocess.Popen[bytes]) -> None:
+    import json
+
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(initialize_request()).encode() + b"\n")
+    proc.stdin.flush()
+    assert b'"result"' in read_line(proc, 30)
+
+
+def initialize_request() -> dict[str, object]:
+    from support.processes import initialize
+
+    return initialize(0)
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    """Whatever the pattern left running (an orphaned inner process exits by itself within
+    its watchdog's 0.5 s): give it 2 s, then SIGKILL the group, and reap the bootloader."""
+    wait_until(lambda: subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode != 0, 2)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+
+
+def claude_code_kill(proc: subprocess.Popen[bytes]) -> None:
+    """Claude Code ends every server: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s later, to the pid."""
+    answer_initialize(proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.11)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.52 - 0.11)
+    proc.send_signal(signal.SIGKILL)
+
+
+def codex_kill(proc: subprocess.Popen[bytes]) -> None:
+    """Codex: SIGTERM to the process group, SIGKILL to it 7-9 ms later."""
+    answer_initialize(proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    time.sleep(0.008)
+    os.killpg(proc.pid, signal.SIGKILL)
+
+
+def group_kill_at_start(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL of the whole group 5 ms after start: the bootloader is still unpacking."""
+    time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.frozen
+@frozen
+@posix
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pattern", [claude_code_kill, codex_kill, group_kill_at_start], ids=lambda f: f.__name__)
+def test_runs_killed_as_the_clients_do_leave_nothing_behind(app_server, private_tmpdir: Path, pattern) -> None:
+    """Each start removes what killed runs left (bridge/system/unpacksweep.py): 20 runs killed
+    in a row, then one clean run once the youngest left-over is past the grace period,
+    leave no unpack folder, where main's build left 3, 20 and 20 of them (17 MB each).
+    A folder whose run never took its lock (killed while unpacking, or its bootloader's own
+    clean-up cut short by the SIGKILL) waits out the grace period; one whose bridge was
+    killed goes at the next start."""
+    from bridge.system.unpacksweep import GRACE_SECONDS
+
+    for _ in range(KILL_RUNS):
+        proc = start_in_own_group(app_server.url, private_tmpdir)
+        try:
+            pattern(proc)
+        finally:
+            end_group(proc)
+    time.sleep(GRACE_SECONDS + 0.5)
+    proc = start_in_own_group(app_server.url, private_tmpdir)
+    answer_initialize(proc)
+    time.sleep(0.5)  # the sweep runs beside the start-up
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    end_group(proc)
+    left = sorted(str(path.relative_to(private_tmpdir)) for path in private_tmpdir.rglob("*"))
+    assert folders_and_bytes(private_tmpdir) == (0, 0), left

@@ -1,0 +1,58 @@
+"""The floor for a stdio process: a plain Python process that answers on stdio.
+
+No network, no MCP library: it reads newline-delimited JSON-RPC on stdin and answers what
+the benchmarks send (``initialize``; ``tools/call`` of ``echo``, ``large`` and ``size``,
+with the example app's reply shapes; notifications get nothing), until stdin closes. It is
+what any stdio bridge costs at least: the interpreter's own start, ``json``, and the pipes.
+
+``--import a,b.c`` imports those modules first: the floor of a stack, e.g. ``--import
+asyncio,anyio._backends._asyncio`` for anything built on asyncio and anyio. Other
+arguments (the benchmarks pass ``--url URL``) are ignored.
+"""
+
+import json
+import sys
+
+INIT_RESULT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {"listChanged": False}},
+    "serverInfo": {"name": "bare", "version": "0"},
+}
+
+
+def answer(message):
+    if "id" not in message:
+        return None
+    method = message.get("method")
+    if method == "initialize":
+        return {"jsonrpc": "2.0", "id": message["id"], "result": INIT_RESULT}
+    params = message.get("params") or {}
+    arguments = params.get("arguments") or {}
+    tool = params.get("name")
+    if tool == "echo":
+        text = arguments["text"]
+    elif tool == "large":
+        text = "x" * int(arguments["size_bytes"])
+    elif tool == "size":
+        text = str(len(arguments["text"].encode("utf-8")))
+    else:
+        return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": f"no {method}"}}
+    return {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": text}], "isError": False}}
+
+
+def main() -> None:
+    if "--import" in sys.argv:
+        import importlib
+
+        for name in sys.argv[sys.argv.index("--import") + 1].split(","):
+            importlib.import_module(name)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    for raw in stdin:
+        reply = answer(json.loads(raw))
+        if reply is not None:
+            stdout.write(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+            stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

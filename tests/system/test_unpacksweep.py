@@ -1,0 +1,158 @@
+"""Which PyInstaller unpack folders a run removes (bridge/system/unpacksweep.py), on real folders,
+locks and processes; the frozen executable under the clients' kill patterns is in
+test_frozen.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge.system import unpacksweep
+from bridge.system.unpacksweep import LOCK_NAME, bootloader_pid, hold_own_folder, sweep_dead_folders
+
+pytestmark = pytest.mark.posix_only("flock and POSIX permissions")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def unpack_folder(parent: Path, pid: int, suffix: str = "AbC123", files: tuple[str, ...] = ("libpython.so", "lib/a.so")) -> Path:
+    folder = parent / f"_MEI{pid:08x}{suffix}"
+    folder.mkdir(mode=0o700)
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"x" * 1000)
+    return folder
+
+
+def age(folder: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(folder, (then, then))
+
+
+@pytest.fixture
+def tmp(tmp_path: Path) -> Path:
+    folder = tmp_path / "tmp"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+@pytest.fixture
+def own(tmp: Path) -> Path:
+    """This run's folder: its bootloader (here: the test process) is alive."""
+    return unpack_folder(tmp, os.getpid(), "Own123")
+
+
+def test_names_carry_the_bootloader_pid() -> None:
+    assert bootloader_pid("_MEI0000a1b2XyZ123") == 0xA1B2
+    assert bootloader_pid("_MEIXyZ123") is None  # PyInstaller before 6.22.1: no pid
+    assert bootloader_pid("_MEI0000a1b2XyZ12") is None
+    assert bootloader_pid("_MEI0000a1b2XyZ.23") is None
+    assert bootloader_pid("_MEI0000A1B2XyZ123") is None
+    assert bootloader_pid("_MEI00000000XyZ123") is None
+    assert bootloader_pid("xMEI0000a1b2XyZ123") is None
+
+
+def test_a_dead_runs_folder_with_a_free_lock_is_removed_and_a_held_one_is_kept(tmp: Path, own: Path) -> None:
+    dead = unpack_folder(tmp, dead_pid(), "Dead01")
+    (dead / LOCK_NAME).touch()
+    orphan = unpack_folder(tmp, dead_pid(), "Held01")
+    # Its Python process outlived its bootloader and still runs: it holds the lock.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from bridge.system.unpacksweep import hold_own_folder; "
+         "assert hold_own_folder(sys.argv[1]) is not None; print('held', flush=True); time.sleep(60)", str(orphan)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        assert sweep_dead_folders(str(own)) == [dead.name]
+        assert not dead.exists() and orphan.exists() and own.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sweep_dead_folders(str(own)) == [orphan.name]  # the kernel dropped its lock
+
+
+def test_a_live_bootloaders_folder_is_kept_even_without_a_lock(tmp: Path, own: Path) -> None:
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        unpacking = unpack_folder(tmp, sibling.pid, "Live01")
+        age(unpacking, 3600)
+        assert sweep_dead_folders(str(own)) == []
+        assert unpacking.exists()
+    finally:
+        sibling.kill()
+        sibling.wait()
+
+
+def test_a_folder_killed_while_unpacking_goes_after_the_grace_period(tmp: Path, own: Path) -> None:
+    partial = unpack_folder(tmp, dead_pid(), "Part01", files=("libpython.so",))
+    assert sweep_dead_folders(str(own)) == []  # it may be a live start whose bootloader alone died
+    age(partial, unpacksweep.GRACE_SECONDS + 1)
+    assert sweep_dead_folders(str(own)) == [partial.name]
+
+
+def test_another_programs_folder_without_our_lock_is_never_removed(tmp: Path, own: Path) -> None:
+    other = unpack_folder(tmp, dead_pid(), "Othr01", files=("libpython.so", "their_app.so"))
+    age(other, 3600)
+    assert sweep_dead_folders(str(own)) == []
+    assert (other / "their_app.so").exists()
+
+
+def test_links_open_folders_and_unsafe_parents_are_left_alone(tmp: Path, own: Path, tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / LOCK_NAME).touch()
+    (target / "keep").write_text("mine")
+    link = tmp / f"_MEI{dead_pid():08x}Link01"
+    link.symlink_to(target)
+    inner_link = unpack_folder(tmp, dead_pid(), "Inln01")
+    (inner_link / LOCK_NAME).symlink_to(target / LOCK_NAME)
+    open_folder = unpack_folder(tmp, dead_pid(), "Open01")
+    (open_folder / LOCK_NAME).touch()
+    open_folder.chmod(0o755)
+    assert sweep_dead_folders(str(own)) == []
+    assert (target / "keep").read_text() == "mine" and inner_link.exists() and open_folder.exists()
+
+    dead = unpack_folder(tmp, dead_pid(), "Dead02")
+    (dead / LOCK_NAME).touch()
+    tmp.chmod(0o777)  # anyone could swap entries here: nothing is trusted
+    try:
+        assert sweep_dead_folders(str(own)) == []
+        tmp.chmod(0o1777)  # sticky, like /tmp: only the owner renames its entries
+        assert sweep_dead_folders(str(own)) == [dead.name]
+    finally:
+        tmp.chmod(0o700)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_another_users_folder_is_left_alone(tmp: Path, own: Path) -> None:
+    theirs = unpack_folder(tmp, dead_pid(), "User01")
+    (theirs / LOCK_NAME).touch()
+    os.chown(theirs, 65534, 65534)
+    assert sweep_dead_folders(str(own)) == []
+    assert theirs.exists()
+
+
+def test_the_own_lock_is_held_and_not_inherited(own: Path) -> None:
+    fd = hold_own_folder(str(own))
+    assert fd is not None
+    try:
+        assert not os.get_inheritable(fd)
+        assert (own / LOCK_NAME).stat().st_mode & 0o777 == 0o600
+        probe = subprocess.run(
+            [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+             "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError: sys.exit(7)", str(own / LOCK_NAME)],
+        )
+        assert probe.returncode == 7
+    finally:
+        os.close(fd)
