@@ -59,7 +59,9 @@ def hold_own_folder(folder: str) -> int | None:
     ``flock`` for the life of this process. Returns the descriptor (keep it open; it is not
     inherited by child processes), or None where that fails (a sweeper then leaves the
     folder alone while the bootloader lives, and takes it for one that was never started
-    once it is gone)."""
+    once it is gone). Windows: always None (nothing is swept there)."""
+    if sys.platform == "win32":
+        return None
     import fcntl
 
     try:
