@@ -64,22 +64,14 @@ def replace_bytes(path: Path, data: bytes, *, mode: int | None = None, through_s
     Raises:
         OSError: nothing was replaced and no temporary file is left behind.
     """
-    import tempfile
-
     target = Path(os.path.realpath(path)) if through_symlink and path.is_symlink() else path
     if mode is None:
         try:
             mode = target.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o600
-    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    temporary, _ = _write_temporary(target, data, mode)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            if sys.platform != "win32":
-                os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -124,17 +116,8 @@ def replace_if(
     Raises:
         OSError: nothing was replaced and no temporary file is left behind.
     """
-    import tempfile
-
-    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    temporary, mine = _write_temporary(target, data, mode)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            if sys.platform != "win32":
-                os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            mine = os.fstat(handle.fileno())
         if not unchanged():
             return False
         if create:
@@ -162,6 +145,26 @@ def replace_if(
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
 
+
+def _write_temporary(target: Path, data: bytes, mode: int) -> tuple[str, os.stat_result]:
+    """A new file beside ``target`` (``mkstemp``: exclusive, an unpredictable name) holding
+    ``data`` with ``mode`` (POSIX), flushed to disk; its path and ``fstat``. Nothing is left
+    behind if this raises."""
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix="." + target.name + ".", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if sys.platform != "win32":
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            return temporary, os.fstat(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 def _exchange(first: str, second: Path) -> bool:
     """Swap two names atomically; False where the system or file system cannot."""
