@@ -174,6 +174,9 @@ class Launcher:
         self._file_lock_object: filelock.BaseFileLock | None = None
         self._failure: str | None = None  # why the last attempt failed (cleared by a success)
         self._failures_in_a_row = 0
+        #: Why the last launch failed, without what follows (the retry, what is left running):
+        #: for ``check --launch``, which says what it did itself. ``None`` after a success.
+        self.failure_cause: str | None = None
         self._retry_at = 0.0  # anyio time before which a failure is answered from memory
 
     @property
@@ -216,9 +219,11 @@ class Launcher:
                 raise AppLaunchFailedError(
                     f"{self._failure} The bridge tries again in {self._retry_at - now:.0f} s.", recoverable=False
                 )
+            self.failure_cause = None
             try:
                 await self._launch_under_file_lock()
             except AppLaunchFailedError as exc:
+                self.failure_cause = self.failure_cause or exc.message
                 self._failures_in_a_row += 1
                 delay = retry_delay_seconds(self._failures_in_a_row)
                 self._failure = exc.message
@@ -361,9 +366,13 @@ class Launcher:
                         recoverable=False,
                     )
                 running = self._process is not None and self._process.poll() is None
-                raise AppLaunchFailedError(
+                cause = (
                     f"{self._app} was started but did not accept connections within "
                     f"{self._timeout_seconds:g} s (--launch-timeout){self._why_unreachable(launched=True)}."
+                )
+                self.failure_cause = cause
+                raise AppLaunchFailedError(
+                    cause
                     + (f" It is still running (pid {self._process.pid}) and is left running; no second copy is "
                        "started while it runs." if running and self._process is not None else ""),
                     recoverable=False,

@@ -137,7 +137,10 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
             # A diagnostic leaves nothing behind: the child it started and that did not
             # listen in time is stopped (the bridge itself leaves a launched app running).
             stopped = driver.stop_unready_child()
-            message = exc.message + (f" The check stopped the process it started (pid {stopped})." if stopped else "")
+            message = exc.message
+            if stopped:  # then say what the check did, not what the bridge would do next
+                cause = driver.launch_failure_cause() or exc.message
+                message = f"{cause} The check stopped the process it started (pid {stopped})."
             report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
             return
     else:

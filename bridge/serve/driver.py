@@ -321,6 +321,11 @@ class Driver:
         Returns its pid, or ``None``."""
         return self._launcher.stop_unready_child()
 
+    def launch_failure_cause(self) -> str | None:
+        """Why the last launch failed, without the retry and without what the bridge leaves
+        running (``Launcher.failure_cause``); ``None`` if it did not fail."""
+        return self._launcher.failure_cause
+
     @property
     def listener_check(self) -> ListenerCheck | None:
         """The check made on every new ``http://`` connection (``bridge/app/listener.py``), or
