@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -277,8 +278,24 @@ def render_document(client: str, document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+#: Entry variables whose values are no secret: the state folder's (``catalog.state_environment``).
+_NOT_SECRET_VARIABLES = frozenset({"XDG_STATE_HOME", "WIN_PD_OVERRIDE_LOCAL_APPDATA"})
+#: A value that names a variable for the client to fill in (Gemini CLI's ``"$VAR"``): no secret either.
+_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+
+
 def _has_secret(entry: dict[str, Any]) -> bool:
-    return any(isinstance(entry.get(block), dict) and entry[block] for block in ("env", "headers", "http_headers"))
+    """Whether the entry carries a value that may be a credential: any header, or an ``env``
+    value other than the state folder's or a ``$VAR`` reference."""
+    if any(isinstance(entry.get(block), dict) and entry[block] for block in ("headers", "http_headers")):
+        return True
+    env = entry.get("env")
+    if not isinstance(env, dict):
+        return False
+    return any(
+        name not in _NOT_SECRET_VARIABLES and not (isinstance(value, str) and _REFERENCE.fullmatch(value))
+        for name, value in env.items()
+    )
 
 
 def install(
@@ -286,8 +303,9 @@ def install(
 ) -> bool:
     """Add (or with ``force`` replace) the entry ``name``; see :func:`_edit_file` for how
     the file is read and replaced. ``force`` also allows a read-only file. An entry with a
-    secret (an ``env``, ``headers`` or ``http_headers`` value) makes a file that others could
-    read private to its owner (mode & 0700), with a warning saying so."""
+    secret (see :func:`_has_secret`: a header, or an ``env`` value other than the state
+    folder's or a ``$VAR`` reference) makes a file that others could read private to its
+    owner (mode & 0700), with a warning saying so."""
     info = CLIENT_INFO[client]
     remarks: list[str] = []
 

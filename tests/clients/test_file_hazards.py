@@ -320,3 +320,20 @@ def test_a_secret_makes_a_file_others_can_read_private_and_says_so(tmp_path: Pat
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(warnings) == 1 and "could be read by other users (mode 0644)" in warnings[0] and "0600" in warnings[0]
     assert SECRET not in warnings[0]
+
+
+@posix_only
+@pytest.mark.parametrize(
+    "env", [{"XDG_STATE_HOME": "/home/me/.state"}, {"MYAPP_TOKEN": "$MYAPP_TOKEN"}, {"MYAPP_TOKEN": "${MYAPP_TOKEN}"}]
+)
+def test_an_entry_without_a_secret_value_leaves_the_files_mode_alone(tmp_path: Path, env: dict[str, str]) -> None:
+    """The state folder and a ``$VAR`` reference are no secret: no tightening, no warning
+    saying the file "now holds a secret" (a newcomer's 0644 Cursor file became 0600 with
+    that warning for XDG_STATE_HOME alone)."""
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {}}\n')
+    path.chmod(0o644)
+    warnings: list[str] = []
+    install_entry(path, "cursor", "mine", ServerEntry(command="/opt/MyApp/bin/myapp", env=env), warn=warnings.append)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert not warnings
