@@ -182,7 +182,11 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     except ValueError as exc:
         raise ConfigError(f"--url is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--url must be an http:// or https:// URL with a host, got {url!r}")
+        # The URL itself is not repeated: it may carry a credential (``?key=…``), and this
+        # message can reach a log file and every reply (a client-started bridge's error).
+        shown = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        raise ConfigError(f"--url must be an http:// or https:// URL with a host (this one has {shown}"
+                          f"{'' if parts.hostname else ' and no host'})")
     if parts.username is not None or parts.password is not None:
         raise ConfigError("--url must not contain a user name or password; use a token source")
     if parts.fragment:
@@ -210,7 +214,8 @@ def parse_header(text: str) -> tuple[str, str]:
     """
     name, colon, value = text.partition(":")
     if not colon:
-        raise ConfigError(f"--header must look like 'Name: value', got {name.strip()!r}")
+        # Not repeated: a missing colon is the usual typo in "Authorization: Bearer …".
+        raise ConfigError("--header must look like 'Name: value' (this one has no ':')")
     name, value = name.strip(), value.strip()
     _check_header(name, value)
     return name, value
@@ -218,7 +223,10 @@ def parse_header(text: str) -> tuple[str, str]:
 
 def _check_header(name: str, value: str) -> None:
     if not HTTP_TOKEN.match(name):
-        raise ConfigError(f"header name {name!r} is not a valid HTTP field name")
+        raise ConfigError(
+            "a --header name is not a valid HTTP field name (RFC 9110 §5.1: letters, digits and "
+            "!#$%&'*+-.^_`|~, no spaces)"
+        )
     if name.lower() in _RESERVED_HEADERS:
         raise ConfigError(f"header {name!r} is set by the bridge itself and cannot be overridden")
     if _has_control(value) or value != value.strip(" \t") or not value.isascii():

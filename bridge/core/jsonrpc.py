@@ -30,6 +30,7 @@ from .errors import BridgeError, InboundError, InvalidRequestError, ParseError, 
 
 __all__ = [
     "loads_strict",
+    "refusal_line",
     "Request",
     "Notification",
     "Response",
@@ -260,6 +261,23 @@ def encode_message(message: Any) -> bytes:
         # A lone surrogate (from a "\ud800" escape) has no UTF-8 form: write it escaped.
         data = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
     return data + b"\n"
+
+
+def refusal_line(message: Message | Batch, exc: BridgeError) -> bytes | None:
+    """The one stdout line refusing everything ``message`` asks: ``exc`` for each request,
+    each unusable batch item's own error, a batch's replies as one array (JSON-RPC 2.0 §6);
+    ``None`` when nothing in it wants a reply (notifications, client responses)."""
+    items = message.items if isinstance(message, Batch) else (message,)
+    replies = [
+        error_line(item.request_id, item) if isinstance(item, InboundError) else error_line(item.id, exc)
+        for item in items
+        if isinstance(item, (Request, InboundError))
+    ]
+    if not replies:
+        return None
+    if not isinstance(message, Batch):
+        return replies[0]
+    return b"[" + b",".join(reply.rstrip(b"\n") for reply in replies) + b"]\n"
 
 
 def error_line(request_id: Any, exc: BridgeError) -> bytes:

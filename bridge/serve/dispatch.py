@@ -50,6 +50,7 @@ from ..core.jsonrpc import (
     error_line,
     is_valid_id,
     loads_strict,
+    refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
@@ -209,11 +210,10 @@ class Dispatcher:
 
     async def _refuse_while_stopping(self, message: Message | Batch) -> None:
         """A line read after shutdown began: its requests are answered at once."""
-        items = message.items if isinstance(message, Batch) else (message,)
         exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) and no longer forwards requests.")
-        for request in items:
-            if isinstance(request, Request):
-                await self._outbox.put(error_line(request.id, exc))
+        line = refusal_line(message, exc)  # a batch's replies as one array, as any batch's
+        if line is not None:
+            await self._outbox.put(line)
 
     def _cancel(self, message: Notification, gate: anyio.Event) -> bool:
         """The client cancelled a request: close it without a reply and stop its exchange

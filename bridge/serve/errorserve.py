@@ -19,7 +19,7 @@ import os
 
 from ..core.errors import InboundError, LineTooLongError, NotConfiguredError
 from ..core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
-from ..core.jsonrpc import Batch, Request, classify, error_line, read_id_from_head
+from ..core.jsonrpc import classify, error_line, read_id_from_head, refusal_line
 from ..stdio.fds import claim_stdio
 
 __all__ = ["serve_startup_error", "answers_for_line"]
@@ -38,17 +38,7 @@ def answers_for_line(line: bytes, exc: NotConfiguredError) -> bytes | None:
         message = classify(line)
     except InboundError as inbound:
         return error_line(inbound.request_id, inbound)
-    items = message.items if isinstance(message, Batch) else (message,)
-    replies = [
-        error_line(item.request_id, item) if isinstance(item, InboundError) else error_line(item.id, exc)
-        for item in items
-        if isinstance(item, (Request, InboundError))
-    ]
-    if not replies:
-        return None
-    if not isinstance(message, Batch):
-        return replies[0]
-    return b"[" + b",".join(reply.rstrip(b"\n") for reply in replies) + b"]\n"
+    return refusal_line(message, exc)
 
 
 def serve_startup_error(message: str, status: int) -> int:

@@ -188,3 +188,45 @@ def test_a_lone_surrogate_is_written_escaped_never_as_invalid_utf8() -> None:
 def test_a_batch_item_with_a_number_out_of_json_range_is_refused_not_sent_as_infinity() -> None:
     batch = classify(b'[{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":1e400}}]')
     assert isinstance(batch, Batch) and isinstance(batch.items[0], InvalidRequestError)
+
+
+def test_a_refusal_answers_a_batch_with_one_array_and_its_bad_items_with_their_own_errors() -> None:
+    """What a line read during shutdown (or by a bridge that is not configured) gets: one
+    reply per request, a batch's replies as one array (JSON-RPC 2.0 §6), an unusable batch
+    item its own error, a notification nothing. (A batch read during shutdown used to get
+    one line per request and nothing for its bad items.)"""
+    from bridge.core.errors import ShuttingDownError
+    from bridge.core.jsonrpc import classify, refusal_line
+
+    exc = ShuttingDownError("stopping")
+    batch = classify(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"id":2},'
+                     b'{"jsonrpc":"2.0","id":"x","method":"b"}]')
+    line = refusal_line(batch, exc)
+    assert line is not None and line.endswith(b"\n") and line.count(b"\n") == 1
+    replies = json.loads(line)
+    assert [reply["id"] for reply in replies] == [1, 2, "x"]
+    assert replies[0]["error"]["data"]["reason"] == "shutting_down" and replies[2]["error"]["data"]["reason"] == "shutting_down"
+    assert replies[1]["error"]["code"] == -32600
+    single = refusal_line(classify(b'{"jsonrpc":"2.0","id":7,"method":"a"}'), exc)
+    assert single is not None and json.loads(single)["id"] == 7
+    assert refusal_line(classify(b'{"jsonrpc":"2.0","method":"n"}'), exc) is None
+    assert refusal_line(classify(b'[{"jsonrpc":"2.0","method":"n"}]'), exc) is None
+
+
+def test_a_bad_header_or_url_option_never_repeats_its_value() -> None:
+    """A configuration error can reach a log file and every reply of a client-started bridge,
+    so a mistyped ``--header "Authorization Bearer …"`` (no colon) or a URL carrying a key is
+    refused without quoting it."""
+    import pytest
+
+    from bridge.core.config import ConfigError, check_endpoint_url, parse_header
+
+    secret = "sk-PLACEHOLDER-0123456789abcdef"
+    for text in (f"Authorization Bearer {secret}", f"Authorization Bearer {secret}: x"):
+        with pytest.raises(ConfigError) as caught:
+            parse_header(text)
+        assert secret not in str(caught.value)
+    for url in (f"ftp://127.0.0.1/mcp?key={secret}", f"http:///mcp?key={secret}"):
+        with pytest.raises(ConfigError) as caught:
+            check_endpoint_url(url, allow_remote=False)
+        assert secret not in str(caught.value)
