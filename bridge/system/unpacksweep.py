@@ -130,31 +130,59 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def _remove(path: str) -> bool:
-    """Remove the folder ``path`` (checked by the caller: a real directory of this user in a
-    parent where nobody else renames entries), its lock file last: a removal cut short (this
-    process killed too) leaves a folder that still carries it, which the next sweep takes at
-    once instead of after :data:`GRACE_SECONDS`."""
-    import shutil
+def _remove(path: str, checked: os.stat_result) -> bool:
+    """Remove the folder ``path``, which the caller checked (``checked``: a real directory of
+    this user in a parent where nobody else renames entries), its lock file last: a removal
+    cut short (this process killed too) leaves a folder that still carries it, which the
+    next sweep takes at once instead of after :data:`GRACE_SECONDS`.
 
+    Everything inside goes through directory descriptors opened without following links,
+    and only once the folder opened is the one checked (same device and inode): a link
+    put in its place meanwhile is never followed, so nothing outside it is deleted."""
+    if sys.platform == "win32":  # nothing is swept there
+        return False
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        entries = sorted(os.scandir(path), key=lambda entry: entry.name == LOCK_NAME)
+        top = os.open(path, flags)
     except OSError:
         return False
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                # Through directory descriptors; refuses a link: deletes nothing outside.
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
-        except OSError:
-            pass
     try:
-        os.rmdir(path)
+        opened = os.fstat(top)
+        if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            return False
+        _empty(top, lock_last=True)
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)  # a link now at ``path`` is not a directory: rmdir refuses it
     except OSError:
         pass
     return not os.path.lexists(path)
+
+
+def _empty(folder: int, *, lock_last: bool = False) -> None:
+    """Delete everything in the directory open as ``folder`` (best effort), never through a
+    link; with ``lock_last`` the lock file goes after everything else."""
+    if sys.platform == "win32":
+        return
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: lock_last and entry.name == LOCK_NAME)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                inner = os.open(entry.name, flags, dir_fd=folder)
+                try:
+                    _empty(inner)
+                finally:
+                    os.close(inner)
+                os.rmdir(entry.name, dir_fd=folder)
+            else:
+                os.unlink(entry.name, dir_fd=folder)
+        except OSError:
+            pass
 
 
 def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS, now: float | None = None) -> list[str]:
@@ -202,6 +230,8 @@ def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS,
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     continue  # its Python process still runs
+                if os.fstat(fd).st_nlink == 0:
+                    continue  # another sweep took this folder first and unlinked its lock
             else:
                 if now - info.st_mtime < grace_seconds:
                     continue
@@ -210,7 +240,7 @@ def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS,
                 theirs = _relative_files(path)
                 if theirs is None or not theirs <= own_files:
                     continue
-            if _remove(path):
+            if _remove(path, info):
                 removed.append(name)
         except OSError:
             continue

@@ -156,3 +156,24 @@ def test_the_own_lock_is_held_and_not_inherited(own: Path) -> None:
         assert probe.returncode == 7
     finally:
         os.close(fd)
+
+
+def test_a_link_put_in_place_of_a_checked_folder_is_never_followed(tmp_path: Path) -> None:
+    """Between the sweep's checks and the removal, the folder is replaced by a symbolic link
+    to a victim folder: nothing in the victim is deleted (the removal opens the folder without
+    following links and only goes on when it is the one checked)."""
+    parent = tmp_path / "tmp"
+    parent.mkdir(mode=0o700)
+    dead = parent / "_MEI00000001abcdef"
+    dead.mkdir(mode=0o700)
+    (dead / "file").write_text("x")
+    checked = os.lstat(dead)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    moved = parent / "elsewhere"
+    dead.rename(moved)
+    dead.symlink_to(victim)
+    assert not unpacksweep._remove(str(dead), checked)
+    assert (victim / "precious").read_text() == "keep"
+    assert dead.is_symlink()
