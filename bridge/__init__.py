@@ -35,7 +35,7 @@ __all__ = [
     "write_private_file",
 ]
 
-# Each lazily loaded name and the module that defines it: the I/O side imports anyio (and
+# Each lazily loaded name and the module that defines it: the I/O side imports asyncio (and
 # the CLI click), so importing the package (or running `--help`) stays fast.
 _LAZY = {
     "Bridge": "serve.loop",

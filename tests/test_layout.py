@@ -35,10 +35,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "_version": set(),
     "core": set(),
     "system": {"core"},
-    "transport": {"core"},
+    "transport": {"core", "system.cancelscope"},
     "app": {"core", "system", "transport.base"},
     "stdio": {"core", "system"},
-    "streamable": {"core", "app", "transport.base"},
+    "streamable": {"core", "system.cancelscope", "app", "transport.base"},
     "serve": {"core", "system", "stdio", "app", "streamable", "transport.base"},
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
@@ -53,7 +53,9 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: Third-party top-level packages and the only modules (or packages) that may import them.
 #: Imports under ``TYPE_CHECKING`` are exempt (a type name costs nothing at run time).
 THIRD_PARTY: dict[str, set[str]] = {
-    "anyio": {"transport", "app", "stdio", "streamable", "serve", "appserver", "cli", "system.logsink"},
+    # The serving path is plain asyncio (system/cancelscope.py); anyio stays where httpx needs it,
+    # for the token command's process and for the check command.
+    "anyio": {"transport.httpx_adapter", "app.tokens", "appserver", "cli", "system.logsink"},
     "httpx": {"transport.httpx_adapter"},
     "httpcore": {"transport.httpx_adapter"},
     "click": {"cli"},
@@ -250,6 +252,10 @@ NOT_WHILE_SERVING = (
     "click",
     "bridge.cli.commands",
     "bridge.cli.options",
+    # Plain asyncio (bridge/system/cancelscope.py), and no TLS stack for http:// (OpenSSL's
+    # binding; asyncio's own attempts at `import ssl`, refused at once, are listed as `ssl`).
+    "anyio",
+    "_ssl",
 )
 
 

@@ -2,7 +2,7 @@
 
 AI clients start two to five copies of a stdio server at once (one per window, plus a
 probe). When the app is down they all see "connection refused" together, and only one of
-them may launch it. :class:`Launcher` therefore serializes twice: an ``anyio.Lock`` inside
+them may launch it. :class:`Launcher` therefore serializes twice: an ``asyncio.Lock`` inside
 the process and a ``filelock`` lock file across processes. Whoever gets the lock first
 checks whether the app already accepts connections (another bridge may have started it
 meanwhile), whether the discovery file names a live process (the app is starting: wait
@@ -35,6 +35,7 @@ One launch at a time, with a memory (per bridge process):
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import os
@@ -45,10 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import anyio
-
 from ..core.config import in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
+from ..system.cancelscope import current_time, fail_after
 from ..system.logsink import open_log_file
 from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
 
@@ -169,7 +169,7 @@ class Launcher:
         self._log_file = log_file
         self._probe = probe or tcp_probe
         self._secret_variables = tuple(secret_variables)
-        self._lock = anyio.Lock()
+        self._lock = asyncio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._file_lock_object: filelock.BaseFileLock | None = None
         self._failure: str | None = None  # why the last attempt failed (cleared by a success)
@@ -177,7 +177,7 @@ class Launcher:
         #: Why the last launch failed, without what follows (the retry, what is left running):
         #: for ``check --launch``, which says what it did itself. ``None`` after a success.
         self.failure_cause: str | None = None
-        self._retry_at = 0.0  # anyio time before which a failure is answered from memory
+        self._retry_at = 0.0  # loop time before which a failure is answered from memory
 
     @property
     def configured(self) -> bool:
@@ -213,7 +213,7 @@ class Launcher:
                     f"{self._why_unreachable()}.",
                     recoverable=False,
                 )
-            now = anyio.current_time()
+            now = current_time()
             if self._failure is not None and now < self._retry_at:
                 # Not one more launch (and one more launch timeout) per request: the same answer.
                 raise AppLaunchFailedError(
@@ -227,7 +227,7 @@ class Launcher:
                 self._failures_in_a_row += 1
                 delay = retry_delay_seconds(self._failures_in_a_row)
                 self._failure = exc.message
-                self._retry_at = anyio.current_time() + delay
+                self._retry_at = current_time() + delay
                 raise AppLaunchFailedError(f"{exc.message} The bridge tries again in {delay:.0f} s.", recoverable=False) from None
             self._forget_failure()
 
@@ -249,7 +249,7 @@ class Launcher:
         return process.pid
 
     async def _launch_under_file_lock(self) -> None:
-        deadline = anyio.current_time() + self._timeout_seconds
+        deadline = current_time() + self._timeout_seconds
         lock = self._file_lock()
         if lock is not None:
             import filelock
@@ -261,13 +261,13 @@ class Launcher:
                     lock.acquire(timeout=0)
                     break
                 except filelock.Timeout:
-                    if anyio.current_time() >= deadline:
+                    if current_time() >= deadline:
                         raise AppLaunchFailedError(
                             f"{self._app} is being started by another bridge that did not finish within "
                             f"{self._timeout_seconds:g} s (--launch-timeout).",
                             recoverable=False,
                         ) from None
-                    await anyio.sleep(POLL_INTERVAL_SECONDS)
+                    await asyncio.sleep(POLL_INTERVAL_SECONDS)
         try:
             self._endpoint.reload()
             if await self._accepts_connections():
@@ -342,12 +342,12 @@ class Launcher:
     async def _wait_until_listening(self, deadline: float, waiting_for: str | None) -> None:
         """Wait for the app to accept connections. ``waiting_for``: what is waited for when
         this call started nothing (the messages must not say "was started")."""
-        started = anyio.current_time()
+        started = current_time()
         next_progress = started + PROGRESS_INTERVAL_SECONDS
         while True:
             self._endpoint.reload()
             if await self._accepts_connections():
-                log.info("%s accepts connections after %.1f s", self._app, anyio.current_time() - started)
+                log.info("%s accepts connections after %.1f s", self._app, current_time() - started)
                 return
             if self._process is not None and self._process.poll() not in (None, 0):
                 status = self._process.returncode
@@ -357,7 +357,7 @@ class Launcher:
                     "connections. Start it by hand to see why.",
                     recoverable=False,
                 )
-            now = anyio.current_time()
+            now = current_time()
             if now >= deadline:
                 if waiting_for is not None:
                     raise AppLaunchFailedError(
@@ -380,7 +380,7 @@ class Launcher:
             if now >= next_progress:
                 log.warning("still waiting for %s (%.0f s of %g s)", in_sentence(self._app), now - started, self._timeout_seconds)
                 next_progress = now + PROGRESS_INTERVAL_SECONDS
-            await anyio.sleep(POLL_INTERVAL_SECONDS)
+            await asyncio.sleep(POLL_INTERVAL_SECONDS)
 
     async def _accepts_connections(self) -> bool:
         try:
@@ -409,11 +409,11 @@ async def tcp_probe(url: str) -> bool:
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        with anyio.fail_after(PROBE_TIMEOUT_SECONDS):
-            stream = await anyio.connect_tcp(host, port)
+        with fail_after(PROBE_TIMEOUT_SECONDS):
+            _, writer = await asyncio.open_connection(host, port)
     except (OSError, TimeoutError):
         return False
-    await stream.aclose()
+    writer.close()
     return True
 
 

@@ -114,14 +114,15 @@ class ListenerCheck:
         Raises:
             ListenerUnverifiedError: as :meth:`verify_socket`.
         """
-        import anyio
+        import asyncio
 
         peer, port, local = self._ends(sock)
-        deadline = anyio.current_time() + ACCEPT_WAIT_SECONDS
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ACCEPT_WAIT_SECONDS
         while not self._verify(peer, port, local):
-            if anyio.current_time() >= deadline:
+            if loop.time() >= deadline:
                 raise self._not_accepted(peer, port)
-            await anyio.sleep(_ACCEPT_POLL_SECONDS)
+            await asyncio.sleep(_ACCEPT_POLL_SECONDS)
 
     def _ends(self, sock: Any) -> tuple[Address, int, tuple[Address, int]]:
         try:

@@ -30,10 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
-import anyio
-import anyio.abc
-
 if TYPE_CHECKING:
+    import anyio.abc
     import httpx
 
     from ..core.config import BridgeConfig
@@ -177,6 +175,8 @@ class CommandTokenSource:
         self.description = f"token command {os.path.basename(self.argv[0])}"
 
     async def fetch(self, context: TokenContext) -> str | None:
+        import anyio  # the token command's path only: a process with two pipes, portably
+
         stdout = bytearray()
         stderr = bytearray()
         try:

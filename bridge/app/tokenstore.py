@@ -7,10 +7,11 @@ exception: failures name the source and the reason only.
 
 from __future__ import annotations
 
-import anyio
+import asyncio
 
 from ..core.config import in_sentence
 from ..core.errors import AppUnreachableError, AuthRejectedError
+from ..system.cancelscope import current_time, fail_after
 from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError
 
 __all__ = ["TokenStore"]
@@ -35,7 +36,7 @@ class TokenStore:
         self._app = app_name
         self._token: str | None = None
         self._fetched = False
-        self._lock = anyio.Lock()
+        self._lock = asyncio.Lock()
         self._last_failure: tuple[float, str] | None = None  # when the last fetch failed, and why
         self.generation = 0
 
@@ -51,7 +52,7 @@ class TokenStore:
             AuthRejectedError: (not recoverable) the source failed or timed out.
         """
         if not self._fetched:
-            arrived = anyio.current_time()
+            arrived = current_time()
             async with self._lock:
                 if not self._fetched:
                     await self._fetch(context, arrived)
@@ -66,7 +67,7 @@ class TokenStore:
         Raises:
             AuthRejectedError: (not recoverable) no source, or the source failed.
         """
-        arrived = anyio.current_time()
+        arrived = current_time()
         async with self._lock:
             if self.generation != used_generation:
                 return
@@ -85,14 +86,14 @@ class TokenStore:
         try:
             await self._fetch_now(context)
         except AuthRejectedError as exc:
-            self._last_failure = (anyio.current_time(), exc.reason_text)
+            self._last_failure = (current_time(), exc.reason_text)
             raise
 
     async def _fetch_now(self, context: TokenContext) -> None:
         token: str | None = None
         if self._source is not None:
             try:
-                with anyio.fail_after(self._timeout_seconds):
+                with fail_after(self._timeout_seconds):
                     token = await self._source.fetch(context)
             except TimeoutError:
                 raise self._failure(f"the {self._source.description} did not answer within {self._timeout_seconds:g} s") from None

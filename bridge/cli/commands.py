@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .._version import __version__
-from .diagnostics import console_fallbacks, exit_now, setup_logging, start_up_failed
+from .diagnostics import console_fallbacks, exit_now, import_asyncio_without_tls, setup_logging, start_up_failed
 from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
 
 __all__ = ["main"]
@@ -70,6 +70,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     except click.ClickException as exc:
         start_up_failed(exc, options["log_level"], options["log_file"])
 
+    import_asyncio_without_tls()
     from ..serve.loop import run_stdio  # imported late: `--help` and bad options stay fast
 
     exit_now(run_stdio(config))

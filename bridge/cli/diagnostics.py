@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # click is imported only where an error is reported: a plain serving start
 # (bridge/cli/serve.py) sets up logging through here and must not load it.
 
-__all__ = ["console_fallbacks", "setup_logging", "stdin_is_a_terminal", "start_up_failed", "exit_now"]
+__all__ = ["console_fallbacks", "import_asyncio_without_tls", "setup_logging", "stdin_is_a_terminal", "start_up_failed", "exit_now"]
 
 #: What a console that cannot show a character gets instead (``check``'s marks, the help's arrows).
 _ASCII_FALLBACKS = {"✓": "OK", "✗": "X", "→": "->", "…": "...", "—": "-", "–": "-", "≤": "<=", "≥": ">="}
@@ -50,6 +50,29 @@ def console_fallbacks() -> None:
                 reconfigure(errors=_FALLBACK_ERRORS)
             except (ValueError, OSError):  # pragma: no cover - a stream that refuses: leave it
                 pass
+
+
+def import_asyncio_without_tls() -> None:
+    """Import asyncio without its TLS support, in a process that serves and nothing else.
+
+    ``asyncio`` imports ``ssl`` (and OpenSSL: 5.2 MiB resident, 4-7 ms) whenever it can,
+    for its own TLS transports. The bridge never uses them: ``http://`` goes over the
+    bridge's own HTTP/1.1 client, and ``https://`` over httpx, whose TLS (anyio's TLS
+    stream over ``ssl.MemoryBIO``) imports ``ssl`` itself when an https connection is first
+    made, which works as before. So asyncio is imported with ``ssl`` hidden (its modules
+    then take ``ssl = None``, as on a Python built without it), and ``ssl`` stays
+    importable for everyone else. Only the ``mcp-app-bridge`` process's serving start calls
+    this, never the library (an app serving in its own process may use asyncio's TLS); once
+    asyncio is imported it does nothing. tests/test_layout.py checks that serving ``http://``
+    loads no ``ssl``; tests/process/test_https.py that ``https://`` still works.
+    """
+    if "asyncio" in sys.modules or "ssl" in sys.modules:
+        return
+    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` raises ImportError
+    try:
+        import asyncio  # noqa: F401
+    finally:
+        del sys.modules["ssl"]
 
 
 def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core.config import DEFAULT_MAX_MESSAGE_BYTES
 from .buildconfig import LOG_LEVELS, build_config
-from .diagnostics import console_fallbacks, exit_now, setup_logging
+from .diagnostics import console_fallbacks, exit_now, import_asyncio_without_tls, setup_logging
 
 __all__ = ["PLAIN_DEFAULTS", "main", "parse_plain_argv"]
 
@@ -187,6 +187,7 @@ def main() -> None:
 
         click_main()
         return
+    import_asyncio_without_tls()
     from ..serve.loop import run_stdio  # what the click command runs, with what click does around it
 
     try:

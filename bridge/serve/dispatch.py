@@ -22,12 +22,11 @@ response on A's stream) is stopped the same way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import anyio
 
 from ..core.admission import Admission
 from ..core.config import BridgeConfig
@@ -54,6 +53,7 @@ from ..core.jsonrpc import (
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
+from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
 from .taskset import TaskSet
 
@@ -77,7 +77,7 @@ _NEVER_SENT = None  # Slot.handle of a request whose task has not started
 class _Exchange:
     """``Slot.handle`` of a started request: what stops it, and how its era cancels it."""
 
-    scope: anyio.CancelScope
+    scope: CancelScope
     cancel_by_closing: bool  # request.era.cancel_by_closing (2026-07-28, item 67)
 
 
@@ -95,18 +95,18 @@ class Dispatcher:
     """
 
     def __init__(
-        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[anyio.Event], None]
+        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[asyncio.Event], None]
     ) -> None:
         self._driver = driver
         self._outbox = outbox
         self._tasks = tasks
         self._on_initialized = on_initialized
-        self._limiter = anyio.CapacityLimiter(config.max_concurrent_requests)
+        self._slots = asyncio.Semaphore(config.max_concurrent_requests)
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)
-        self._room: anyio.Event | None = None  # set when the reader may go on
-        self._idle: anyio.Event | None = None  # set when no request is open (shutdown)
-        self._handshake = anyio.Event()  # set while no initialize is in flight
+        self._room: asyncio.Event | None = None  # set when the reader may go on
+        self._idle: asyncio.Event | None = None  # set when no request is open (shutdown)
+        self._handshake = asyncio.Event()  # set while no initialize is in flight
         self._handshake.set()
         self._stop_reason = "its input closed or it was told to stop"
         self._grace_over = False
@@ -117,7 +117,7 @@ class Dispatcher:
         client that does not read stdout is not read from either)."""
         while True:
             if self._admission.reading_paused():
-                self._room = anyio.Event()
+                self._room = asyncio.Event()
                 await self._room.wait()
             elif not self._outbox.has_room:
                 await self._outbox.wait_for_room()
@@ -164,7 +164,7 @@ class Dispatcher:
                 # (or refused, or a bound passed), as the official SDK clients open it before
                 # their next request. A server may send its first server-to-client request
                 # there at once, and drops it while no stream is open.
-                opens = self._handshake = anyio.Event()
+                opens = self._handshake = asyncio.Event()
             self._deliver_soon(message, gate, opens=opens)
             return
         if opened.line is not None:
@@ -175,13 +175,13 @@ class Dispatcher:
         if isinstance(message, Request) and message.method == "initialize":
             # The barrier: messages read after it wait (in their own tasks, so reading goes
             # on and EOF is seen at once) until its reply set the session id.
-            opens = self._handshake = anyio.Event()
+            opens = self._handshake = asyncio.Event()
         if self._admission.may_start():
             self._start(opened.pending, message, gate, opens)
         else:
             self._admission.wait(opened.pending, line, (gate, opens))
 
-    def _start(self, pending: Pending, message: Message | Batch, gate: anyio.Event, opens: anyio.Event | None) -> None:
+    def _start(self, pending: Pending, message: Message | Batch, gate: asyncio.Event, opens: asyncio.Event | None) -> None:
         """Start a task for each still-open request of ``pending`` (``message``: its line)."""
         requests = [m for m in message.items if isinstance(m, Request)] if isinstance(message, Batch) else [message]
         for request in requests:
@@ -189,7 +189,7 @@ class Dispatcher:
             slot = self._ledger.slot(request.id)
             if slot is None or slot.pending is not pending or slot.handle is not _NEVER_SENT:
                 continue  # cancelled while it waited, or a repeated id the ledger refused
-            slot.handle = _Exchange(anyio.CancelScope(), request.era.cancel_by_closing)
+            slot.handle = _Exchange(CancelScope(), request.era.cancel_by_closing)
             self._admission.started += 1
             self._tasks.spawn(self._handle_request(slot, request, gate, opens))
             opens = None  # (only a single request carries one)
@@ -215,7 +215,7 @@ class Dispatcher:
         if line is not None:
             await self._outbox.put(line)
 
-    def _cancel(self, message: Notification, gate: anyio.Event) -> bool:
+    def _cancel(self, message: Notification, gate: asyncio.Event) -> bool:
         """The client cancelled a request: close it without a reply and stop its exchange
         (freeing its slot and connection). Returns whether the notification is done with
         here; else it is POSTed (before 2026-07-28: SPEC-CHECKLIST item 63)."""
@@ -237,13 +237,13 @@ class Dispatcher:
         # Earlier revisions: the app hears of it from the notification first (a dropped
         # connection is no cancellation there, item 39); the exchange closes once that POST
         # is done, and CANCEL_NOTICE_SECONDS later at most.
-        exchange.scope.deadline = min(exchange.scope.deadline, anyio.current_time() + CANCEL_NOTICE_SECONDS)
+        exchange.scope.deadline = min(exchange.scope.deadline, current_time() + CANCEL_NOTICE_SECONDS)
         self._deliver_soon(message, gate, then_cancel=exchange.scope)
         return True
 
     # -- forwarding ----------------------------------------------------------------------
 
-    async def _handle_request(self, slot: Slot, request: Request, gate: anyio.Event, opens: anyio.Event | None) -> None:
+    async def _handle_request(self, slot: Slot, request: Request, gate: asyncio.Event, opens: asyncio.Event | None) -> None:
         """Forward one request and answer it. Waits at ``gate`` (an ``initialize`` before it)
         first; sets ``opens`` when done (this is an ``initialize``: later messages may go)."""
         exchange = slot.handle
@@ -251,18 +251,8 @@ class Dispatcher:
         line = None
         try:
             with exchange.scope:
-                if not gate.is_set():  # (anyio's wait yields to the loop even when set)
-                    await gate.wait()
-                if request.method in _OUTSIDE_THE_LIMIT:
-                    await self._stdout_room()
-                    line = await self._driver.request(request, self.relay)
-                else:
-                    await self._take_slot()
-                    try:
-                        await self._stdout_room()
-                        line = await self._driver.request(request, self.relay)
-                    finally:
-                        self._limiter.release()
+                if not exchange.scope.cancel_called:  # (cancelled before its task ran: never sent)
+                    line = await self._forward(request, gate)
         except UpstreamError as exc:
             if slot.state == "open":
                 log.warning("request %r (%s): %s", request.id, request.method, exc.message)
@@ -282,6 +272,18 @@ class Dispatcher:
             await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
         self._made_room()
 
+    async def _forward(self, request: Request, gate: asyncio.Event) -> bytes:
+        await gate.wait()
+        if request.method in _OUTSIDE_THE_LIMIT:
+            await self._stdout_room()
+            return await self._driver.request(request, self.relay)
+        await self._slots.acquire()  # a free one without a trip through the loop
+        try:
+            await self._stdout_room()
+            return await self._driver.request(request, self.relay)
+        finally:
+            self._slots.release()
+
     async def _stdout_room(self) -> None:
         """Send nothing to the app while stdout's budget is used up: its reply could not
         go out, and would only be held here. The replies still held are then those of
@@ -289,21 +291,13 @@ class Dispatcher:
         if not self._outbox.has_room:
             await self._outbox.wait_for_room()
 
-    async def _take_slot(self) -> None:
-        """One of the ``max_concurrent_requests`` slots; a free one is taken without a
-        trip through the event loop (measured: a loop iteration is a tenth of a call)."""
-        try:
-            self._limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._limiter.acquire()
-
     def _deliver_soon(
         self,
         message: Message,
-        gate: anyio.Event | None = None,
-        then_cancel: anyio.CancelScope | None = None,
+        gate: asyncio.Event | None = None,
+        then_cancel: CancelScope | None = None,
         *,
-        opens: anyio.Event | None = None,
+        opens: asyncio.Event | None = None,
     ) -> None:
         self._admission.notifying += 1
         self._tasks.spawn(self._handle_message(message, gate, then_cancel, opens))
@@ -311,9 +305,9 @@ class Dispatcher:
     async def _handle_message(
         self,
         message: Message,
-        gate: anyio.Event | None = None,
-        then_cancel: anyio.CancelScope | None = None,
-        opens: anyio.Event | None = None,
+        gate: asyncio.Event | None = None,
+        then_cancel: CancelScope | None = None,
+        opens: asyncio.Event | None = None,
     ) -> None:
         """Forward a notification or a client response (after ``gate``), then cancel
         ``then_cancel``. Never writes to stdout. ``opens`` (``notifications/initialized``
@@ -322,7 +316,7 @@ class Dispatcher:
         what = f"notification {message.method}" if isinstance(message, Notification) else "response"
         delivered = False
         try:
-            if gate is not None and not gate.is_set():
+            if gate is not None:
                 await gate.wait()
             await self._driver.deliver(message.body, what)
             delivered = True
@@ -340,7 +334,7 @@ class Dispatcher:
             if opens is not None and not delivered:
                 opens.set()
         if isinstance(message, Notification) and message.method == "notifications/initialized":
-            self._on_initialized(opens if opens is not None else anyio.Event())
+            self._on_initialized(opens if opens is not None else asyncio.Event())
 
     # -- stdout --------------------------------------------------------------------------
 
@@ -390,11 +384,11 @@ class Dispatcher:
         included, which are never waited for (bounded too: a client that stopped reading
         stdout cannot hold the exit up)."""
         if self._ledger.working and not self._grace_over:
-            self._idle = anyio.Event()
-            with anyio.move_on_after(grace_seconds):
+            self._idle = asyncio.Event()
+            with move_on_after(grace_seconds):
                 await self._idle.wait()
         exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) before the app answered.")
-        with anyio.move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
+        with move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
             for line in self._ledger.close_all(exc):
                 await self._outbox.put(line)
 

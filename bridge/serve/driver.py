@@ -21,13 +21,12 @@ loop and ``check`` use this class's public methods, never the parts behind it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from ..app.discovery import Endpoint
 from ..app.launcher import Launcher
@@ -93,7 +92,7 @@ class Driver:
         self._launcher = launcher
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None
-        self._rebuild_lock = anyio.Lock()
+        self._rebuild_lock = asyncio.Lock()
         #: How many session rebuilds succeeded (logs and tests read it).
         self.rebuilds = 0
         self._replays = 0

@@ -1,6 +1,6 @@
 """The loop that wires stdin, the app and stdout together (DESIGN.md §2).
 
-One anyio task group holds: the **reader** (stdin chunks into a
+Plain asyncio tasks (no anyio on the serving path: bench/README.md, "Start-up"): the **reader** (stdin chunks into a
 :class:`~bridge.core.framing.LineFramer`; each line classified, its requests opened in the
 :class:`~bridge.core.ledger.Ledger`, one task per message started through
 :class:`~bridge.core.admission.Admission`, which pauses reading under load); **one task per
@@ -35,8 +35,6 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import anyio
-
 from ..core.config import BridgeConfig
 from ..core.errors import LineTooLongError
 from ..core.framing import EOF, NEED_DATA, LineFramer, OverlongLine
@@ -52,6 +50,7 @@ from ..stdio.fds import (
     watch_parent_on_loop,
 )
 from ..stdio.outbox import Outbox
+from ..system.cancelscope import move_on_after
 from .dispatch import Dispatcher
 from .driver import Driver
 from .parts import build_driver
@@ -107,8 +106,8 @@ class Bridge:
         self._outbox = Outbox(stdout, on_gone=lambda: self.stop("stdout closed", hurry=True))
         self._tasks = TaskSet()
         self._dispatcher = Dispatcher(config, self._driver, self._outbox, self._tasks, self._start_listening)
-        self._stopping = anyio.Event()
-        self._signal_scope: anyio.CancelScope | None = None
+        self._stopping = asyncio.Event()
+        self._signals: list[signal.Signals] = []  # handlers installed by this run
         self._listening = False
         self._stop_reason: str | None = None
 
@@ -133,33 +132,40 @@ class Bridge:
     async def run(self) -> int:
         """Serve until stdin ends, a signal arrives or stdout closes; return the exit status
         (0). Never raises for anything the client or the app does."""
+        loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._outbox.run())
+        reader = loop.create_task(self._read_loop())
+        for part in (writer, reader):
+            part.add_done_callback(self._part_ended)
+        if self._handle_signals:
+            # Kept until the very end: a second signal during the bounded shutdown must
+            # still find a handler (else: KeyboardInterrupt and a traceback).
+            self._catch_signals(loop)
         try:
-            async with anyio.create_task_group() as outer:
-                outer.start_soon(self._outbox.run)
-                if self._handle_signals:
-                    # In the outer group: a second signal during the bounded shutdown must
-                    # still find a handler (else: KeyboardInterrupt and a traceback).
-                    self._signal_scope = anyio.CancelScope()
-                    outer.start_soon(self._signal_loop)
-                async with anyio.create_task_group() as work:
-                    work.start_soon(self._read_loop)
-                    await self._stopping.wait()
-                    if not self._outbox.gone:
-                        await self._dispatcher.drain(self._config.shutdown_grace_seconds)
-                    work.cancel_scope.cancel()
-                tail_end = anyio.current_time() + SHUTDOWN_TAIL_SECONDS
-                await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
-                with anyio.CancelScope(shield=True):
-                    await self._driver.terminate_session(max(tail_end - anyio.current_time(), 0.0))
-                self._outbox.close()
-                if self._signal_scope is not None:
-                    self._signal_scope.cancel()
-                outer.cancel_scope.deadline = max(tail_end, anyio.current_time() + FLUSH_TIMEOUT_SECONDS)
+            await self._stopping.wait()
+            if not self._outbox.gone:
+                await self._dispatcher.drain(self._config.shutdown_grace_seconds)
+            reader.cancel()
+            tail_end = loop.time() + SHUTDOWN_TAIL_SECONDS
+            await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
+            await self._driver.terminate_session(max(tail_end - loop.time(), 0.0))
+            self._outbox.close()
+            await asyncio.wait([writer], timeout=max(tail_end - loop.time(), FLUSH_TIMEOUT_SECONDS))
         finally:
+            self._release_signals(loop)
+            reader.cancel()
+            writer.cancel()
             self._tasks.cancel()  # only left when the run itself was cancelled
-            with anyio.CancelScope(shield=True):
-                await self._driver.aclose()
+            await self._driver.aclose()
         return 0
+
+    def _part_ended(self, task: asyncio.Task[None]) -> None:
+        """The reader or the stdout writer ended: a failure inside the bridge ends the run
+        (logged, never lost), as it would have ended a task group."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        log.error("the bridge failed; shutting down", exc_info=exc)
+        self.stop("a failure inside the bridge", hurry=True)
 
     # -- stdin ---------------------------------------------------------------------------
 
@@ -190,7 +196,7 @@ class Bridge:
                 except Exception:  # a bug must cost one line, never the whole connection
                     log.exception("a stdin line could not be handled")
 
-    def _start_listening(self, opened: anyio.Event | None = None) -> None:
+    def _start_listening(self, opened: asyncio.Event | None = None) -> None:
         """Open the GET stream (if not open); set ``opened`` once it is open, refused or
         failed, or after :data:`LISTEN_OPEN_WAIT_SECONDS` at most."""
         if self._listening or self._stopping.is_set():
@@ -202,7 +208,7 @@ class Bridge:
             self._tasks.spawn(_set_after(opened, LISTEN_OPEN_WAIT_SECONDS))
         self._tasks.spawn(self._listen(opened))
 
-    async def _listen(self, opened: anyio.Event | None) -> None:
+    async def _listen(self, opened: asyncio.Event | None) -> None:
         try:
             await self._driver.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
         finally:
@@ -218,25 +224,30 @@ class Bridge:
 
     # -- shutdown ------------------------------------------------------------------------
 
-    async def _signal_loop(self) -> None:
+    def _catch_signals(self, loop: asyncio.AbstractEventLoop) -> None:
         wanted = [signal.SIGTERM, signal.SIGINT]
         if hasattr(signal, "SIGHUP"):  # a closed terminal or a parent that hung up (POSIX only)
             wanted.append(signal.SIGHUP)
-        try:
-            receiver = anyio.open_signal_receiver(*wanted)
-        except (NotImplementedError, AttributeError, ValueError):
-            return  # not on this platform (Windows) or not the main thread
-        assert self._signal_scope is not None
-        with self._signal_scope, receiver as signals:
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if self._stop_reason is not None:
-                    log.info("%s received during the shutdown (%s); open requests are answered now", name, self._stop_reason)
-                else:
-                    log.info("%s received; shutting down", name)
-                # SIGTERM is the last word before SIGKILL (Codex sends that milliseconds
-                # later): no grace. SIGINT and SIGHUP keep it, until a second signal.
-                self.stop(name, hurry=signum == signal.SIGTERM)
+        for signum in wanted:
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+            except (NotImplementedError, RuntimeError, ValueError):
+                return  # not on this platform (Windows) or not the main thread
+            self._signals.append(signum)
+
+    def _release_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        while self._signals:
+            loop.remove_signal_handler(self._signals.pop())
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        name = signal.Signals(signum).name
+        if self._stop_reason is not None:
+            log.info("%s received during the shutdown (%s); open requests are answered now", name, self._stop_reason)
+        else:
+            log.info("%s received; shutting down", name)
+        # SIGTERM is the last word before SIGKILL (Codex sends that milliseconds
+        # later): no grace. SIGINT and SIGHUP keep it, until a second signal.
+        self.stop(name, hurry=signum == signal.SIGTERM)
 
 
 def run_stdio(config: BridgeConfig) -> int:
@@ -275,7 +286,7 @@ def run_stdio(config: BridgeConfig) -> int:
                 watch_parent(parent_gone)
         return await bridge.run()
 
-    return anyio.run(serve)
+    return asyncio.run(serve())
 
 
 #: The longest that messages after ``notifications/initialized`` wait for the GET stream to
@@ -283,8 +294,8 @@ def run_stdio(config: BridgeConfig) -> int:
 LISTEN_OPEN_WAIT_SECONDS = 1.0
 
 
-async def _set_after(event: anyio.Event, seconds: float) -> None:
+async def _set_after(event: asyncio.Event, seconds: float) -> None:
     if not event.is_set():
-        with anyio.move_on_after(seconds):
+        with move_on_after(seconds):
             await event.wait()
         event.set()

@@ -1,13 +1,11 @@
-"""A small set of plain asyncio tasks: the one deliberate exception to STYLE rule 8.
+"""A small set of plain asyncio tasks: the per-message tasks of one run.
 
-Rule 8 asks for structured concurrency only (anyio task groups). The bridge starts one
-task per stdin message, and anyio's ``start_soon`` bookkeeping cost 28 µs per task
-against 4 µs for ``loop.create_task`` (measured on the benchmark machine, 2026-11), a
-sizeable part of a small call. So per-message work runs in bare tasks, kept here, with
-the three things a task group would give: every task is known, a failure that escapes a
-task is logged (never lost), and the owner cancels what is left and waits for it, with a
-bound. The tasks run inside the session's task group, so cancelling that group's scope
-reaches their awaits too.
+The serving path is plain asyncio (``bridge/system/cancelscope.py`` says why), so there is
+no task group here; and a group's bookkeeping per task would cost more than the task
+(anyio's ``start_soon`` took 28 µs against 4 µs for ``loop.create_task``, measured on the
+benchmark machine, 2026-11). What a task group would give is kept: every task is known, a
+failure that escapes a task is logged (never lost), and the owner cancels what is left and
+waits for it, with a bound (``bridge/serve/loop.py`` at shutdown).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ B10, B16, B17):
 - ``os.write(fd, …)`` sends UTF-8 bytes with no text layer: no locale encoding, no newline
   translation, nothing left in a buffer (a frozen executable ignores ``PYTHONUNBUFFERED``).
 - The threads are daemons, so a read blocked on a pipe the client never closes, or a write
-  to a client that stopped reading, can never keep the process alive at exit. anyio's worker
-  threads are not daemons, which is why they are not used here.
+  to a client that stopped reading, can never keep the process alive at exit. asyncio's
+  (and anyio's) worker threads are not daemons, which is why they are not used here.
 
 The fast path (measured in bench/README.md: a thread hand-off each way cost more than the
 rest of the bridge's work on a small call): where the descriptor can be watched by the

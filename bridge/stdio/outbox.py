@@ -27,13 +27,11 @@ once, and later lines are dropped quietly (nobody is left to read them).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
-import math
 from collections.abc import Callable
 from typing import Protocol
-
-import anyio
 
 from .fds import ByteSink
 
@@ -72,11 +70,12 @@ class Outbox:
         self._on_gone = on_gone
         self._budget = OUTPUT_BUDGET_BYTES if budget_bytes is None else budget_bytes
         # The byte budget bounds the queue, not a count of lines.
-        self._send, self._receive = anyio.create_memory_object_stream[bytes](math.inf)
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._queued = asyncio.Event()  # set when the writer has a line to take or is done
         self._unwritten = 0  # lines handed to the queue and not written yet
         self._held_bytes = 0  # what those lines count against the budget
-        self._turns: collections.deque[anyio.Event] = collections.deque()  # puts waiting, oldest first
-        self._room = anyio.Event()  # set once there is room (for wait_for_room)
+        self._turns: collections.deque[asyncio.Event] = collections.deque()  # puts waiting, oldest first
+        self._room = asyncio.Event()  # set once there is room (for wait_for_room)
         self._closed = False
         #: stdout is closed: nothing more reaches the client.
         self.gone = False
@@ -96,7 +95,7 @@ class Outbox:
         requests wait while the client does not read."""
         while not self.has_room:
             if self._room.is_set():
-                self._room = anyio.Event()
+                self._room = asyncio.Event()
             await self._room.wait()
 
     async def put(self, line: bytes) -> None:
@@ -122,10 +121,8 @@ class Outbox:
             if self.gone or self._closed:
                 self._pass_turn()
                 return
-        try:
-            self._send.send_nowait(line)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return  # the run is over; nothing more reaches the client
+        self._queue.append(line)
+        self._queued.set()
         self._unwritten += 1
         self._held_bytes += len(line) + LINE_COST_BYTES
         self._pass_turn()
@@ -134,7 +131,7 @@ class Outbox:
         """Wait until this put is the oldest waiting one and its line may be queued. The
         turn stays in ``_turns`` until this task runs again (and then queues its line
         without an ``await`` in between), so no later put overtakes it."""
-        turn = anyio.Event()
+        turn = asyncio.Event()
         self._turns.append(turn)
         try:
             await turn.wait()
@@ -159,31 +156,29 @@ class Outbox:
     def close(self) -> None:
         """Accept no more lines; :meth:`run` returns once the queued ones are written."""
         self._closed = True
-        self._send.close()
+        self._queued.set()
         self._wake_all()
 
     async def run(self) -> None:
         """Write queued lines until :meth:`close` (then the rest) or cancellation."""
-        async with self._receive:
-            while True:
-                try:
-                    line = self._receive.receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        line = await self._receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                except anyio.EndOfStream:
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closed:
                     return
-                try:
-                    if not self.gone:
-                        await self._sink.send(line)
-                except OSError as exc:
-                    self._stdout_gone(exc)
-                finally:
-                    self._unwritten -= 1
-                    self._held_bytes -= len(line) + LINE_COST_BYTES
-                    self._pass_turn()
+                self._queued.clear()
+                await self._queued.wait()
+                continue
+            line = queue.popleft()
+            try:
+                if not self.gone:
+                    await self._sink.send(line)
+            except OSError as exc:
+                self._stdout_gone(exc)
+            finally:
+                self._unwritten -= 1
+                self._held_bytes -= len(line) + LINE_COST_BYTES
+                self._pass_turn()
 
     def _wake_all(self) -> None:
         for turn in self._turns:

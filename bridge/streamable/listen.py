@@ -11,12 +11,11 @@ no such stream.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
-
-import anyio
 
 from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
@@ -108,4 +107,4 @@ async def listen(stream: GetStream, emit: Emit, *, on_open: Callable[[], None] |
             log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
             return
         delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
-        await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)
+        await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)

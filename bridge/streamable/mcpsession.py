@@ -28,13 +28,12 @@ the upstream, written from the driver as well. Here the rules sit in one place:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import anyio
 
 __all__ = ["McpSession", "SessionSnapshot"]
 
@@ -72,7 +71,7 @@ class McpSession:
         self._protocol_version: str | None = None
         self._capabilities: dict[str, Any] = {}
         self._generation = 0
-        self._ready = anyio.Event()
+        self._ready = asyncio.Event()
         self._ready.set()
 
     @property
@@ -141,7 +140,7 @@ class McpSession:
     @contextlib.contextmanager
     def rebuilding(self) -> Iterator[None]:
         """Close the gate while a rebuild runs; open it again however the rebuild ends."""
-        self._ready = anyio.Event()
+        self._ready = asyncio.Event()
         try:
             yield
         finally:

@@ -21,14 +21,13 @@ state of one ``Upstream``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
-
-import anyio
 
 from ..core import sse
 from ..core.config import BridgeConfig
@@ -41,6 +40,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
 from ..core.policy import MAX_RESUME_ATTEMPTS
+from ..system.cancelscope import CancelScope, current_time, move_on_after
 from ..transport.base import Response
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
@@ -149,7 +149,7 @@ class ReplyReader:
         size = 0
         # Streamed (chunked, or no fast path): the body as a whole gets the request timeout
         # too, as read_whole has, so a body dripped a byte at a time cannot hold the request.
-        with anyio.move_on_after(timeout_seconds) as scope:
+        with move_on_after(timeout_seconds) as scope:
             async for chunk in response.aiter_bytes():
                 chunks.append(chunk)
                 size += len(chunk)
@@ -204,11 +204,11 @@ class ReplyReader:
         chunks = response.aiter_bytes()
         answered = False
         restart = idle_seconds is not None  # start the idle timer before the next read
-        with anyio.CancelScope() as scope:
+        with CancelScope() as scope:
             try:
                 while True:
                     if restart and idle_seconds is not None:
-                        scope.deadline = anyio.current_time() + idle_seconds
+                        scope.deadline = current_time() + idle_seconds
                         restart = False
                     decoder.receive_data(await anext(chunks, b""))
                     while (event := decoder.next_event()) is not sse.NEED_DATA:
@@ -242,7 +242,7 @@ class ReplyReader:
                                 self._sse_end_skips -= 1
                                 return True
                             answered, restart = True, False
-                            scope.deadline = anyio.current_time() + SSE_END_WAIT_SECONDS
+                            scope.deadline = current_time() + SSE_END_WAIT_SECONDS
             except sse.EventTooLarge:
                 if answered:
                     return True
@@ -296,7 +296,7 @@ class ReplyReader:
             stream = response
             for attempt in range(MAX_RESUME_ATTEMPTS + 1):
                 if attempt:
-                    await anyio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+                    await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
                     try:
                         with map_transport_errors(self._app):

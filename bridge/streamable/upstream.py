@@ -28,14 +28,13 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
 from ..app.discovery import Endpoint
 from ..app.tokens import TokenContext
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..core.errors import BadUpstreamResponseError, HTTPStatusError
 from ..core.jsonrpc import Request
+from ..system.cancelscope import move_on_after
 from ..transport.base import Response, Transport
 from .failures import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 from .headers import JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, AuthClientSource, RequestHeaders, StreamState, media_type
@@ -284,7 +283,7 @@ class Upstream:
             log.debug("no DELETE of the MCP session: no time left before the exit")
             self.session.forget()
             return
-        with anyio.move_on_after(bound) as scope:
+        with move_on_after(bound) as scope:
             try:
                 url, headers, _ = await self._headers.prepare()
                 async with self._exchange("DELETE", url, headers) as response:

@@ -34,8 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
-import anyio
-
+from ..system.cancelscope import fail_after
 from .base import ConnectFailed, ConnectionBroken, ConnectTimeout, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
@@ -323,9 +322,9 @@ class Http11Pool:
         reason = "no address"
         nothing_listens = False
         try:
-            # anyio's scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
+            # A cancel scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
             # cancellation that arrives as the connection completes (CPython gh-86296).
-            with anyio.fail_after(self._connect_timeout):
+            with fail_after(self._connect_timeout):
                 try:
                     addresses = await resolve_addresses(host, port)
                 except OSError as exc:

@@ -26,6 +26,7 @@ the same way: an address counts only when its listener passes the check.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import ipaddress
 import logging
@@ -34,10 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
-import anyio.abc
-
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
+from ..system.cancelscope import fail_after
 
 __all__ = ["resolve_addresses", "pick_failure", "note_skipped", "skipped_note", "verified_probe", "VERIFY_REFUSALS"]
 
@@ -61,7 +60,7 @@ async def resolve_addresses(host: str, port: int) -> list[str]:
         return [str(ipaddress.ip_address(bare.split("%", 1)[0])) if "%" not in bare else bare]
     except ValueError:
         pass
-    infos = await anyio.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+    infos = await asyncio.get_running_loop().getaddrinfo(bare, port, type=socket.SOCK_STREAM)
     addresses: list[str] = []
     for _family, _kind, _proto, _name, sockaddr in infos:
         address = str(sockaddr[0])
@@ -96,18 +95,25 @@ def verified_probe(verify: Callable[[Any], object], *, timeout_seconds: float = 
         host = parts.hostname or "127.0.0.1"
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
-            with anyio.fail_after(timeout_seconds):
+            with fail_after(timeout_seconds):
                 addresses = await resolve_addresses(host, port)
         except (OSError, TimeoutError):
             return False
+        loop = asyncio.get_running_loop()
         for address in addresses:
+            sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
             try:
-                with anyio.fail_after(timeout_seconds):
-                    stream = await anyio.connect_tcp(address, port)
+                sock.setblocking(False)
+                with fail_after(timeout_seconds):
+                    await loop.sock_connect(sock, (address, port))
             except (OSError, TimeoutError):
+                sock.close()
                 continue
+            except BaseException:
+                sock.close()
+                raise
             try:
-                outcome = verify(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+                outcome = verify(sock)
                 if inspect.isawaitable(outcome):
                     await outcome
             except ListenerUnverifiedError:
@@ -115,7 +121,7 @@ def verified_probe(verify: Callable[[Any], object], *, timeout_seconds: float = 
             except AppUnreachableError:
                 return True  # exiting: the app is there (its restart is waited for elsewhere)
             finally:
-                await stream.aclose()
+                sock.close()
             return True
         return False
 
