@@ -125,3 +125,30 @@ def test_a_bad_configuration_still_gets_the_click_commands_report() -> None:
     )
     assert done.returncode == 2 and done.stdout == b""
     assert b"cannot start: Invalid value for --token-env: environment variable MCP_BRIDGE_TEST_SURELY_UNSET is not set" in done.stderr
+
+
+def test_asyncio_without_tls_leaves_ssl_importable_for_everyone_else() -> None:
+    """The serving start's ``import_asyncio_without_tls`` (bridge/cli/diagnostics.py), in a
+    fresh process: asyncio's modules get ``ssl = None`` (their TLS transports unusable), and
+    ``import ssl`` still works afterwards and gives a verifying context, which is what
+    httpx's TLS for ``https://`` needs (tests/process/test_https.py runs it end to end)."""
+    script = (
+        "import sys\n"
+        "assert 'asyncio' not in sys.modules and 'ssl' not in sys.modules, sorted(sys.modules)\n"
+        "from bridge.cli.diagnostics import import_asyncio_without_tls\n"
+        "import_asyncio_without_tls()\n"
+        "import asyncio.base_events, asyncio.selector_events, asyncio.sslproto\n"
+        "hidden = [m.__name__ for m in (asyncio.base_events, asyncio.selector_events, asyncio.sslproto) if m.ssl is None]\n"
+        "import ssl\n"
+        "context = ssl.create_default_context()\n"
+        "import json\n"
+        "print(json.dumps({'hidden': hidden, 'verifies': context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname,\n"
+        "                  'sslproto_still_hidden': asyncio.sslproto.ssl is None}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert json.loads(done.stdout) == {
+        "hidden": ["asyncio.base_events", "asyncio.selector_events", "asyncio.sslproto"],
+        "verifies": True,
+        "sslproto_still_hidden": True,
+    }

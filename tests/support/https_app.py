@@ -1,0 +1,124 @@
+"""The example MCP app served over ``https://`` on 127.0.0.1, with a test certificate.
+
+Run as a script (``python tests/support/https_app.py CERTFILE KEYFILE``), it serves
+``examples/app_server.py``'s app (the official SDK's server: ``echo``, ``slow`` … tools)
+through the library's :class:`bridge.appserver.AppServer` on a free port, with uvicorn's
+TLS (``ssl_certfile``/``ssl_keyfile``), no token, and prints one line on stdout once it
+listens: ``LISTENING https://127.0.0.1:<port>/mcp``. Logs go to stderr.
+
+From a test: :func:`make_certificate` writes a self-signed certificate for the IP address
+127.0.0.1 (a subjectAltName, as RFC 6125 / RFC 2818 §3.1 require for an IP in the URL)
+with the ``openssl`` command, and :func:`launch_https_app` starts the script.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # (run as a script: tests/ is not on sys.path then)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support.apps import (
+    LISTEN_TIMEOUT,
+    REPO_ROOT,
+    STOP_TIMEOUT,
+    AppServer,
+    env_without_proxies,
+    read_listening_line,
+)
+
+SCRIPT = Path(__file__).resolve()
+
+OPENSSL_TIMEOUT = 30.0
+"""Seconds the ``openssl`` command gets to make a key and certificate."""
+
+
+def make_certificate(folder: Path) -> tuple[Path, Path] | None:
+    """A self-signed certificate and its unencrypted key for ``127.0.0.1`` (IP SAN), valid
+    two days, written to ``folder`` as ``cert.pem`` and ``key.pem`` (PEM); ``None`` when no
+    ``openssl`` command is installed (Windows runners). The certificate is its own CA, so a
+    client trusts it with ``SSL_CERT_FILE=cert.pem`` (httpx reads that variable).
+
+    Raises:
+        subprocess.CalledProcessError, subprocess.TimeoutExpired: openssl failed.
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=OPENSSL_TIMEOUT,
+    )
+    return cert, key
+
+
+def launch_https_app(certfile: Path, keyfile: Path, *, log_path: Path) -> AppServer:
+    """Start this script and wait (at most ``LISTEN_TIMEOUT`` seconds) for it to listen.
+
+    Raises:
+        RuntimeError: it exited or printed no LISTENING line in time; the message has its stderr.
+    """
+    with open(log_path, "wb") as log_file:  # the child holds its own copy
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), str(certfile), str(keyfile)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            cwd=REPO_ROOT,
+            env=env_without_proxies(),
+        )
+    line = read_listening_line(proc, LISTEN_TIMEOUT)
+    if line is None or not line.startswith("LISTENING https://"):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        stderr = log_path.read_bytes().decode("utf-8", errors="replace")
+        raise RuntimeError(f"the https app did not start (first stdout line: {line!r}); stderr:\n{stderr[-4000:]}")
+    url = line.split(" ", 1)[1]
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    return AppServer(url=url, port=port, proc=proc, log_path=log_path, _stdout=proc.stdout)
+
+
+def main(argv: list[str]) -> int:
+    import logging
+
+    from bridge.appserver import AppServer as Serving
+
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    from app_server import build_app
+
+    certfile, keyfile = argv
+    logging.basicConfig(level="INFO", stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+    def listening(server: Serving) -> None:
+        assert server.url is not None and server.url.startswith("http://")
+        sys.stdout.write(f"LISTENING https://{server.url.removeprefix('http://')}\n")
+        sys.stdout.flush()
+        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
+
+    server = Serving(
+        build_app(),
+        require_token=False,
+        on_listening=listening,
+        log_level="info",
+        access_log=True,
+        uvicorn_options={"ssl_certfile": certfile, "ssl_keyfile": keyfile},
+    )
+    return server.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
