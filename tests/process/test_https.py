@@ -72,6 +72,20 @@ def test_https_app_answers_through_the_bridge(https_app: AppServer, certificate:
     assert https_app.wait_for_stderr('"POST /mcp HTTP/1.1" 200'), https_app.stderr_text()[-3000:]
 
 
+
+def test_a_timed_out_call_over_tls_leaves_the_bridge_serving(https_app: AppServer, certificate: tuple[Path, Path]) -> None:
+    """HAZARDS B22 over TLS: with --request-timeout 1 a 3 s tool call gets the timeout error
+    for its id (httpx's read timeout and the bridge's idle bound on the SSE stream, a cancel
+    scope around reads of anyio's TLS stream, both end it: either alone suffices), and the
+    next call is answered."""
+    with BridgeProcess("--url", https_app.url, "--request-timeout", "1", env=_env(certificate[0])) as bridge:
+        handshake(bridge, request_id=1)
+        bridge.send(tool_call(2, "slow", {"seconds": 3}))
+        assert bridge_error_reason(bridge.read_reply(2)) == "timeout"
+        bridge.send(tool_call(3, "echo", {"text": "still here"}))
+        assert result_text(bridge.read_reply(3)) == "still here"
+
+
 def test_untrusted_certificate_is_an_error_reply(https_app: AppServer) -> None:
     """Without the certificate in SSL_CERT_FILE the app's TLS is not trusted: the
     initialize gets one error reply made by the bridge that says so, and no request
