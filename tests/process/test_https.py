@@ -11,7 +11,7 @@ The app is the example app (``examples/app_server.py``'s, the official SDK's ser
 behind uvicorn's TLS with a self-signed certificate for the IP address 127.0.0.1
 (``tests/support/https_app.py``); the bridge trusts it through ``SSL_CERT_FILE``, the
 variable httpx reads for its CA file. The certificate is made with the ``openssl``
-command: the tests are skipped where there is none (Windows runners).
+command: the tests are skipped where there is none (some Windows machines).
 """
 
 from __future__ import annotations

@@ -36,10 +36,27 @@ OPENSSL_TIMEOUT = 30.0
 """Seconds the ``openssl`` command gets to make a key and certificate."""
 
 
+CERTIFICATE_CONFIG = """\
+[req]
+prompt = no
+distinguished_name = subject
+x509_extensions = extensions
+[subject]
+CN = 127.0.0.1
+[extensions]
+subjectAltName = IP:127.0.0.1
+basicConstraints = critical, CA:TRUE
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+"""
+"""openssl's ``req`` configuration of the test certificate: self-signed (its own CA) for
+the IP address 127.0.0.1."""
+
+
 def make_certificate(folder: Path) -> tuple[Path, Path] | None:
     """A self-signed certificate and its unencrypted key for ``127.0.0.1`` (IP SAN), valid
     two days, written to ``folder`` as ``cert.pem`` and ``key.pem`` (PEM); ``None`` when no
-    ``openssl`` command is installed (Windows runners). The certificate is its own CA, so a
+    ``openssl`` command is installed (some Windows machines). The certificate is its own CA, so a
     client trusts it with ``SSL_CERT_FILE=cert.pem`` (httpx reads that variable).
 
     Raises:
@@ -48,12 +65,15 @@ def make_certificate(folder: Path) -> tuple[Path, Path] | None:
     openssl = shutil.which("openssl")
     if openssl is None:
         return None
-    cert, key = folder / "cert.pem", folder / "key.pem"
+    cert, key, config = folder / "cert.pem", folder / "key.pem", folder / "openssl.cnf"
+    # A configuration of its own: the extensions do not depend on the installed openssl.cnf
+    # (LibreSSL on macOS, Git's openssl on Windows), and Python 3.13's strict verification
+    # (VERIFY_X509_STRICT) finds the key identifiers it wants.
+    config.write_text(CERTIFICATE_CONFIG, encoding="ascii")
     subprocess.run(
         [
-            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1",
+            openssl, "req", "-x509", "-config", str(config), "-newkey", "rsa:2048", "-nodes",
+            "-keyout", str(key), "-out", str(cert), "-days", "2",
         ],
         check=True,
         capture_output=True,
