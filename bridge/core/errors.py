@@ -14,6 +14,7 @@ Hierarchy (every class says what happens after it is raised)::
     ├── NotConfiguredError        -32603, reason "not_configured": the bridge could not start
     └── UpstreamError             talking to the app failed: -32603, the request's id
         ├── AppUnreachableError       reason "app_unreachable"
+        ├── TlsFailedError            reason "tls_failed"
         ├── AppLaunchFailedError      reason "app_launch_failed"
         ├── AuthRejectedError         reason "auth_rejected"
         ├── UpstreamTimeoutError      reason "timeout"
@@ -154,6 +155,13 @@ class AppUnreachableError(UpstreamError):
     """Nothing accepted the connection at the app's address (after any ensure_running)."""
 
     reason = "app_unreachable"
+
+
+class TlsFailedError(UpstreamError):
+    """The TLS handshake with an ``https://`` app failed (its certificate is not trusted,
+    or not for this host); nothing was sent. Never recovered by starting the app."""
+
+    reason = "tls_failed"
 
 
 class AppLaunchFailedError(UpstreamError):

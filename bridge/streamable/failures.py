@@ -23,6 +23,7 @@ from ..core.errors import (
     HTTPStatusError,
     SessionLostError,
     StreamClosedError,
+    TlsFailedError,
     UpstreamTimeoutError,
 )
 from ..core.jsonrpc import Request, encode_message, loads_strict
@@ -35,6 +36,7 @@ from ..transport.base import (
     ProtocolViolation,
     ReadTimeout,
     Response,
+    TlsFailed,
     TransportError,
     WriteTimeout,
 )
@@ -54,6 +56,11 @@ MAX_ERROR_BODY_BYTES = 1024 * 1024
 #: is listed on purpose.
 TRANSPORT_ERRORS: dict[type[TransportError], tuple[type[BridgeError], str]] = {
     ConnectFailed: (AppUnreachableError, "{app} is not running or not reachable: {detail}."),
+    TlsFailed: (
+        TlsFailedError,
+        "The TLS handshake with {app} failed ({detail}); nothing was sent. For an app with a "
+        "certificate of its own, set SSL_CERT_FILE to that certificate in the client's entry.",
+    ),
     ConnectTimeout: (UpstreamTimeoutError, "{app} did not accept the connection in time."),
     PoolTimeout: (UpstreamTimeoutError, "No connection to {app} became free within the request timeout."),
     ReadTimeout: (UpstreamTimeoutError, "{app} did not answer within the request timeout ({detail}); the request was abandoned."),

@@ -57,6 +57,12 @@ class ConnectFailed(TransportError):
     """Nothing accepted the connection (refused, unreachable, name not resolved)."""
 
 
+class TlsFailed(ConnectFailed):
+    """The TLS handshake failed (``https://``): the app's certificate is not trusted or
+    not for this host, or no TLS version is shared. The app is there; starting it cannot
+    help."""
+
+
 class ConnectTimeout(TransportError):
     """The connection was not accepted within the connect timeout."""
 

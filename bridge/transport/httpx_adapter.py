@@ -33,6 +33,7 @@ from .base import (
     ProtocolViolation,
     ReadTimeout,
     Response,
+    TlsFailed,
     TransportError,
     WriteTimeout,
 )
@@ -75,7 +76,24 @@ def _translated(exc: httpx.HTTPError) -> TransportError:
     if isinstance(exc, httpx.LocalProtocolError):
         # httpx's message quotes the offending header line, which may hold a secret.
         return target("the request could not be encoded (an invalid header value?)")
+    if target is ConnectFailed and _caused_by_tls(exc):
+        target = TlsFailed
     return target(str(exc) or type(exc).__name__)
+
+
+def _caused_by_tls(exc: BaseException) -> bool:
+    """Whether an ``ssl.SSLError`` (a certificate not trusted, a failed handshake) is in
+    ``exc``'s chain: httpcore raises its ``ConnectError`` from it."""
+    import ssl  # (loaded already: an https connection was tried)
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from bridge.core.errors import (
 DESIGN_REASONS = {
     "app_unreachable",
     "app_launch_failed",
+    "tls_failed",
     "auth_rejected",
     "timeout",
     "http_status",

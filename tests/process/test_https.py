@@ -88,14 +88,17 @@ def test_a_timed_out_call_over_tls_leaves_the_bridge_serving(https_app: AppServe
 
 def test_untrusted_certificate_is_an_error_reply(https_app: AppServer) -> None:
     """Without the certificate in SSL_CERT_FILE the app's TLS is not trusted: the
-    initialize gets one error reply made by the bridge that says so, and no request
-    reached the app's MCP endpoint. The bridge still exits 0 at stdin EOF."""
+    initialize gets one error reply made by the bridge that says so (``tls_failed``, with
+    the fix; not "not running", and no attempt to start the app), and no request reached
+    the app's MCP endpoint. The bridge still exits 0 at stdin EOF."""
     served_before = https_app.stderr_text().count('"POST /mcp HTTP/1.1"')
     with BridgeProcess("--url", https_app.url, env=_env(None)) as bridge:
         bridge.send(initialize(1))
         reply = bridge.read_reply(1)
-        assert bridge_error_reason(reply) == "app_unreachable"
+        assert bridge_error_reason(reply) == "tls_failed"
         assert "certificate verify failed" in reply["error"]["message"], reply
+        assert "SSL_CERT_FILE" in reply["error"]["message"], reply
+        assert "not running" not in reply["error"]["message"], reply
         status, _ = bridge.close_and_time_exit()
         assert status == 0, bridge.stderr_tail()
     assert https_app.stderr_text().count('"POST /mcp HTTP/1.1"') == served_before
