@@ -13,12 +13,15 @@ import sys
 from .base import ConnectionBroken, ReadTimeout
 from .http1 import ResponseParser
 
-__all__ = ["Connection", "fail", "HIGH_WATER_BYTES", "RECV_BYTES", "FIRST_RECV_BYTES"]
+__all__ = ["Connection", "fail", "HIGH_WATER_BYTES", "RECV_BYTES", "FIRST_RECV_BYTES", "WHOLE_RECV_BYTES"]
 
 #: Bytes read from the socket at a time, into one buffer per connection: 16 KiB at first
 #: (an idle connection holds little), 64 KiB once a read fills it.
 FIRST_RECV_BYTES = 16 * 1024
 RECV_BYTES = 64 * 1024
+#: While a large body is read whole (:meth:`Connection.expect_bytes`), reads take up to this
+#: at once: a sixteenth of the trips through the event loop of 64 KiB reads.
+WHOLE_RECV_BYTES = 1024 * 1024
 #: A response body is buffered up to this before the socket stops being read.
 HIGH_WATER_BYTES = 4 * 1024 * 1024
 
@@ -76,6 +79,9 @@ class Connection(asyncio.BufferedProtocol):
         self.idle_since = 0.0  # time.monotonic() when it went back to the pool
         #: Buffered bytes at which the socket stops being read (raised for a whole-body read).
         self.high_water_bytes = HIGH_WATER_BYTES
+        #: The waiter is woken by arriving bytes only once this many are buffered (EOF
+        #: and loss always wake it): a body read whole wakes its reader once, not per read.
+        self.wake_at_bytes = 0
         self._received = memoryview(bytearray(FIRST_RECV_BYTES))
 
     # asyncio.Protocol
@@ -91,10 +97,12 @@ class Connection(asyncio.BufferedProtocol):
         parser.receive_data(self._received[:nbytes])
         if nbytes == len(self._received) < RECV_BYTES:
             self._received = memoryview(bytearray(RECV_BYTES))  # a large body: read more at once
-        if parser.buffered_bytes > self.high_water_bytes and not self._paused and self.transport is not None:
+        buffered = parser.buffered_bytes
+        if buffered > self.high_water_bytes and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
-        self.wakeup.set()
+        if buffered >= self.wake_at_bytes:
+            self.wakeup.set()
 
     def eof_received(self) -> bool:
         self.closed = True
@@ -108,6 +116,21 @@ class Connection(asyncio.BufferedProtocol):
         self.wakeup.set()
 
     # used by the exchange
+    def expect_bytes(self, total: int) -> None:
+        """A body is read whole: buffer up to ``total`` bytes without pausing the socket,
+        wake the waiter only once they are all buffered, and read in larger pieces while
+        more than :data:`RECV_BYTES` are to come. :meth:`expect_done` undoes it."""
+        self.high_water_bytes = max(HIGH_WATER_BYTES, total + 1)
+        self.wake_at_bytes = total
+        if total - self.parser.buffered_bytes > RECV_BYTES:
+            self._received = memoryview(bytearray(WHOLE_RECV_BYTES))
+
+    def expect_done(self) -> None:
+        self.high_water_bytes = HIGH_WATER_BYTES
+        self.wake_at_bytes = 0
+        if len(self._received) > RECV_BYTES:
+            self._received = memoryview(bytearray(RECV_BYTES))  # an idle connection holds little
+
     def consumed(self) -> None:
         """The reader took bytes from the parser: read the socket again when it is low."""
         if self._paused and self.parser.buffered_bytes <= self.high_water_bytes // 4 and self.transport is not None:

@@ -126,7 +126,7 @@ class Http11Response:
         remaining = parser.length_body_remaining()
         if remaining is None or remaining > limit:
             return None
-        connection.high_water_bytes = max(HIGH_WATER_BYTES, remaining + 1)
+        connection.expect_bytes(remaining)
         connection.consumed()  # reading again if it had paused
         timeout_at = None if self._read_timeout is None else asyncio.get_running_loop().time() + self._read_timeout
         try:
@@ -135,7 +135,7 @@ class Http11Response:
                     raise ConnectionBroken(connection.lost_reason())
                 await connection.wait_for_data(timeout_at, _BODY_LATE)
         finally:
-            connection.high_water_bytes = HIGH_WATER_BYTES
+            connection.expect_done()
         connection.consumed()
         return body
 
