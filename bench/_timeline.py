@@ -61,7 +61,7 @@ around(upstream.Upstream, "send_request", "Upstream.send_request", wrap_async=Tr
 around(replies.ReplyReader, "read_body", "read_body", wrap_async=True)
 around(replies.ReplyReader, "parse", "parse (decode + loads_strict)")
 around(replies, "to_wire_line", "to_wire_line")
-around(replies, "loads_strict", "loads_strict")
+around(replies, "loads_strict_bytes", "loads_strict_bytes")
 around(outbox.Outbox, "put", "Outbox.put", wrap_async=True)
 around(fds, "_write_all", "stdout _write_all (thread)")
 

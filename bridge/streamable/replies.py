@@ -38,12 +38,13 @@ from ..core.errors import (
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from ..core.jsonrpc import Request, encode_message, is_valid_id, loads_strict, message_problem, to_wire_line
+from ..core.jsonrpc import Request, encode_message, is_valid_id, message_problem, to_wire_line
 from ..core.policy import MAX_RESUME_ATTEMPTS
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from ..transport.base import Response
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
+from .jsonparse import expect, loads_strict_bytes
 
 __all__ = [
     "ReplyReader",
@@ -73,6 +74,8 @@ MAX_LISTEN_DELAY_SECONDS = 30.0
 SSE_END_WAIT_SECONDS = 0.002
 SSE_END_SKIPS = 64
 
+_BYTE_ORDER_MARK = "\ufeff".encode()
+
 class ReplyReader:
     """Reads one ``Upstream``'s replies: ``config`` gives the app's name, the message cap
     and the request timeout; the SSE end-wait state (see :data:`SSE_END_WAIT_SECONDS`)
@@ -95,10 +98,9 @@ class ReplyReader:
     def parse(self, raw: bytes) -> Any:
         """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
         try:
-            text = raw.decode("utf-8")
-            if text.lstrip(" \t\r\n").startswith("\ufeff"):
-                text = text.lstrip(" \t\r\n")[1:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
-            value = loads_strict(text)
+            if raw.lstrip(b" \t\r\n").startswith(_BYTE_ORDER_MARK):
+                raw = raw.lstrip(b" \t\r\n")[3:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
+            value = loads_strict_bytes(raw)
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
         for message in value if isinstance(value, list) else [value]:
@@ -142,6 +144,8 @@ class ReplyReader:
         """The body, at most ``limit`` bytes (more: ``MessageTooLargeError``, or cut with
         ``truncate``), complete within ``timeout_seconds`` (``None``: no bound). With ``line_end`` a newline follows it in the same buffer: a one-line
         reply then goes to stdout as this very object (a 16 MiB copy costs milliseconds)."""
+        if line_end:  # a message to parse: a large one's parser is made ready while it arrives
+            expect(response.headers.get("content-length"))
         whole = await response.read_whole(limit, b"\n" if line_end else b"")
         if whole is not None:
             return whole
