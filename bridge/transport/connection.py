@@ -122,8 +122,9 @@ class Connection(asyncio.BufferedProtocol):
         more than :data:`RECV_BYTES` are to come. :meth:`expect_done` undoes it."""
         self.high_water_bytes = max(HIGH_WATER_BYTES, total + 1)
         self.wake_at_bytes = total
-        if total - self.parser.buffered_bytes > RECV_BYTES:
-            self._received = memoryview(bytearray(WHOLE_RECV_BYTES))
+        to_come = total - self.parser.buffered_bytes
+        if to_come > RECV_BYTES:
+            self._received = memoryview(bytearray(min(to_come, WHOLE_RECV_BYTES)))
 
     def expect_done(self) -> None:
         self.high_water_bytes = HIGH_WATER_BYTES

@@ -30,6 +30,7 @@ from bridge.transport.base import (
     ProtocolViolation,
     ReadTimeout,
 )
+from bridge.transport.connection import Connection
 from bridge.transport.pool import HIGH_WATER_BYTES, MAX_HEAD_BYTES, Http11Pool, Http11Response
 
 pytestmark = pytest.mark.anyio
@@ -1136,3 +1137,71 @@ async def test_a_large_body_the_app_never_reads_ends_with_the_heads_bound() -> N
             writer.transport.abort()
         server.close()
         await server.wait_closed()
+
+
+# -- a body read whole ------------------------------------------------------------------------
+
+
+def _in_pieces(head: bytes, body: bytes, piece_bytes: int, then_close: bool = False) -> Callable[[Peer], Awaitable[None]]:
+    """Reply: ``head``, then ``body`` in pieces of ``piece_bytes``, each after a short pause
+    (so each arrives on its own); then the connection serves the next request (or closes)."""
+
+    async def script(peer: Peer) -> None:
+        await peer.send(head)
+        for start in range(0, len(body), piece_bytes):
+            await asyncio.sleep(0.002)
+            await peer.send(body[start : start + piece_bytes])
+        if then_close:
+            peer.close()
+
+    return script
+
+
+async def test_a_body_read_whole_wakes_its_reader_once_it_is_all_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large Content-Length body arriving in 40 pieces is handed over whole, and the
+    reader waits for it once, not once per piece (each wake is a trip through the event
+    loop: a 16 MiB reply took 256 of them); the connection then serves the next request."""
+    body = bytes(range(256)) * (40 * 4096 // 256)
+    waits = 0
+    original = Connection.wait_for_data
+
+    async def counted(self: Connection, timeout_at: float | None, late: str) -> None:
+        nonlocal waits
+        waits += 1
+        await original(self, timeout_at, late)
+
+    monkeypatch.setattr(Connection, "wait_for_data", counted)
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+    async with serve(_in_pieces(head, body, 4096), ok(b"next")) as server, open_pool() as pool:
+        response = await pool.request("GET", server.url(), [], read_timeout_seconds=WAIT)
+        try:
+            waits = 0
+            whole = await response.read_whole(len(body), b"\n")
+        finally:
+            await response.aclose()
+        assert whole == body + b"\n"
+        assert waits <= 2, f"the reader was woken {waits} times for one body"
+        _, after = await fetch(pool, server.url())
+    assert after == b"next"
+    assert server.connections == 1
+
+
+async def test_a_body_read_whole_that_stalls_or_breaks_off_still_ends_in_time() -> None:
+    """Waiting for the whole body still ends at the read timeout, or at once when the
+    server closes: arriving bytes alone no longer wake the reader, the end and the timer do."""
+    body = b"x" * 200_000
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (len(body) + 1)
+    async with serve(_in_pieces(head, body, 50_000), _in_pieces(head, body, 50_000, then_close=True)) as server, \
+            open_pool() as pool:
+        response = await pool.request("GET", server.url(), [], read_timeout_seconds=0.5)
+        try:
+            with pytest.raises(ReadTimeout):
+                await response.read_whole(len(body) + 1)
+        finally:
+            await response.aclose()
+        response = await pool.request("GET", server.url(), [], read_timeout_seconds=WAIT)
+        try:
+            with pytest.raises(ConnectionBroken):
+                await asyncio.wait_for(response.read_whole(len(body) + 1), WAIT)
+        finally:
+            await response.aclose()
