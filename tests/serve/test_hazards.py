@@ -656,6 +656,35 @@ async def test_only_json_rpc_2_0_from_the_app_reaches_stdout(body: bytes, reason
         assert reply["error"]["data"]["reason"] == reason
 
 
+_PADDING = "p" * (3 * 1024 * 1024)  # past the size at which replies are parsed by msgspec (jsonparse.py)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"result":{"x":NaN,"pad":"%s"}}', "bad_upstream_response"),
+        (b'{"jsonrpc":"2.0","id":1,"result":{"x":"\xff","pad":"%s"}}', "bad_upstream_response"),
+        (b'\xef\xbb\xbf {"jsonrpc":"2.0","id":1,"result":{"pad":"%s"}}', None),
+        (b'{"jsonrpc":"2.0","id":1,"result":{"x":"\\ud800","pad":"%s"}}', None),
+    ],
+)
+async def test_a_large_reply_gets_the_verdict_a_small_one_gets(body: bytes, reason: str | None, run_bridge: RunBridge) -> None:
+    """Large replies are parsed by a faster parser; what it refuses, JSON's own rules decide:
+    a lone surrogate escape still passes (escaped on stdout), NaN and bad UTF-8 never do."""
+    body = body % _PADDING.encode()
+    async with run_bridge(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"})) as h:
+        h.stdin.feed(request_line(1))
+        (reply,) = await h.stdout.wait_for(1)
+    line = h.stdout.lines[0]
+    line.decode("utf-8")  # stdout is UTF-8, whatever came in
+    assert b"NaN" not in line and not line.startswith(b"\xef\xbb\xbf")
+    if reason is None:
+        assert reply["id"] == 1 and reply["result"]["pad"] == _PADDING
+        assert reply["result"].get("x", "\ud800") == "\ud800"
+    else:
+        assert reply["error"]["data"]["reason"] == reason
+
+
 async def test_a_bad_line_with_a_lone_surrogate_is_answered_and_the_bridge_serves_on(run_bridge: RunBridge) -> None:
     async with run_bridge(echo_ok) as h:
         h.stdin.feed(b'{"jsonrpc":"1.0","id":"\\ud800","method":"ping"}\n' + request_line(2))
