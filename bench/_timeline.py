@@ -1,7 +1,8 @@
 """``python -m bridge`` with a timestamp (``time.perf_counter()``, CLOCK_MONOTONIC: the
 harness's clock too) at each step of a reply's path, appended to ``$BRIDGE_TIMELINE`` as
 ``step seconds`` lines. Used by ``large_reply.py --timeline``; wraps functions from the
-outside, so the bridge's code is the one measured. Linux/macOS (the clock is shared).
+outside, so the bridge's code is the one measured (another checkout's with
+``PYTHONPATH``: ``large_reply.py --timeline-root``). Linux (the clock is shared).
 """
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ connection.Connection.buffer_updated = buffer_updated  # type: ignore[method-ass
 around(dispatch, "classify", "stdin line classified")
 around(upstream.Upstream, "send_request", "Upstream.send_request", wrap_async=True)
 around(replies.ReplyReader, "read_body", "read_body", wrap_async=True)
-around(replies.ReplyReader, "parse", "parse (decode + loads_strict)")
+around(replies.ReplyReader, "parse", "ReplyReader.parse")
 around(replies, "to_wire_line", "to_wire_line")
-around(replies, "loads_strict_bytes", "loads_strict_bytes")
+if hasattr(replies, "loads_strict_bytes"):  # (a checkout before it: loads_strict on decoded text)
+    around(replies, "loads_strict_bytes", "loads_strict_bytes")
+else:
+    around(replies, "loads_strict", "loads_strict")
 around(outbox.Outbox, "put", "Outbox.put", wrap_async=True)
 around(fds, "_write_all", "stdout _write_all (thread)")
 

@@ -11,9 +11,11 @@ turn (interleaved, so load drifts hit all alike), every reply checked as compare
 It prints per contender the median and the quartiles of the round trip, and the ratio to
 direct's median.
 
-``--timeline`` runs this checkout's bridge with timestamps at each step of the reply path
-(``_timeline.py``: the body read, the check, the line, the stdout write), and prints the
-median milliseconds of each step, measured from the harness's write of the request.
+``--timeline-root DIR`` adds the bridge of another checkout (``PYTHONPATH=DIR``).
+``--timeline`` runs the bridges (this checkout's and ``--timeline-root``'s) with timestamps at
+each step of the reply path (``_timeline.py``: the body read, the check, the line, the
+stdout write), and prints the median milliseconds of each step, measured from the
+harness's write of the request.
 Loopback only; the server and bridges are stopped at the end.
 """
 
@@ -41,24 +43,35 @@ def main() -> int:
     parser.add_argument("--mode", choices=("json", "sse"), default="json")
     parser.add_argument("--extra", action="append", default=[], metavar="LABEL=COMMAND")
     parser.add_argument("--timeline", action="store_true")
+    parser.add_argument("--timeline-root", type=Path, default=None,
+                        help="one more bridge, from this checkout (e.g. a worktree of an older commit), "
+                             "interleaved; with --timeline it is timed step by step too")
     args = parser.parse_args()
     size = int(args.size_mib * compare.MiB)
     compare.WATCHDOG = compare.Watchdog()
     log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
     server, url = compare.start_server(args.mode)
-    timeline_path = log_dir / f"large-reply-timeline-{os.getpid()}.txt"
-    argv = [sys.executable, "-m", "bridge", "--url", "{url}"]
-    env: dict[str, str] = {}
-    if args.timeline:
-        argv = [sys.executable, str(HERE / "_timeline.py"), "--url", "{url}"]
-        env = {"BRIDGE_TIMELINE": str(timeline_path)}
-    contenders: list[object] = [compare.Direct(), compare.Stdio("python -m bridge", "", argv, env, log_dir)]
+    contenders: list[object] = [compare.Direct()]
+    timelines: dict[str, Path] = {}  # contender name → its timeline file
+    bridges: list[tuple[str, Path | None]] = [("python -m bridge", None)]
+    if args.timeline_root is not None:
+        bridges.append((f"{args.timeline_root.name} (--timeline-root)", args.timeline_root))
+    for name, root in bridges:
+        argv = [sys.executable, "-m", "bridge", "--url", "{url}"]
+        env: dict[str, str] = {}
+        if args.timeline:
+            timelines[name] = log_dir / f"large-reply-timeline-{os.getpid()}-{len(timelines)}.txt"
+            argv = [sys.executable, str(HERE / "_timeline.py"), "--url", "{url}"]
+            env = {"BRIDGE_TIMELINE": str(timelines[name])}
+        if root is not None:  # its bridge package first, not this checkout's (the working directory)
+            env.update(PYTHONPATH=str(root.resolve()), PYTHONSAFEPATH="1")
+        contenders.append(compare.Stdio(name, "", argv, env, log_dir))
     for extra in args.extra:
         label, _, command = extra.partition("=")
         contenders.append(compare.Stdio(label, "", [command, "--url", "{url}"], {}, log_dir))
     times: dict[str, list[float]] = {c.name: [] for c in contenders}  # type: ignore[attr-defined]
     cpus: dict[str, list[float]] = {c.name: [] for c in contenders}  # type: ignore[attr-defined]
-    marks: list[tuple[float, float]] = []
+    marks: dict[str, list[tuple[float, float]]] = {name: [] for name in timelines}
     ident = 10
     try:
         for contender in contenders:
@@ -83,8 +96,8 @@ def main() -> int:
                 if problem:
                     raise RuntimeError(f"{contender.name}: {problem}")  # type: ignore[attr-defined]
                 times[contender.name].append(elapsed)  # type: ignore[attr-defined]
-                if args.timeline and contender.name == "python -m bridge":  # type: ignore[attr-defined]
-                    marks.append((started, started + elapsed))
+                if contender.name in marks:  # type: ignore[attr-defined]
+                    marks[contender.name].append((started, started + elapsed))  # type: ignore[attr-defined]
     finally:
         for contender in contenders:
             contender.stop()  # type: ignore[attr-defined]
@@ -97,25 +110,25 @@ def main() -> int:
         q1, median, q3 = statistics.quantiles(samples, n=4)
         print(f"  {name:24s} {median * 1000:7.1f} [{q1 * 1000:6.1f}, {q3 * 1000:6.1f}]  {median / floor:4.2f}× direct"
               f"  CPU {statistics.fmean(cpus[name]) * 1000:6.1f}")
-    if args.timeline:
-        print_timeline(timeline_path, marks)
+    for name, path in timelines.items():
+        print_timeline(name, path, marks[name])
     return 0
 
 
-def print_timeline(path: Path, marks: list[tuple[float, float]]) -> None:
+def print_timeline(name: str, path: Path, marks: list[tuple[float, float]]) -> None:
     """Median ms from the harness's request write to each step the bridge logged."""
     steps: dict[str, list[float]] = {}
     rows = [line.rpartition(" ") for line in path.read_text().splitlines() if line.strip()]
     for started, ended in marks:
         seen: set[str] = set()
-        for name, stamp in ((name, float(stamp)) for name, _, stamp in rows):
-            if started <= stamp <= ended and name not in seen:  # the first of each step
-                seen.add(name)
-                steps.setdefault(name, []).append((stamp - started) * 1000)
+        for step, stamp in ((step, float(stamp)) for step, _, stamp in rows):
+            if started <= stamp <= ended and step not in seen:  # the first of each step
+                seen.add(step)
+                steps.setdefault(step, []).append((stamp - started) * 1000)
         steps.setdefault("harness has the line", []).append((ended - started) * 1000)
-    print("timeline of the bridge (median ms after the request was written):")
-    for name, values in sorted(steps.items(), key=lambda item: statistics.median(item[1])):
-        print(f"  {statistics.median(values):7.1f}  {name} (n={len(values)})")
+    print(f"timeline of {name} (median ms after the request was written):")
+    for step, values in sorted(steps.items(), key=lambda item: statistics.median(item[1])):
+        print(f"  {statistics.median(values):7.1f}  {step} (n={len(values)})")
 
 
 if __name__ == "__main__":
