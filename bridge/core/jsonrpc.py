@@ -314,7 +314,8 @@ def to_wire_line(raw: bytes, message: Any) -> bytes:
         and raw[-2:-1] not in _WHITESPACE_BYTES
         and raw.find(b"\n", 0, len(raw) - 1) < 0
         and b"\r" not in raw
-        and b"\xe2" not in raw
+        # b"\xe2" first: a one-byte search is fast, the three-byte ones are not (16 MiB: 9 ms)
+        and (b"\xe2" not in raw or (_LINE_SEPARATOR not in raw and _PARAGRAPH_SEPARATOR not in raw))
     ):
         return raw  # no copy: large replies are the reason
     raw = raw.strip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf")

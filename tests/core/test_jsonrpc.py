@@ -121,9 +121,11 @@ def test_wire_line_reuses_one_line_bytes_and_reserializes_pretty_printed_ones() 
     assert to_wire_line(separator, json.loads(separator)) == b'{"t":"a\\u2028b"}\n'
 
 
-def test_a_one_line_reply_with_its_newline_is_written_as_the_same_object() -> None:
-    """No copy for what is already a wire line (a 16 MiB reply would cost milliseconds)."""
-    raw = b'{"jsonrpc":"2.0","id":1,"result":{"t":"' + b"x" * 100_000 + b'"}}\n'
+@pytest.mark.parametrize("text", ["x" * 100_000, "caf\u00e9 \u2713 \u2027\u202a \U0001f600" * 1000])
+def test_a_one_line_reply_with_its_newline_is_written_as_the_same_object(text: str) -> None:
+    """No copy for what is already a wire line (a 16 MiB reply would cost milliseconds),
+    non-ASCII text included (U+2713 starts with the byte U+2028 starts with)."""
+    raw = b'{"jsonrpc":"2.0","id":1,"result":{"t":"' + text.encode() + b'"}}\n'
     assert to_wire_line(raw, json.loads(raw)) is raw
 
 
