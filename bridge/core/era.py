@@ -49,8 +49,7 @@ import base64
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import HTTP_TOKEN
 
@@ -91,8 +90,7 @@ _SCHEMA_MAPS = frozenset({"patternProperties", "dependentSchemas", "$defs", "def
 HeaderMap = dict[tuple[str, ...], str]
 
 
-@dataclass(frozen=True, slots=True)
-class Era:
+class Era(NamedTuple):
     """The rules of one request's era (see the module's table).
 
     Attributes:

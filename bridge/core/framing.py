@@ -24,7 +24,7 @@ start pointer), so returning many short lines from one big chunk stays linear to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["NEED_DATA", "EOF", "OverlongLine", "LineFramer", "DEFAULT_HEAD_BYTES"]
 
@@ -43,8 +43,7 @@ class EOF:  # noqa: N801
     """Sentinel: input has ended and every line was returned (returned again on every call)."""
 
 
-@dataclass(frozen=True, slots=True)
-class OverlongLine:
+class OverlongLine(NamedTuple):
     """A line longer than the cap, now discarded.
 
     Attributes:

@@ -48,8 +48,7 @@ chunk, and several lines are joined once, when the event ends.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["NEED_DATA", "EOF", "COMMENT", "Event", "EventTooLarge", "SSEDecoder"]
 
@@ -76,8 +75,7 @@ class COMMENT:  # noqa: N801
     """Sentinel: a comment line (``:`` first) arrived: a keep-alive, in MCP's words."""
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One event, complete (its blank line arrived).
 
     Attributes:

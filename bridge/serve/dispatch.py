@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.admission import Admission
@@ -73,12 +72,14 @@ _CLOSE_ALL_TIMEOUT_SECONDS = 0.05
 _NEVER_SENT = None  # Slot.handle of a request whose task has not started
 
 
-@dataclass(eq=False, slots=True)
 class _Exchange:
     """``Slot.handle`` of a started request: what stops it, and how its era cancels it."""
 
-    scope: CancelScope
-    cancel_by_closing: bool  # request.era.cancel_by_closing (2026-07-28, item 67)
+    __slots__ = ("scope", "cancel_by_closing")
+
+    def __init__(self, scope: CancelScope, cancel_by_closing: bool) -> None:
+        self.scope = scope
+        self.cancel_by_closing = cancel_by_closing  # request.era.cancel_by_closing (2026-07-28, item 67)
 
 
 class Dispatcher:

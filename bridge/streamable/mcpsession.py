@@ -32,8 +32,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = ["McpSession", "SessionSnapshot"]
 
@@ -44,13 +43,12 @@ class _Fields(Protocol):
     def get(self, key: str, default: Any = None) -> Any: ...
 
 
-@dataclass(frozen=True)
-class SessionSnapshot:
+class SessionSnapshot(NamedTuple):
     """A session's id, version and capabilities, to put back with :meth:`McpSession.restore`."""
 
     id: str | None
     protocol_version: str | None
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any]
 
 
 class McpSession:
