@@ -125,6 +125,37 @@ def test_every_command_runs_from_the_frozen_file(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
 
+PYINSTALLER_BOOTSTRAP_EXTENSIONS = {"_ctypes", "zlib"}
+"""Loaded by PyInstaller's own bootstrap in every frozen program: ctypes (its ctypes hooks)
+and zlib (reading the module archive)."""
+
+
+def extension_modules_after_handshake(url: str) -> set[str]:
+    """Names of the Python extension modules mapped by the bridge's Python process once it has
+    answered ``initialize`` (the inner process of a one-file build), from /proc/PID/maps."""
+    with start_bridge(url) as bridge:
+        handshake(bridge)
+        python_pid = (children_of(bridge.proc.pid) or [bridge.proc.pid])[0]
+        maps = Path(f"/proc/{python_pid}/maps").read_text(encoding="utf-8").splitlines()
+    paths = {line.split(maxsplit=5)[5] for line in maps if len(line.split(maxsplit=5)) == 6}
+    return {Path(path).name.split(".")[0] for path in paths if ".cpython-" in path or ".abi3." in path}
+
+
+@pytest.mark.frozen
+@frozen
+@pytest.mark.linux_only("reads /proc/PID/maps")
+def test_the_frozen_start_loads_no_extension_module_that_python_m_bridge_does_not(app_server, monkeypatch) -> None:
+    """The frozen file starts at the cost of `python -m bridge` plus its unpack, not more: it
+    imports what the source start imports. A frozen anyio cannot read its own source, so it
+    imported its whole API (pickle, tempfile, random), and PyInstaller's inspect hook imported
+    zipfile with bz2 and lzma, at every start (build/mcp-app-bridge.spec)."""
+    frozen_extensions = extension_modules_after_handshake(app_server.url)
+    monkeypatch.delenv(BRIDGE_EXE_VAR)
+    source_extensions = extension_modules_after_handshake(app_server.url)
+    assert "_socket" in frozen_extensions and "_socket" in source_extensions  # the reading works
+    assert frozen_extensions - source_extensions - PYINSTALLER_BOOTSTRAP_EXTENSIONS == set()
+
+
 # -- the AI clients' kill patterns (issue 19): N runs leave O(1) bytes in TMPDIR ------------
 
 KILL_RUNS = 20
