@@ -12,11 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.apps import process_alive
-from support.processes import BRIDGE_EXE_VAR, handshake, start_bridge, wait_until
+from support.https_app import launch_https_app, make_certificate
+from support.processes import BRIDGE_EXE_VAR, base_env, handshake, start_bridge, wait_until
 
 from bridge.stdio.fds import is_onefile_child
 
@@ -123,6 +125,60 @@ def test_every_command_runs_from_the_frozen_file(command: list[str]) -> None:
     modules its analysis cannot see, or the shipped file fails at `config install`."""
     done = subprocess.run([os.environ[BRIDGE_EXE_VAR], *command], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+PYINSTALLER_BOOTSTRAP_EXTENSIONS = {"_ctypes", "zlib"}
+"""Loaded by PyInstaller's own bootstrap in every frozen program: ctypes (its ctypes hooks)
+and zlib (reading the module archive)."""
+
+
+def extension_modules_after_handshake(url: str, env: dict[str, str] | None = None) -> set[str]:
+    """Names of the Python extension modules mapped by the bridge's Python process once it has
+    answered ``initialize`` (the inner process of a one-file build), from /proc/PID/maps."""
+    with start_bridge(url, env=env) as bridge:
+        handshake(bridge)
+        python_pid = (children_of(bridge.proc.pid) or [bridge.proc.pid])[0]
+        maps = Path(f"/proc/{python_pid}/maps").read_text(encoding="utf-8").splitlines()
+    paths = {line.split(maxsplit=5)[5] for line in maps if len(line.split(maxsplit=5)) == 6}
+    return {Path(path).name.split(".")[0] for path in paths if ".cpython-" in path or ".abi3." in path}
+
+
+@pytest.fixture(scope="module")
+def https_app_and_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """The example app over TLS (tests/support/https_app.py) and a bridge environment that trusts it."""
+    made = make_certificate(tmp_path_factory.mktemp("tls"))
+    if made is None:
+        pytest.skip("no `openssl` command here: it makes the test's self-signed certificate")
+    server = launch_https_app(*made, log_path=tmp_path_factory.mktemp("https_app") / "app.log")
+    try:
+        yield server.url, base_env(SSL_CERT_FILE=str(made[0]), SSL_CERT_DIR=None)
+    finally:
+        server.stop()
+
+
+@pytest.mark.frozen
+@frozen
+@pytest.mark.linux_only("reads /proc/PID/maps")
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_the_frozen_start_loads_no_extension_module_that_python_m_bridge_does_not(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """The frozen file starts at the cost of `python -m bridge` plus its unpack, not more: it
+    imports what the source start imports (build/mcp-app-bridge.spec). PyInstaller's inspect
+    hook imported zipfile with bz2 and lzma at every start; over https://, where httpx brings
+    anyio in, a frozen anyio that cannot read its own source imported its whole API (pickle,
+    tempfile, random)."""
+    if scheme == "https":
+        url, env = request.getfixturevalue("https_app_and_env")
+    else:
+        url, env = request.getfixturevalue("app_server").url, None
+    frozen_extensions = extension_modules_after_handshake(url, env)
+    monkeypatch.delenv(BRIDGE_EXE_VAR)
+    source_extensions = extension_modules_after_handshake(url, env)
+    assert "_socket" in frozen_extensions and "_socket" in source_extensions  # the reading works
+    if scheme == "https":
+        assert "_ssl" in frozen_extensions and "_ssl" in source_extensions
+    assert frozen_extensions - source_extensions - PYINSTALLER_BOOTSTRAP_EXTENSIONS == set()
 
 
 # -- the AI clients' kill patterns (issue 19): N runs leave O(1) bytes in TMPDIR ------------
