@@ -6,7 +6,9 @@ with the example app's reply shapes; notifications get nothing), until stdin clo
 what any stdio bridge costs at least: the interpreter's own start, ``json``, and the pipes.
 
 ``--import a,b.c`` imports those modules first: the floor of a stack, e.g. ``--import
-asyncio,anyio._backends._asyncio`` for anything built on asyncio and anyio. Other
+asyncio,anyio._backends._asyncio`` for anything built on asyncio and anyio.
+``--asyncio-without-tls`` imports asyncio with ``ssl`` hidden first, as the bridge's serving
+start does (``bridge/cli/diagnostics.py``): the floor of the bridge's stack. Other
 arguments (the benchmarks pass ``--url URL``) are ignored.
 """
 
@@ -41,6 +43,11 @@ def answer(message):
 
 
 def main() -> None:
+    if "--asyncio-without-tls" in sys.argv:
+        sys.modules["ssl"] = None  # type: ignore[assignment]
+        import asyncio  # noqa: F401
+
+        del sys.modules["ssl"]
     if "--import" in sys.argv:
         import importlib
 
