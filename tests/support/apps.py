@@ -114,10 +114,28 @@ def launch_app_server(*extra_args: str, log_path: Path) -> AppServer:
         RuntimeError: The server exited or did not print LISTENING within `LISTEN_TIMEOUT`;
             the message includes its stderr.
     """
+    return start_listening_app(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", *extra_args],
+        log_path=log_path,
+        scheme="http",
+        what=f"app server {' '.join(extra_args) or '(default)'}",
+        args=extra_args,
+    )
+
+
+def start_listening_app(
+    command: list[str], *, log_path: Path, scheme: str, what: str, args: tuple[str, ...] = ()
+) -> AppServer:
+    """Start ``command`` (stderr to `log_path`) and wait, at most `LISTEN_TIMEOUT`, for its
+    first stdout line ``LISTENING <scheme>://…``.
+
+    Raises:
+        RuntimeError: it exited or printed no such line in time; the message has its stderr.
+    """
     log_file = open(log_path, "wb")  # noqa: SIM115 - the child holds it; we close our copy below
     try:
         proc = subprocess.Popen(
-            [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", *extra_args],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -127,7 +145,7 @@ def launch_app_server(*extra_args: str, log_path: Path) -> AppServer:
     finally:
         log_file.close()
     line = read_listening_line(proc, LISTEN_TIMEOUT)
-    if line is None or not line.startswith("LISTENING http://"):
+    if line is None or not line.startswith(f"LISTENING {scheme}://"):
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=STOP_TIMEOUT)
@@ -135,12 +153,12 @@ def launch_app_server(*extra_args: str, log_path: Path) -> AppServer:
             proc.stdout.close()
         stderr = log_path.read_bytes().decode("utf-8", errors="replace")
         raise RuntimeError(
-            f"app server {' '.join(extra_args) or '(default)'} did not start within {LISTEN_TIMEOUT:g} s "
+            f"{what} did not start within {LISTEN_TIMEOUT:g} s "
             f"(first stdout line: {line!r}, exit code {proc.returncode}); stderr:\n{stderr[-4000:]}"
         )
     url = line.split(" ", 1)[1]
     port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-    return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=extra_args, _stdout=proc.stdout)
+    return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=args, _stdout=proc.stdout)
 
 
 def isolated_env(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -21,14 +21,7 @@ from pathlib import Path
 if __name__ == "__main__":  # (run as a script: tests/ is not on sys.path then)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.apps import (
-    LISTEN_TIMEOUT,
-    REPO_ROOT,
-    STOP_TIMEOUT,
-    AppServer,
-    env_without_proxies,
-    read_listening_line,
-)
+from support.apps import REPO_ROOT, AppServer, start_listening_app
 
 SCRIPT = Path(__file__).resolve()
 
@@ -89,27 +82,9 @@ def launch_https_app(certfile: Path, keyfile: Path, *, log_path: Path) -> AppSer
     Raises:
         RuntimeError: it exited or printed no LISTENING line in time; the message has its stderr.
     """
-    with open(log_path, "wb") as log_file:  # the child holds its own copy
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(certfile), str(keyfile)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            cwd=REPO_ROOT,
-            env=env_without_proxies(),
-        )
-    line = read_listening_line(proc, LISTEN_TIMEOUT)
-    if line is None or not line.startswith("LISTENING https://"):
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        stderr = log_path.read_bytes().decode("utf-8", errors="replace")
-        raise RuntimeError(f"the https app did not start (first stdout line: {line!r}); stderr:\n{stderr[-4000:]}")
-    url = line.split(" ", 1)[1]
-    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-    return AppServer(url=url, port=port, proc=proc, log_path=log_path, _stdout=proc.stdout)
+    return start_listening_app(
+        [sys.executable, str(SCRIPT), str(certfile), str(keyfile)], log_path=log_path, scheme="https", what="the https app"
+    )
 
 
 def main(argv: list[str]) -> int:
