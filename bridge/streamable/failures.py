@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import BridgeConfig
+from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import (
     AppUnreachableError,
     AuthRejectedError,
@@ -51,24 +51,25 @@ __all__ = ["TRANSPORT_ERRORS", "map_transport_errors", "StatusCheck", "MAX_ERROR
 MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 #: Each transport failure, and the bridge's error and sentence for it (``{app}``: the app's
-#: name, ``{detail}``: the transport's message, which never holds a header value). The most
+#: name at the start of a sentence, ``{the_app}`` in its middle ("the app" for the default
+#: name), ``{detail}``: the transport's message, which never holds a header value). The most
 #: specific class wins; ``tests/transport/test_seam.py`` proves every ``TransportError`` class
 #: is listed on purpose.
 TRANSPORT_ERRORS: dict[type[TransportError], tuple[type[BridgeError], str]] = {
     ConnectFailed: (AppUnreachableError, "{app} is not running or not reachable: {detail}."),
     TlsFailed: (
         TlsFailedError,
-        "The TLS handshake with {app} failed ({detail}); nothing was sent. For an app with a "
+        "The TLS handshake with {the_app} failed ({detail}); nothing was sent. For an app with a "
         "certificate of its own, set SSL_CERT_FILE to that certificate in the client's entry.",
     ),
     ConnectTimeout: (UpstreamTimeoutError, "{app} did not accept the connection in time."),
-    PoolTimeout: (UpstreamTimeoutError, "No connection to {app} became free within the request timeout."),
+    PoolTimeout: (UpstreamTimeoutError, "No connection to {the_app} became free within the request timeout."),
     ReadTimeout: (UpstreamTimeoutError, "{app} did not answer within the request timeout ({detail}); the request was abandoned."),
     WriteTimeout: (UpstreamTimeoutError, "{app} did not take the request within the request timeout; it was abandoned."),
-    ConnectionBroken: (StreamClosedError, "The connection to {app} broke before the response arrived: {detail}."),
+    ConnectionBroken: (StreamClosedError, "The connection to {the_app} broke before the response arrived: {detail}."),
     ProtocolViolation: (BadUpstreamResponseError, "{app} sent a reply that is not valid HTTP: {detail}."),
-    LocalProtocolError: (BridgeInternalError, "The bridge could not encode its request to {app}: {detail}."),
-    TransportError: (BadUpstreamResponseError, "The exchange with {app} failed: {detail}."),
+    LocalProtocolError: (BridgeInternalError, "The bridge could not encode its request to {the_app}: {detail}."),
+    TransportError: (BadUpstreamResponseError, "The exchange with {the_app} failed: {detail}."),
 }
 
 
@@ -99,7 +100,8 @@ class map_transport_errors:  # noqa: N801 (used as a function: ``with map_transp
         else:  # pragma: no cover - TransportError itself is in the table
             return
         error, text = entry
-        raise error(text.format(app=self._app, detail=str(exc) or type(exc).__name__)) from exc
+        detail = str(exc) or type(exc).__name__
+        raise error(text.format(app=self._app, the_app=in_sentence(self._app), detail=detail)) from exc
 
 
 class StatusCheck:

@@ -11,11 +11,13 @@ import httpx
 import pytest
 
 import bridge.transport.base as base
+from bridge.core.config import DEFAULT_APP_NAME
 from bridge.core.errors import (
     AppUnreachableError,
     BadUpstreamResponseError,
     BridgeInternalError,
     StreamClosedError,
+    TlsFailedError,
     UpstreamTimeoutError,
 )
 from bridge.streamable.upstream import TRANSPORT_ERRORS, map_transport_errors
@@ -57,6 +59,7 @@ def test_every_httpx_exception_is_translated_on_purpose() -> None:
     ("failure", "expected", "reason"),
     [
         (base.ConnectFailed("refused"), AppUnreachableError, "app_unreachable"),
+        (base.TlsFailed("certificate verify failed"), TlsFailedError, "tls_failed"),
         (base.ConnectTimeout("slow"), UpstreamTimeoutError, "timeout"),
         (base.PoolTimeout("busy"), UpstreamTimeoutError, "timeout"),
         (base.ReadTimeout("silent"), UpstreamTimeoutError, "timeout"),
@@ -75,6 +78,17 @@ def test_each_transport_failure_becomes_one_bridge_error_naming_the_app(
     assert caught.value.reason == reason  # type: ignore[attr-defined]
     assert caught.value.__cause__ is failure
     assert "Acme" in caught.value.message  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("failure", [cls("x") for cls in TRANSPORT_ERRORS])
+def test_the_default_app_name_reads_as_a_sentence(failure: base.TransportError) -> None:
+    """Without --app-name the app is "The app" at a sentence's start and "the app" inside
+    one ("The TLS handshake with the app failed", never "… with The app …")."""
+    with pytest.raises(Exception) as caught, map_transport_errors(DEFAULT_APP_NAME):
+        raise failure
+    message = caught.value.message  # type: ignore[attr-defined]
+    assert "The app" in message or "the app" in message
+    assert " The app" not in message, message
 
 
 def test_the_most_specific_class_wins_for_a_subclass_of_a_mapped_class() -> None:
