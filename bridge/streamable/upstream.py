@@ -150,11 +150,11 @@ class Upstream:
         *,
         endless: bool = False,
         bounded: bool = True,
-    ) -> _Exchange:
+    ) -> _OpenExchange:
         """One HTTP exchange, as ``async with``: the response once its head arrived; it is
         closed (its connection freed) on exit. Reads are bounded by the request timeout,
         or not at all when ``endless``."""
-        return _Exchange(
+        return _OpenExchange(
             self._transport.request(
                 method,
                 url,
@@ -293,7 +293,7 @@ class Upstream:
         self.session.forget()
 
 
-class _Exchange:
+class _OpenExchange:
     """``async with`` around one ``Transport.request``: the response on entry, closed on
     exit. (A class, not ``@contextlib.asynccontextmanager``: it wraps every request, and
     an async generator context manager costs a few µs each time.)"""
