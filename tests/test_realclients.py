@@ -248,7 +248,9 @@ def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern
     SIGINT, SIGTERM 0.1 s later, SIGKILL 0.5 s after the first; Codex: SIGTERM to the process
     group and SIGKILL within 5 ms; Gemini CLI: SIGTERM, then stdin closed; Qwen Code: stdin
     closed, SIGTERM 2 s later, SIGKILL 2 s after that). What is left in the private TMPDIR
-    stays O(1): at most one unpack folder, not one per run."""
+    stays O(1), not one folder per run: the last run's own folder, and at most the one its
+    sweep was removing when the client's kill cut it short (Codex's SIGKILL, milliseconds
+    after the reply; the next start finishes it)."""
     exe = os.environ.get(BRIDGE_EXE_VAR)
     if not exe:
         pytest.skip(f"{BRIDGE_EXE_VAR} names no frozen executable")
@@ -264,11 +266,12 @@ def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern
     # A folder whose bootloader was SIGKILLed while it was cleaning up has no lock left; it is
     # swept once older than the sweep's grace (10 s). So: let every bridge end (Qwen Code's
     # SIGKILL comes 4 s after its check) and the grace pass, then one more check, whose start
-    # sweeps what the 20 left; at most its own folder may remain.
+    # sweeps what the 20 left; its own folder may remain, and, when Codex's SIGKILL cut its
+    # sweep short (seen once in CI: a 3.4 MB remnant), the folder it was removing.
     time.sleep(11.0)
     assert check(home, client, NAME).connected
     time.sleep(5.0)
     folders, size = _unpack_folders(tmpdir)
-    assert folders <= 1, (
+    assert folders <= 2, (
         f"{KILL_PATTERN_RUNS} {client} checks left {folders} unpack folders ({size / 1e6:.1f} MB) in TMPDIR"
     )
