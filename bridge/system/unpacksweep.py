@@ -250,10 +250,27 @@ def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS,
     return removed
 
 
+#: The interpreter's thread switch interval while the sweep runs (seconds; default 0.005).
+SWEEP_SWITCH_INTERVAL_SECONDS = 0.0001
+
+
 def start_sweep(own_folder: str) -> None:
     """Run :func:`sweep_dead_folders` in a daemon thread, beside the start-up: deleting a
     left-over folder takes some milliseconds that the first reply need not wait for. A sweep
     cut short at exit leaves a folder the next run's sweep finishes."""
     import threading
 
-    threading.Thread(target=sweep_dead_folders, args=(own_folder,), name="unpack-sweep", daemon=True).start()
+    # The main thread imports while the sweep runs, holding the GIL; with the default 5 ms
+    # switch interval the sweep waits up to that long after every system call and was cut
+    # short by Codex's SIGKILL (~0.1 s after start) before removing a single folder. A short
+    # interval while it runs lets it finish first.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWEEP_SWITCH_INTERVAL_SECONDS)
+
+    def sweep() -> None:
+        try:
+            sweep_dead_folders(own_folder)
+        finally:
+            sys.setswitchinterval(previous)
+
+    threading.Thread(target=sweep, name="unpack-sweep", daemon=True).start()
