@@ -24,7 +24,7 @@ class _LazyGroup(click.Group):
     """A group whose ``config`` command is imported only when it runs or help lists it
     (click's documented lazy-loading pattern): serving never loads the config face."""
 
-    _lazy = {"config": ("bridge.cli.config", "config")}
+    _lazy = {"config": ("bridge.cli.config", "config"), "demo-app": ("bridge.cli.demoapp", "demo_app")}
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         console_fallbacks()  # before any help or report is printed
