@@ -307,7 +307,7 @@ def run_codex_check(
             echo(f"{bad} {status.name}: {error}")
     if entry_failed:
         echo("  A bridge entry's own reason is in the text above; `mcp-app-bridge check` with the "
-             "entry's args (in ~/.codex/config.toml) walks each step.")
+             "entry's args (`codex mcp get NAME` shows them) walks each step.")
     return ok
 
 
