@@ -317,7 +317,7 @@ class Launcher:
                 ) from exc
             return
         assert self._command is not None
-        log.info("starting %s: %s", in_sentence(self._app), " ".join(self._command))
+        log.info("starting %s: %s (its arguments not shown)", in_sentence(self._app), self._command[0])
         try:
             output = open_log_file(self._log_file) if self._log_file else subprocess.DEVNULL
         except OSError as exc:

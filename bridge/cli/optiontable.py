@@ -22,7 +22,8 @@ a key in it, a token split off its ``--header`` and left as a stray argument. So
 message, reply or log line repeats a value, unless the option's :attr:`BridgeOption.echo`
 says it may: a file's path (``"path"``), or a name that passed a name check (``"name"``:
 ``--app-name``, checked by :func:`~bridge.core.config.check_app_name`; ``--token-env``, a
-valid variable name). The converters' errors (:class:`OptionValueError`) never repeat the
+valid variable name); or the program of a command (``"program"``: ``--launch``,
+``--token-command``, whose first word is a file's path). The converters' errors (:class:`OptionValueError`) never repeat the
 value they refuse, but a path.
 """
 
@@ -53,8 +54,10 @@ __all__ = [
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 #: Whether a message may repeat an option's value: ``"never"``; ``"path"`` (a file's path);
-#: ``"name"`` (only once it passed a name check).
-Echo = Literal["never", "path", "name"]
+#: ``"name"`` (only once it passed a name check); ``"program"`` (a command: its first word,
+#: the program's path, may be named, as "the token command ./get-token could not be
+#: started"; its arguments never).
+Echo = Literal["never", "path", "name", "program"]
 
 
 class OptionValueError(ValueError):
@@ -170,11 +173,11 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     BridgeOption("--header", "headers", "Extra HTTP header for every request (repeatable).", default=(), metavar="'NAME: VALUE'", multiple=True),
     BridgeOption("--token-env", "token_env", "Bearer token from environment variable VAR (its name, not its value).", metavar="VAR", echo="name"),
     BridgeOption("--token-file", "token_file", "Bearer token from a file (mode 0600).", convert=file_path, metavar="PATH", echo="path"),
-    BridgeOption("--token-command", "token_command", "Bearer token printed by a command (run without a shell).", metavar="CMD"),
+    BridgeOption("--token-command", "token_command", "Bearer token printed by a command (run without a shell).", metavar="CMD", echo="program"),
     BridgeOption("--auth-url", "auth_url", "The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.", metavar="URL"),
     BridgeOption("--secret-file", "secret_file", "The local secret for --auth-url (mode 0600).", convert=file_path, metavar="PATH", echo="path"),
     _from_config("--token-timeout", "token_timeout_seconds", "Bound on getting a token.", convert=seconds, metavar="SECONDS"),
-    BridgeOption("--launch", "launch", "Start the app with CMD (no shell) when nothing listens.", metavar="CMD"),
+    BridgeOption("--launch", "launch", "Start the app with CMD (no shell) when nothing listens.", metavar="CMD", echo="program"),
     _from_config("--launch-timeout", "launch_timeout_seconds", "Bound on starting the app until it accepts connections.", convert=seconds, metavar="SECONDS"),
     _from_config("--launch-log", "launch_log_file", "Where the launched app's output goes (default: discarded).", convert=file_path, metavar="PATH", echo="path"),
     _switch("--session-400-heuristic", "session_400_heuristic", "Treat a 400 that mentions the session like a 404 (session gone).", off_flag="--no-session-400-heuristic"),

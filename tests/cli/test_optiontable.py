@@ -110,6 +110,8 @@ def test_the_echo_classes_are_as_documented() -> None:
     echo = {option.flag: option.echo for option in BRIDGE_OPTIONS if option.echo != "never"}
     assert echo == {
         "--app-name": "name",
+        "--launch": "program",
+        "--token-command": "program",
         "--token-env": "name",
         "--discovery-file": "path",
         "--token-file": "path",
