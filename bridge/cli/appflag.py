@@ -8,7 +8,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,6 +21,11 @@ from .optiontable import log_level as level_name
 __all__ = ["mcp_stdio_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # generic in the annotations of newer click
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
 
 
 def mcp_stdio_option(
@@ -100,7 +105,7 @@ _LOG_LEVEL_PARAM = "bridge_log_level"
 _LOG_LEVEL_FLAG = "--log-level"
 
 
-class _LevelType(click.ParamType):
+class _LevelType(_ParamType):
     name = "level"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -128,7 +133,7 @@ class _LogLevelOption(click.Option):
     def _stepped_aside(self) -> bool:
         return any(param is not self and _LOG_LEVEL_FLAG in param.opts for param in self._siblings)
 
-    @property  # type: ignore[override]
+    @property
     def opts(self) -> list[str]:
         return [] if self._stepped_aside() else self._opts
 

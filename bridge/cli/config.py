@@ -97,13 +97,13 @@ def _entry(
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
     from ..clients.catalog import (
-        DEFAULT_LAUNCH_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
         startup_timeout_for,
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
 
     args = list(bridge_args)
     if command_path is None:

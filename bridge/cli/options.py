@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
@@ -37,13 +37,18 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+if TYPE_CHECKING:  # generic in the annotations of newer click
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
+
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 PATH = click.Path(dir_okay=False, path_type=Path)
 
 
-class _TableType(click.ParamType):
+class _TableType(_ParamType):
     """A click type that converts with the table's converter: the same values as the
     click-free parser, and messages that do not repeat the value."""
 
