@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,9 +113,9 @@ def log_level(value: str) -> str:
     return value.lower()
 
 
-@dataclass(frozen=True)
 class BridgeOption:
-    """One bridge option.
+    """One bridge option (a plain class, not a dataclass: building one at import was a
+    millisecond of every client's start of the bridge).
 
     Attributes:
         flag: its spelling, ``--url``; for an on/off switch the "on" one.
@@ -133,18 +133,30 @@ class BridgeOption:
         choices: the values it takes, for help and shell completion (``--log-level``).
     """
 
-    flag: str
-    dest: str
-    help: str
-    default: Any = None
-    convert: Callable[[str], Any] | None = text
-    metavar: str | None = None
-    off_flag: str | None = None
-    multiple: bool = False
-    env: str | None = None
-    echo: Echo = "never"
-    config: bool = False
-    choices: tuple[str, ...] = ()
+    __slots__ = ("flag", "dest", "help", "default", "convert", "metavar", "off_flag", "multiple", "env", "echo", "config", "choices")
+
+    def __init__(
+        self,
+        flag: str,
+        dest: str,
+        help: str,
+        *,
+        default: Any = None,
+        convert: Callable[[str], Any] | None = text,
+        metavar: str | None = None,
+        off_flag: str | None = None,
+        multiple: bool = False,
+        env: str | None = None,
+        echo: Echo = "never",
+        config: bool = False,
+        choices: tuple[str, ...] = (),
+    ) -> None:
+        self.flag, self.dest, self.help, self.default, self.convert = flag, dest, help, default, convert
+        self.metavar, self.off_flag, self.multiple, self.env, self.echo = metavar, off_flag, multiple, env, echo
+        self.config, self.choices = config, choices
+
+    def __repr__(self) -> str:
+        return f"BridgeOption({self.flag!r}, {self.dest!r})"
 
     @property
     def spellings(self) -> tuple[str, ...]:
