@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..core.config import in_sentence
+from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..system.cancelscope import current_time, fail_after
 from ..system.logsink import open_log_file
@@ -153,7 +153,7 @@ class Launcher:
         *,
         command: Sequence[str] | None = None,
         ensure_running: EnsureRunningCallable | None = None,
-        timeout_seconds: float = 30.0,
+        timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
         app_name: str = "The app",
         lock_path: Path | None = None,
         log_file: Path | None = None,
@@ -317,7 +317,7 @@ class Launcher:
                 ) from exc
             return
         assert self._command is not None
-        log.info("starting %s: %s", in_sentence(self._app), " ".join(self._command))
+        log.info("starting %s: %s (its arguments not shown)", in_sentence(self._app), self._command[0])
         try:
             output = open_log_file(self._log_file) if self._log_file else subprocess.DEVNULL
         except OSError as exc:
