@@ -192,7 +192,9 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     endpoint = driver.endpoint
     outcome = await _verified_connect(config, driver)
     launched = False
-    if isinstance(outcome, AppUnreachableError) and outcome.recoverable and driver.can_launch:
+    if isinstance(outcome, AppUnreachableError) and outcome.recoverable:
+        # What the bridge's recovery policy does next (bridge/core/policy.py): make sure the
+        # app runs (start it, if a launcher is configured), then connect once more.
         try:
             await driver.ensure_running()
         except UpstreamError as exc:
@@ -205,7 +207,7 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
                 message = f"{cause} The check stopped the process it started (pid {stopped})."
             report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
             return False
-        launched = True
+        launched = driver.can_launch
         outcome = await _verified_connect(config, driver)
     if isinstance(outcome, UpstreamError):
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
