@@ -213,8 +213,7 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
         report.step(step, False, outcome.message, time.monotonic() - started, FIXES.get(str(outcome.reason)))
         return False
-    address, skipped = outcome
-    url = endpoint.url()
+    url, address, skipped = outcome
     if launched:
         report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {url}",
                     time.monotonic() - started)
@@ -233,10 +232,10 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     return True
 
 
-async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, tuple[str, ...]] | UpstreamError:
+async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, str, tuple[str, ...]] | UpstreamError:
     """One connection to the endpoint as the bridge's pool makes it (the same function, the
     same listener check, the same time bound, the same error table), closed unused:
-    ``(address, skipped addresses)``, or the error the bridge would report."""
+    ``(url, address, skipped addresses)``, or the error the bridge would report."""
     try:
         url = driver.endpoint.url()
     except DiscoveryError as exc:
@@ -260,7 +259,7 @@ async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, 
     except UpstreamError as exc:
         return exc
     sock.close()
-    return address, skipped
+    return url, address, skipped
 
 
 async def _close(driver: Driver) -> None:
@@ -285,10 +284,3 @@ async def _to_the_end(cleanup: Awaitable[None]) -> None:
     task.result()
     if interrupted:
         raise asyncio.CancelledError
-
-
-def _url_or_none(endpoint: Any) -> str:
-    try:
-        return str(endpoint.url())
-    except DiscoveryError as exc:
-        return f"(unknown: {exc})"
