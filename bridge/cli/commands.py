@@ -92,11 +92,11 @@ def check(**options: Any) -> None:
     """
     config = build_config(options)
     setup_logging("error" if options["log_level"] == "warning" else options["log_level"], options["log_file"])
-    import anyio
+    import asyncio
 
     from .check import run_check
 
-    ok = anyio.run(run_check, config, click.echo, click.style)
+    ok = asyncio.run(run_check(config, click.echo, click.style))
     sys.exit(0 if ok else 1)
 
 
