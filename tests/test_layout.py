@@ -245,6 +245,8 @@ NOT_WHILE_SERVING = (
     "bridge.appserver",
     "bridge.cli.config",
     "bridge.cli.check",
+    "bridge.cli.clientcheck",
+    "bridge.cli.demoapp",
     "bridge.transport.httpx_adapter",
     "tomlkit",
     "uvicorn",

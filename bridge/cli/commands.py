@@ -24,7 +24,7 @@ class _LazyGroup(click.Group):
     """A group whose ``config`` command is imported only when it runs or help lists it
     (click's documented lazy-loading pattern): serving never loads the config face."""
 
-    _lazy = {"config": ("bridge.cli.config", "config")}
+    _lazy = {"config": ("bridge.cli.config", "config"), "demo-app": ("bridge.cli.demoapp", "demo_app")}
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         console_fallbacks()  # before any help or report is printed
@@ -84,12 +84,21 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-def check(**options: Any) -> None:
+@click.option("--client", type=click.Choice(["codex"]), help="Ask this AI client instead whether its servers connected (Codex: `codex app-server`); no bridge options then.")
+@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
+def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
     endpoint → connect (starting the app if --launch is given) → token → initialize →
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
+
+    With --client codex: Codex's own report of each server it starts (✓ connected with its
+    tools, or ✗ with Codex's error), from the current folder.
     """
+    if client is not None or names:
+        from .clientcheck import client_check_command
+
+        client_check_command(click.get_current_context(), client, names)
     config = build_config(options)
     setup_logging("error" if options["log_level"] == "warning" else options["log_level"], options["log_file"])
     import asyncio

@@ -249,6 +249,40 @@ def config_install(
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
+    if client == "qwen-code":
+        _warn_project_entry_hides(name)
+
+
+def _warn_project_entry_hides(name: str) -> None:
+    """Qwen Code (0.24.4) also reads Claude Code's project file, ``.mcp.json`` in the folder it
+    starts in (not its parents): an entry of the same name there takes the place of the user
+    entry and shows "Pending approval" until approved. Warn when this folder has one."""
+    import json
+    import stat
+
+    project_file = Path.cwd() / ".mcp.json"
+    # Opened without blocking (a FIFO cannot hang the command) or following a symlink; only a
+    # regular file of at most 1 MiB is read.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(project_file, flags)
+    except OSError:
+        return
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1024 * 1024:
+            return
+        servers = json.loads(os.read(descriptor, info.st_size + 1)).get("mcpServers")
+    except (OSError, ValueError, AttributeError):
+        return
+    finally:
+        os.close(descriptor)
+    if isinstance(servers, dict) and name in servers:
+        _warn(
+            f"{project_file} (Claude Code's project file, which Qwen Code reads too) has an entry {name!r} as well: "
+            f"Qwen Code started in this folder shows that one, \"Pending approval\", instead of this one. "
+            f"Give this entry another --name, or remove that one (config remove --client claude-code --name {name})"
+        )
 
 
 @config.command("remove", context_settings=_CONTEXT, short_help="Remove the entry from the client's config file.")
