@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..app.discovery import Endpoint
-from ..app.launcher import Launcher, default_lock_path
+from ..app.launcher import Launcher, default_lock_path, tcp_probe
 from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
 from ..transport import AuthClient
 from ..transport.byscheme import ByScheme
+from ..transport.unixlink import unix_aware_probe
 from ..transport.verifiedconnect import verified_probe
 from .driver import Driver
 
@@ -83,6 +84,14 @@ def build_parts(
         from ..app.listener import ListenerCheck
 
         listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
+    # On a Unix socket (http+unix://) the peer check replaces it: the OS names the peer.
+    verify = None
+    if listener_check is not None:
+        from ..app.unixpeer import UnixPeerCheck
+        from ..transport.unixlink import verify_by_family
+
+        unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name)
+        verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection)
     transport = ByScheme(
         config.url,
         max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
@@ -90,7 +99,7 @@ def build_parts(
         pool_timeout_seconds=config.request_timeout_seconds,
         write_timeout_seconds=config.request_timeout_seconds,
         injected=http_transport,
-        verify_connection=listener_check.verify_connection if listener_check is not None else None,
+        verify_connection=verify,
     )
     upstream = Upstream(
         config,
@@ -116,7 +125,9 @@ def build_parts(
         log_file=config.launch_log_file,
         # Whether the app is up: an address whose listener is not the app's does not count
         # (another user on [::1] must not keep the app from being started on 127.0.0.1).
-        probe=app_probe or (verified_probe(listener_check.verify_connection) if listener_check is not None else None),
+        probe=app_probe or unix_aware_probe(
+            verified_probe(listener_check.verify_connection) if listener_check is not None else tcp_probe, verify
+        ),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)

@@ -5,7 +5,8 @@ module              what it holds
 ==================  ===================================================================
 ``base.py``         ``Transport``/``Response`` protocols; the ``TransportError`` tree
 ``http1.py``        sans-I/O HTTP/1.1: encode a request head, parse a response (pure)
-``pool.py``         the bridge's own keep-alive pool on asyncio, for ``http://``
+``pool.py``         the bridge's own keep-alive pool on asyncio, for ``http://`` and ``http+unix://``
+``unixlink.py``     connecting to a Unix domain socket: the file, then the peer, checked
 ``httpx_adapter``   httpx for ``https://`` and injected test transports
 ``memory.py``       ``MemoryTransport(handler)``: an in-memory transport for tests
 ``byscheme.py``     ``ByScheme``: the transport picked by URL scheme, swapped if it changes
@@ -52,7 +53,8 @@ def make_transport(
             ``request()``, and the connection is closed, never pooled.
 
     Returns:
-        ``http://`` without ``injected``: the own HTTP/1.1 pool (httpx is not imported);
+        ``http://`` or ``http+unix://`` (a Unix domain socket) without ``injected``: the
+        own HTTP/1.1 pool (httpx is not imported);
         ``https://``: httpx's pool with TLS verification.
     """
     timeouts = {"connect": connect_timeout_seconds, "write": write_timeout_seconds, "pool": pool_timeout_seconds}

@@ -34,6 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
+from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from ..system.cancelscope import fail_after
 from .base import ConnectFailed, ConnectionBroken, ConnectTimeout, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
@@ -313,6 +314,12 @@ class Http11Pool:
         (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
         (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
         unused and the next address is tried. The connect timeout bounds the whole."""
+        if key[0].startswith("/"):  # a Unix domain socket (http+unix://): its file and peer checked
+            from .unixlink import open_verified_unix
+
+            return (await open_verified_unix(
+                key[0], lambda: Connection(key), timeout_seconds=self._connect_timeout, verify=self._verify_connection
+            ))[1]
         from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
 
         loop = asyncio.get_running_loop()
@@ -391,7 +398,14 @@ class Http11Pool:
 
 
 def _parse_url(url: str) -> tuple[tuple[str, int], str, str]:
-    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port")."""
+    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
+    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost")."""
+    if is_unix_url(url):
+        try:
+            socket_path, target = split_unix_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (socket_path, 0), target, UNIX_HOST
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")
