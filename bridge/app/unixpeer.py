@@ -47,6 +47,9 @@ class UnixPeerCheck:
         credentials: ``(sock) -> PeerCredentials`` (tests pass a stand-in).
         euid: this user's effective uid (default: ``os.geteuid()``).
         proc_root: where ``/proc`` is, for the peer's ancestry on Linux (tests).
+        refresh: called once when the peer is not the pid ``expected`` gave, before
+            ``expected`` is asked again: the app may have restarted on the same socket
+            since the discovery file was read (``Endpoint.reload``).
     """
 
     def __init__(
@@ -57,7 +60,9 @@ class UnixPeerCheck:
         credentials: Callable[[Any], PeerCredentials] = peer_credentials,
         euid: int | None = None,
         proc_root: str = "/proc",
+        refresh: Callable[[], None] | None = None,
     ) -> None:
+        self._refresh = refresh
         self._expected = expected
         self._app = app_name
         self._credentials = credentials
@@ -85,24 +90,33 @@ class UnixPeerCheck:
                 f"{peer.uid}) belongs to another user, not to the user running the bridge (uid {me}); no credential "
                 "and no request were sent. If the app runs as another user on purpose, give --no-verify-listener."
             )
+        problem = self._named_pid_problem(where, peer)
+        if problem is not None and self._refresh is not None:
+            self._refresh()  # a restart on the same socket: the file now names the new pid
+            problem = self._named_pid_problem(where, peer)
+        if problem is not None:
+            raise problem
+
+    def _named_pid_problem(self, where: str, peer: PeerCredentials) -> ListenerUnverifiedError | None:
         discovery = self._expected(where)
         if discovery is None or discovery.pid is None:
-            return
+            return None
         expected = discovery.pid
         if peer.pid is None:
-            raise self._refusal(where, f"the OS does not tell the serving process's pid here, and the discovery file names pid {expected}")
+            return self._refusal(where, f"the OS does not tell the serving process's pid here, and the discovery file names pid {expected}")
         if peer.pid != expected and expected not in self._ancestors(peer.pid):
-            raise ListenerUnverifiedError(
+            return ListenerUnverifiedError(
                 f"{self._app} could not be verified at the Unix socket {where}: it is served by pid {peer.pid}, not by "
                 f"pid {expected} (the app, as its discovery file says) or one of its child processes; no credential "
                 "and no request were sent."
             )
         if not pid_is_the_apps(discovery):
-            raise ListenerUnverifiedError(
+            return ListenerUnverifiedError(
                 f"{self._app} could not be verified at the Unix socket {where}: pid {expected} serves it, but it is not "
                 "the process that wrote the discovery file (it started at another time: a reused pid); no credential "
                 "and no request were sent."
             )
+        return None
 
     async def verify_connection(self, sock: Any) -> None:
         """:meth:`verify_socket` for an event loop (it never waits: the kernel already knows

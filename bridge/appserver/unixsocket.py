@@ -97,9 +97,11 @@ def bind_private_socket(path: Path, *, backlog: int = 128) -> tuple[socket.socke
         the socket (not inheritable) and the inode of its file (for :func:`remove_socket_file`).
 
     Raises:
-        UnsafeFileError: something else is at ``path`` (a link, a file, another user's socket).
+        UnsafeFileError: ``path``'s folder is a link, another user's or open to others'
+            writes; or something else is at ``path`` (a link, a file, another user's socket).
         OSError: ``EADDRINUSE`` when a live server accepts connections there; a bind failure.
     """
+    _check_private_folder(path.parent, strict=False)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:

@@ -90,7 +90,7 @@ def build_parts(
         from ..app.unixpeer import UnixPeerCheck
         from ..transport.unixlink import verify_by_family
 
-        unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name)
+        unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
         verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection)
     transport = ByScheme(
         config.url,

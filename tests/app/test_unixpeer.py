@@ -122,3 +122,22 @@ def test_the_discovery_file_may_name_a_socket_and_endpoint_maps_it(tmp_path: Pat
         read_discovery_file(path)
     with pytest.raises(DiscoveryError, match="must be absolute"):
         write_discovery_file(path, url="http+unix://relative.sock/mcp")
+
+
+def test_a_restart_on_the_same_socket_is_seen_by_reading_the_file_again() -> None:
+    """The discovery file as first read names the old pid; the peer is the restarted app:
+    the check reads the file again once (``refresh``) before refusing."""
+    old = Discovery(url="http+unix://%2Fr%2Fa.sock/mcp", pid=999_999)
+    new = Discovery(url=old.url, pid=os.getpid(), pid_start_time=process_start_time(os.getpid()))
+    current = [old]
+    refreshed: list[bool] = []
+
+    def refresh() -> None:
+        refreshed.append(True)
+        current[0] = new
+
+    peer = PeerCredentials(pid=os.getpid(), uid=ME)
+    UnixPeerCheck(lambda path: current[0], credentials=lambda sock: peer, euid=ME, refresh=refresh).verify_socket(Named("/r/a.sock"))
+    assert refreshed == [True]
+    with pytest.raises(ListenerUnverifiedError, match="served by pid"):
+        UnixPeerCheck(lambda path: old, credentials=lambda sock: peer, euid=ME, refresh=lambda: None).verify_socket(Named("/r/a.sock"))
