@@ -102,7 +102,7 @@ def bind_private_socket(path: Path, *, backlog: int = 128) -> tuple[socket.socke
         OSError: ``EADDRINUSE`` when a live server accepts connections there; a bind failure.
     """
     _check_private_folder(path.parent, strict=False)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
     try:
         try:
             sock.bind(str(path))
@@ -130,7 +130,7 @@ def _remove_stale(path: Path) -> None:
         raise UnsafeFileError(f"{path} is not a socket; it was left alone, remove it")
     if status.st_uid != me:
         raise UnsafeFileError(f"the socket {path} belongs to uid {status.st_uid}; it was left alone")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
     try:
         probe.settimeout(1.0)
         probe.connect(str(path))
