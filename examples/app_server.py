@@ -211,7 +211,7 @@ def build_app(
             otherwise; ``bridge.appserver.TokenAuthMiddleware``).
         secret: When given (with ``token``), ``POST /auth/token`` exchanges
             ``{"secret": secret}`` for ``{"token": token}``.
-        unix_socket: Served on a Unix domain socket: the SDK's Host check then allows
+        unix_socket: Served on a Unix domain socket: the SDK's Host check then also allows
             ``localhost`` without a port, which is what clients send there.
         legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
             a newer ``MCP-Protocol-Version`` (such as the ``server/discover`` probe) gets
@@ -225,7 +225,7 @@ def build_app(
 
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=["localhost"],
+            allowed_hosts=["localhost", "127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
     app = server.streamable_http_app(
