@@ -31,6 +31,7 @@ import anyio.abc
 
 from ..app.discovery import DiscoveryError, pid_is_alive
 from ..app.launcher import tcp_probe
+from ..transport.unixlink import unix_aware_probe
 from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import UpstreamError
 from ..core.jsonrpc import Request, encode_message
@@ -123,7 +124,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
 
     started = time.monotonic()
     try:
-        listening = await tcp_probe(endpoint.url())
+        listening = await unix_aware_probe(tcp_probe, None)(endpoint.url())  # a Unix socket: connected, checked at "listener"
     except DiscoveryError:
         listening = False
     if listening:
@@ -215,6 +216,8 @@ async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) 
     started = time.monotonic()
     url = driver.endpoint.url()
     check = driver.listener_check
+    if url.startswith("http+unix:"):  # the link is a Unix socket: the OS names its peer
+        return await _unix_link_step(config, driver, report, url, started)
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, time.monotonic() - started)
@@ -261,6 +264,40 @@ async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) 
     detail = "a socket of this user's" + (f", held by the app's pid {pid} (or a child)" if pid is not None else "")
     if skipped:
         detail += f", at {verified}; skipped {', '.join(skipped)}: not the app's (nothing is sent there)"
+    report.step("listener", True, detail, time.monotonic() - started)
+    return True
+
+
+async def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str, started: float) -> bool:
+    """The ``listener`` step on a Unix domain socket: the link used, and what was checked
+    (``bridge/transport/unixlink.py``, ``bridge/app/unixpeer.py``)."""
+    import asyncio
+
+    from ..app.unixpeer import UnixPeerCheck
+    from ..core.unixurl import split_unix_url
+    from ..transport.unixlink import open_verified_unix
+
+    path = split_unix_url(url)[0]
+    if not config.verify_listener:
+        report.step("listener", True, f"Unix socket {path}; not checked (--no-verify-listener)", time.monotonic() - started)
+        return True
+    endpoint = driver.endpoint
+    peer = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
+    try:
+        transport, _protocol = await open_verified_unix(
+            path, asyncio.Protocol, timeout_seconds=config.connect_timeout_seconds, verify=peer.verify_connection
+        )
+    except UpstreamError as exc:
+        report.step("listener", False, f"Unix socket {path}: {exc.message}", time.monotonic() - started, FIXES.get(str(exc.reason)))
+        return False
+    except Exception as exc:  # ConnectFailed, ConnectTimeout
+        report.step("listener", False, f"Unix socket {path}: {exc}", time.monotonic() - started, FIXES["app_unreachable"])
+        return False
+    transport.close()
+    described = endpoint.discovery_for_socket(path)
+    pid = described.pid if described is not None else None
+    detail = (f"Unix socket {path}: the file is this user's socket in a private folder; its peer, as the OS says, "
+              "runs as this user" + (f" and is the app's pid {pid} (or a child), started when the discovery file says" if pid else ""))
     report.step("listener", True, detail, time.monotonic() - started)
     return True
 

@@ -122,6 +122,10 @@ def test_sse_the_get_stream_a_restart_and_the_session_rebuilt_over_the_socket(ru
         progress = [m for m in bridge.messages if isinstance(m, dict) and m.get("method") == "notifications/progress"]
         assert [m["params"]["progress"] for m in progress] == [1, 2, 3], "SSE progress over the socket"
         assert app_info(bridge, 2)["pid"] == app.proc.pid
+        check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
+                               env=here.env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT)
+        report = check.stdout.decode()
+        assert check.returncode == 0 and f"✓ listener    Unix socket {socket_path}" in report and f"pid {app.proc.pid}" in report, report
         app.stop()
         assert not socket_path.exists(), "the app removes its socket file on the way out"
         again = start_unix_app(here)
@@ -207,9 +211,12 @@ def test_another_users_socket_gets_nothing(running: tuple[Desk, AppServer, Path]
             message = reply["error"]["message"]
             expected = f"belongs to uid {OTHER_UID}" if owner == "file" else f"uid {OTHER_UID}) belongs to another user"
             assert expected in message, message
+        check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
+                               env=here.env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT)
+        report = check.stdout.decode()
+        assert check.returncode == 1 and f"✗ listener    Unix socket {socket_path}" in report and str(OTHER_UID) in report, report
     finally:
         received = impostor.stop()
-    assert received == [] if owner == "file" else True
     assert_got_nothing(received, token, here.secret)
 
 
