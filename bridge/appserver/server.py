@@ -14,7 +14,9 @@ is the other side of that handshake, for an app whose MCP server is any ASGI app
 
 What :class:`AppServer` does, in order:
 
-1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port.
+1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port; or,
+   with ``link="unix"`` (``"auto"``: where the OS allows), a Unix domain socket in a
+   private folder, published as ``http+unix://…`` (``bridge/appserver/unixsocket.py``).
    Before that, the discovery file's folder is created 0700 (whatever the umask) and
    checked, and a lock beside the discovery file is taken for the server's lifetime: a
    second instance for the same file refuses to start. Any of these failing ends
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.discovery import DiscoveryError, default_discovery_path, remove_discovery_file, write_discovery_file
+from ..core.unixurl import unix_url
 from ..system.privatefile import check_folders, make_private_folders
 from .auth import (
     AUTH_PATH,
@@ -136,6 +139,13 @@ class AppServer:
         access_log: log one line per request (off by default).
         graceful_shutdown_seconds: how long open requests and streams may still run after
             a stop was asked for.
+        link: ``"tcp"`` (the default): ``host`` and ``port``; ``"unix"``: a Unix domain
+            socket in a private folder (``bridge/appserver/unixsocket.py``: beside the
+            discovery file, mode 0600, a stale one of a dead run replaced), published as
+            ``http+unix://…``, with the bridge checking its peer through the OS; ``"auto"``:
+            ``"unix"`` where the OS allows (Linux, macOS), else TCP, with a log line.
+        socket_path: where the socket goes instead (its folder must be this user's and
+            closed to others).
         uvicorn_options: further ``uvicorn.Config`` arguments (they win over the bounds
             above; an ``http`` protocol of your own keeps the header timeout only if it is
             uvicorn's h11 or httptools one).
@@ -146,6 +156,8 @@ class AppServer:
 
     Attributes:
         url: the published MCP endpoint, once :meth:`bind` (or :meth:`run`) has run.
+        link: ``"tcp"`` or ``"unix"`` once bound (``"auto"`` resolved).
+        socket_path: the Unix socket's path, once bound on one.
         token: the bearer token (``None`` without ``require_token``). Never log it.
     """
 
@@ -169,7 +181,11 @@ class AppServer:
         graceful_shutdown_seconds: float = 2.0,
         header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS,
         uvicorn_options: Mapping[str, Any] | None = None,
+        link: str = "tcp",
+        socket_path: Path | str | None = None,
     ) -> None:
+        if link not in ("tcp", "unix", "auto"):
+            raise ValueError("link must be 'tcp', 'unix' or 'auto'")
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"{host!r} is not a loopback address; the app's MCP server stays on this machine")
         if not path.startswith("/"):
@@ -199,6 +215,9 @@ class AppServer:
         self._graceful_shutdown_seconds = graceful_shutdown_seconds
         self._uvicorn_options = dict(uvicorn_options or {})
         self._socket: socket.socket | None = None
+        self.link = link
+        self.socket_path: Path | None = Path(socket_path) if socket_path is not None else None
+        self._socket_inode: int | None = None
         self._server: uvicorn.Server | None = None
         self._stop_asked = False
         self._published = False
@@ -212,6 +231,8 @@ class AppServer:
         Raises:
             OSError: the address or port cannot be bound.
         """
+        if self._socket is None and self.link != "tcp":
+            self._bind_unix()
         if self._socket is None:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
             # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP
@@ -233,6 +254,40 @@ class AppServer:
             self.url = f"http://{host}:{self.port}{self.path}"
         assert self.url is not None
         return self.url
+
+    def _bind_unix(self) -> None:
+        """Bind the Unix domain socket (``link`` ``"unix"``, or ``"auto"`` where the OS
+        allows; ``bridge/appserver/unixsocket.py``). With ``"auto"``, a failure is logged
+        and the server binds TCP instead."""
+        from .unixsocket import bind_private_socket, socket_path_for, unix_sockets_supported
+
+        if not unix_sockets_supported():
+            if self.link == "unix":
+                raise OSError("this OS does not serve the app on a Unix domain socket")
+            log.warning("serving on TCP (%s): this OS has no Unix domain socket the bridge can check", self.host)
+            self.link = "tcp"
+            return
+        # The discovery file's lock first: a stale socket is replaced only by its one server.
+        self.prepare()
+        try:
+            path = self.socket_path or socket_path_for(self.discovery_file)
+            self._socket, self._socket_inode = bind_private_socket(path)
+        except (UnsafeFileError, OSError) as exc:
+            if self.link == "unix":
+                raise
+            log.warning("serving on TCP (%s) instead of a Unix domain socket: %s", self.host, exc)
+            self.link = "tcp"
+            return
+        self.link, self.socket_path, self.port = "unix", path, 0
+        self._host_check.unix_socket = True
+        self.url = unix_url(path, self.path)
+
+    def _remove_socket_file(self) -> None:
+        if self.socket_path is not None and self._socket_inode is not None:
+            from .unixsocket import remove_socket_file
+
+            remove_socket_file(self.socket_path, self._socket_inode)
+            self._socket_inode = None
 
     def run(self) -> int:
         """Serve until SIGTERM, SIGINT or :meth:`stop`; return 0, or 1 if start-up failed.
@@ -258,6 +313,7 @@ class AppServer:
             self._release()
             if self._socket is not None:
                 self._socket.close()
+            self._remove_socket_file()
         if self.failure is not None:
             print(f"mcp-app-bridge: {self.failure}", file=sys.stderr, flush=True)
             return 1
@@ -283,6 +339,7 @@ class AppServer:
                 await self._server.serve(sockets=[self._socket] if self._socket else None)
             finally:
                 self._unpublish()
+                self._remove_socket_file()
         finally:
             self._release()
 
@@ -376,6 +433,7 @@ def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
             # signal once serve() returns, which ends the process before any finally.
             owner._unpublish()
             await super().shutdown(sockets)
+            owner._remove_socket_file()  # a Unix socket's file, once nothing listens on it
 
     return Server(config)
 
