@@ -488,6 +488,7 @@ def _with_header_deadline(http: Any, seconds: float, admission: _Admission | Non
         return http
 
     class HeaderDeadline(base):  # type: ignore[misc,valid-type]
+        app: Any  # uvicorn's: the ASGI app its requests run
         _header_timer: asyncio.TimerHandle | None = None
         _proven = admission is None  # without admission every connection is as before
 

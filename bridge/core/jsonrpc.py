@@ -22,6 +22,7 @@ request is forwarded exactly as received.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .era import LEGACY, Era, era_of
@@ -130,8 +131,10 @@ def loads_strict(text: str) -> Any:
     return _STRICT_DECODER.decode(text)
 
 
-_scan_value = _STRICT_DECODER.scan_once
-_scan_key = json.decoder.scanstring
+# json's own C scanner for one value at a position (``JSONDecoder.scan_once``, which
+# raw_decode uses) and for one string (``json.decoder.scanstring``); typeshed lists neither.
+_scan_value: Callable[[str, int], tuple[Any, int]] = getattr(_STRICT_DECODER, "scan_once")  # noqa: B009
+_scan_key: Callable[[str, int, bool], tuple[str, int]] = getattr(json.decoder, "scanstring")  # noqa: B009
 _JSON_WHITESPACE = " \t\n\r"
 
 
