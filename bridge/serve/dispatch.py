@@ -47,7 +47,7 @@ from ..core.jsonrpc import (
     encode_message,
     error_line,
     is_valid_id,
-    loads_strict,
+    loads_members,
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
@@ -345,10 +345,12 @@ class Dispatcher:
         parsed, when the caller has it."""
         if message is None:
             try:
-                message = loads_strict(line.decode("utf-8"))
+                message, twice = loads_members(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError):
                 log.warning("dropped a message from the app that is not UTF-8 JSON (%d bytes)", len(line))
                 return
+            if twice:  # never forwarded as it is: a first-member reader would read another message
+                line = encode_message(message)
         outcome = self._ledger.relay(line, message)
         slot = outcome.answered
         if slot is not None:  # it answered an open request: that one's own exchange may stop
