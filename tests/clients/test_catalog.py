@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -70,13 +71,14 @@ def test_an_installed_entry_reads_back_as_the_golden_one(tmp_path: Path, client:
     assert entry["env"] == {"MYAPP_TOKEN": TOKEN}
 
 
-def _load_any(path: Path) -> dict:
+def _load_any(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     if path.read_text().lstrip().startswith("["):
         import tomlkit
 
         return tomlkit.parse(text).unwrap()
-    return json.loads(text)
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 @pytest.mark.parametrize(
@@ -138,7 +140,7 @@ def test_config_paths_without_the_environment_fall_back_to_the_home_folder(platf
 
 def test_install_merges_keeping_other_servers_and_unknown_keys_and_a_backup(tmp_path: Path) -> None:
     path = tmp_path / "claude_desktop_config.json"
-    before = {
+    before: dict[str, Any] = {
         "globalShortcut": "Ctrl+Space",
         "mcpServers": {"other": {"command": "/bin/other", "args": [], "x-extra": 1}},
     }

@@ -31,7 +31,9 @@ GAPS = st.sampled_from(
 
 def render(draw: Any, value: Any) -> str:
     """``value`` as JSONC text with drawn layout, comments and trailing commas."""
-    gap = lambda: draw(GAPS)  # noqa: E731
+    def gap() -> str:
+        return str(draw(GAPS))
+
     if isinstance(value, dict):
         parts = [
             f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{render(draw, item)}{gap()}"

@@ -102,7 +102,9 @@ BREAKERS = st.sampled_from(
 
 @st.composite
 def rendered(draw: Any, value: Any) -> str:
-    gap = lambda: draw(GAPS)  # noqa: E731
+    def gap() -> str:
+        return str(draw(GAPS))
+
     if isinstance(value, dict):
         parts = [
             f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{draw(rendered(item))}{gap()}"

@@ -7,6 +7,7 @@ from bridge.core import errors
 from bridge.core.errors import (
     INTERNAL_ERROR,
     REASONS,
+    BridgeError,
     BridgeInternalError,
     HTTPStatusError,
     NotConfiguredError,
@@ -34,12 +35,12 @@ DESIGN_REASONS = {
 }
 
 #: Every class that answers a request with -32603 and a ``data.reason``.
-REASON_CLASSES = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
+REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
 
 
 def test_every_design_reason_has_exactly_one_error_class() -> None:
     classes = REASON_CLASSES
-    assert sorted(cls.reason for cls in classes) == sorted(DESIGN_REASONS)
+    assert sorted(cls.reason or "" for cls in classes) == sorted(DESIGN_REASONS)
     assert set(REASONS) == DESIGN_REASONS
 
 

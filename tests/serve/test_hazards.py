@@ -129,7 +129,7 @@ async def test_session_id_version_token_and_content_headers_on_every_request_aft
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         await h.stdout.wait_for(2)
         await anyio.sleep(0.05)
-    first, *later = [call.request for call in h.router.calls]
+    first, *later = h.requests()
     assert "mcp-session-id" not in first.headers and "mcp-protocol-version" not in first.headers
     for request in [first, *later]:
         assert request.headers["authorization"] == f"Bearer {TOKEN}"
@@ -307,7 +307,7 @@ async def test_b25_get_stream_refusal_never_reaches_stdout_nor_stops_posts(get_s
         assert messages[1] == {"jsonrpc": "2.0", "id": 13, "result": {}}
         await anyio.sleep(0.2)
         assert len(h.stdout.lines) == 2
-    gets = [c.request for c in h.router.calls if c.request.method == "GET"]
+    gets = h.requests("GET")
     assert 1 <= len(gets) <= 2  # 405: exactly one; others: retried with backoff, not in a loop
     if get_status == 405:
         assert len(gets) == 1
@@ -486,7 +486,7 @@ async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_sess
                 await anyio.sleep(0.01)
         assert anyio.current_time() - started < 2
     assert h.exit_status == 0
-    deletes = [c.request for c in h.router.calls if c.request.method == "DELETE"]
+    deletes = h.requests("DELETE")
     assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
 
 

@@ -176,7 +176,7 @@ async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds(run
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": 7, "result": {"instance": 1}}
     assert starter.calls == 1
-    assert len([c for c in h.router.calls if c.request.method == "POST"]) == 2
+    assert len(h.posts()) == 2
 
 
 @pytest.mark.httpx_only
