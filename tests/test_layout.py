@@ -64,7 +64,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "psutil": {"app.listener", "app.discovery"},
     "platformdirs": {"app"},
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
-    "msgspec": {"streamable.jsonparse"},  # optional: large replies parse faster with it
+    "msgspec": {"streamable.jsonparse"},  # large replies parse faster with it
 }
 
 STDLIB = set(sys.stdlib_module_names)
