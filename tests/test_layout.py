@@ -1,4 +1,4 @@
-"""The import rules of the package layout, as data (CONTRIBUTING.md, "Layout").
+"""The import rules of the package layout, as data (CONTRIBUTING.md, "The layout").
 
 Standard library only. Every ``bridge/**/*.py`` is read with :mod:`ast`, imports inside
 functions and under ``TYPE_CHECKING`` included, relative imports resolved. The rules:

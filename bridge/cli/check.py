@@ -225,7 +225,7 @@ async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) 
 
     parts = urlsplit(url)
     port = parts.port or 80
-    # As the bridge connects (bridge/verifiedconnect.py): each address of the host in turn,
+    # As the bridge connects (bridge/transport/verifiedconnect.py): each address of the host in turn,
     # the first verified one is used, the others are skipped and said.
     skipped: list[str] = []
     failure: UpstreamError | None = None

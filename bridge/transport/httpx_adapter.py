@@ -219,7 +219,7 @@ class _VerifyingBackend:
     """An httpcore network backend whose TCP connections are verified before use: the
     host is resolved once, each address connected in turn, and the first connection that
     ``verify`` accepts is returned; refused or unverified ones are closed unused
-    (``bridge/verifiedconnect.py``). Built on httpcore's public backend interface
+    (``verifiedconnect.py``). Built on httpcore's public backend interface
     (``httpcore.AsyncNetworkBackend``; anyio underneath, as httpx's own default)."""
 
     def __init__(self, verify: Callable[[Any], object]) -> None:

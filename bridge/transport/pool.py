@@ -3,7 +3,7 @@
 Why it exists: measured with ``bench/profile_bridge.py``, about three quarters of the
 bridge's CPU per call went to httpx's default transport (httpcore's pool, h11's
 event machinery and anyio cancel scopes around every socket operation), which capped
-the bridge at a quarter of a direct client's throughput (issue 7, README "Benchmarks").
+the bridge at a quarter of a direct client's throughput (docs/benchmarks.md).
 The bridge needs a small part of HTTP: one request at a time per keep-alive
 connection, no TLS, no proxies, no redirects, no compression, no ``Expect``. This
 module does the I/O of that part on ``asyncio`` protocols; the bytes are made and read by
@@ -165,7 +165,7 @@ class Http11Pool:
             is awaited); whatever it raises reaches the caller of :meth:`request` after the
             socket is closed, and the connection is never pooled. When the host resolves
             to several addresses, a ``ListenerUnverifiedError`` (or ``AppUnreachableError``)
-            for one of them skips it and the next one is tried (``bridge/verifiedconnect.py``).
+            for one of them skips it and the next one is tried (``verifiedconnect.py``).
     """
 
     def __init__(
@@ -310,7 +310,7 @@ class Http11Pool:
         """A new connection to ``key``, verified before any byte is written.
 
         The host is resolved once and its addresses tried in order
-        (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
+        (``verifiedconnect.py``): a refused connection, or one the verifier refuses
         (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
         unused and the next address is tried. The connect timeout bounds the whole."""
         from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note

@@ -2,7 +2,7 @@
 
 A name such as ``localhost`` resolves to more than one address (``::1`` and ``127.0.0.1``).
 The app usually listens on one of them; any local user may listen on the other. A
-credential must go only on a socket verified to be the app's (DESIGN §5), so whoever opens a
+credential must go only on a socket verified to be the app's (docs/security.md), so whoever opens a
 connection to the app (the own pool, ``pool.py``; the auth route's httpx client,
 ``httpx_adapter.py``; ``check``) does this:
 

@@ -30,7 +30,7 @@ from bridge.app.listener import ListenerCheck
 from bridge.app.procnet import LISTEN, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.app.sockdiag import parse_inet_diag
 from bridge.core.errors import AppUnreachableError, BridgeError, ListenerUnverifiedError
-from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
+from bridge.transport import pool as http11  # the own pool (was ``bridge/http11.py``)
 
 linux = pytest.mark.linux_only("reads /proc")
 as_root = pytest.mark.skipif(

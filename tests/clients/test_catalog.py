@@ -312,7 +312,7 @@ def test_bridge_options_before_a_command_are_refused() -> None:
 
 @pytest.mark.process
 def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server: AppServer, tmp_path: Path) -> None:
-    """HAZARDS B37: a command path and an argument with spaces survive, since every part
+    """punkpeye/mcp-remote#52: a command path and an argument with spaces survive, since every part
     is its own argv element (launched here without a shell, as the clients do for a
     real executable)."""
     folder = tmp_path / "Program Files" / "My App"
@@ -441,7 +441,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
 
 def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:
     """The bridge's start-up and idle memory stay as they were: tomlkit and the config
-    writers load only for a `config` command. `bridge.clientconfig` works after `import bridge`."""
+    writers load only for a `config` command. `bridge.clients` works after `import bridge`."""
     code = (
         "import sys, bridge, bridge.cli\n"
         "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.catalog', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"

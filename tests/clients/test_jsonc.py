@@ -1,4 +1,4 @@
-"""bridge.jsonc: JSONC (VS Code's and Zed's dialect) read like JSON.parse would, and one
+"""bridge.clients.jsonc: JSONC (VS Code's and Zed's dialect) read like JSON.parse would, and one
 member edited with every other byte of the file kept (issue 14, item 2)."""
 
 from __future__ import annotations

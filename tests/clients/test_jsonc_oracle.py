@@ -1,4 +1,4 @@
-"""bridge.jsonc reads JSONC exactly as VS Code does: a differential property test against
+"""bridge.clients.jsonc reads JSONC exactly as VS Code does: a differential property test against
 Microsoft's ``jsonc-parser`` (VS Code's own reader, pinned by tests/clients/jsonc_oracle/package-lock.json).
 
 Hypothesis generates JSONC documents (CRLF, lone CR, comments between any two tokens,

@@ -1,4 +1,4 @@
-"""The error table of DESIGN.md §3, in one place, complete."""
+"""The error table of docs/behaviour.md ("Errors"), in one place, complete."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from bridge.core.errors import (
     error_response,
 )
 
-DESIGN_REASONS = {
+DOCUMENTED_REASONS = {
     "app_unreachable",
     "app_launch_failed",
     "tls_failed",
@@ -38,10 +38,10 @@ DESIGN_REASONS = {
 REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
 
 
-def test_every_design_reason_has_exactly_one_error_class() -> None:
+def test_every_documented_reason_has_exactly_one_error_class() -> None:
     classes = REASON_CLASSES
-    assert sorted(cls.reason or "" for cls in classes) == sorted(DESIGN_REASONS)
-    assert set(REASONS) == DESIGN_REASONS
+    assert sorted(cls.reason or "" for cls in classes) == sorted(DOCUMENTED_REASONS)
+    assert set(REASONS) == DOCUMENTED_REASONS
 
 
 def test_every_upstream_error_is_minus_32603_with_bridge_source_and_its_reason() -> None:

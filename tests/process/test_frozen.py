@@ -29,7 +29,7 @@ posix = pytest.mark.posix_only("POSIX signals, pgrep and TMPDIR")
 
 
 def test_build_spec_bakes_in_utf8_mode_unbuffered_io_console_and_the_anyio_backend() -> None:
-    """HAZARDS B06/B10/B16: a frozen program ignores PYTHONUTF8/PYTHONUNBUFFERED given at
+    """pyinstaller/pyinstaller#9368, #8426 and #7217: a frozen program ignores PYTHONUTF8/PYTHONUNBUFFERED given at
     run time, and a windowed one has no stdio at all, so the spec must set them."""
     spec = SPEC.read_text(encoding="utf-8")
     assert '("u", None, "OPTION")' in spec
@@ -84,7 +84,7 @@ def test_onefile_exits_whole_and_removes_its_extraction_folder(app_server, priva
 @frozen
 @posix
 def test_inner_process_exits_when_the_bootloader_is_killed(app_server, private_tmpdir: Path) -> None:
-    """HAZARDS B14: SIGKILL of the bootloader leaves the client's stdin pipe open, so only
+    """pyinstaller/pyinstaller#4858: SIGKILL of the bootloader leaves the client's stdin pipe open, so only
     the parent-death watchdog can tell the inner process to go."""
     if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
         pytest.skip("POSIX signals")

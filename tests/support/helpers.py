@@ -51,7 +51,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def echo_ok(request: httpx.Request) -> httpx.Response:
-    """The "echo-ok upstream" of HAZARDS.md: result {} for requests, 202 for the rest."""
+    """An "echo-ok" app: result {} for requests, 202 for the rest."""
     if request.method != "POST":
         return httpx.Response(405)
     message = json.loads(request.content)
