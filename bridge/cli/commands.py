@@ -15,7 +15,7 @@ import click
 
 from .._version import __version__
 from .diagnostics import console_fallbacks, exit_now, import_asyncio_without_tls, setup_logging, start_up_failed
-from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
+from .options import CONTEXT, PATH, BridgeCommand, bridge_options, build_config, parse_bridge_args, stray_argument
 
 __all__ = ["main"]
 
@@ -41,6 +41,12 @@ class _LazyGroup(click.Group):
             command: click.Command = getattr(importlib.import_module(module), name)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        # click's "No such command '<word>'" would repeat a stray argument, a secret maybe.
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None and not ctx.resilient_parsing:
+            ctx.fail(stray_argument(self.list_commands(ctx)))
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
@@ -76,7 +82,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     exit_now(run_stdio(config))
 
 
-@main.command(context_settings=CONTEXT)
+@main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
 def check(**options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
@@ -86,11 +92,11 @@ def check(**options: Any) -> None:
     """
     config = build_config(options)
     setup_logging("error" if options["log_level"] == "warning" else options["log_level"], options["log_file"])
-    import anyio
+    import asyncio
 
     from .check import run_check
 
-    ok = anyio.run(run_check, config, click.echo, click.style)
+    ok = asyncio.run(run_check(config, click.echo, click.style))
     sys.exit(0 if ok else 1)
 
 

@@ -97,13 +97,13 @@ def _entry(
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
     from ..clients.catalog import (
-        DEFAULT_LAUNCH_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
         startup_timeout_for,
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
 
     args = list(bridge_args)
     if command_path is None:
@@ -138,6 +138,30 @@ def _entry(
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
     return entry
+
+
+def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) -> None:
+    """``config install`` for a client that takes a ``--token-env`` token only as a value in
+    its entry (a desktop app, not started from a shell), with the variable not set here:
+    the entry would have no token and the bridge would refuse to start. Nothing is
+    written, and the user is told how to go on (docs/clients.md, "A token")."""
+    from ..clients.catalog import CLIENT_INFO, client_run
+    from .buildconfig import check_variable_name
+
+    if client_run(client).env_passing != "literal":
+        return  # the client passes the variable from its own environment
+    unset = [variable for variable in _token_variables(args) if not os.environ.get(variable)]
+    if not unset:
+        return
+    for variable in unset:
+        check_variable_name(variable)
+    variable, title = unset[0], CLIENT_INFO[client].title
+    setting = f'$env:{variable} = "<the token>"' if os.name == "nt" else f"export {variable}='<the token>'"
+    raise click.ClickException(
+        f"{variable} is not set here, and {title} gets a --token-env token only from its entry's env block "
+        f"(it is not started from your shell), so the entry would have no token and the bridge would refuse to start. "
+        f"{target} was not changed. Set it in this shell and run the same command again: {setting}"
+    )
 
 
 def _launch_warnings(launch: str) -> list[str]:
@@ -216,6 +240,7 @@ def config_install(
     from ..clients.files import install_entry
 
     target = path or config_path(client)
+    _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
         entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
         replaced = install_entry(target, client, name, entry, force=force, warn=_warn)

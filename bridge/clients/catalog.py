@@ -525,7 +525,7 @@ STARTUP_MARGIN_SECONDS = 15.0
 
 #: How long the bridge gives a launched app by default (``--launch-timeout``, and
 #: ``BridgeConfig.launch_timeout_seconds``), in seconds.
-DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS  # noqa: E402  (one default, kept beside BridgeConfig's)
 
 
 def startup_timeout_for(launch_timeout_seconds: float) -> float:

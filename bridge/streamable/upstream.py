@@ -69,7 +69,7 @@ class Upstream:
             sources as a look at an address (the auth client checks its own connections), or
             ``None`` when it is off or there is no socket to check.
         auth_client: the client for token sources that talk to the app's auth route
-            (``bridge.transport.AuthClient``); closed by :meth:`aclose`.
+            (``bridge.transport.AuthRouteClient``); closed by :meth:`aclose`.
 
     Attributes:
         session: the MCP session (``mcpsession.py``): its id, version, capabilities and
