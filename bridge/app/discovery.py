@@ -1,4 +1,4 @@
-"""The discovery file: how a running app tells the bridge where it listens (DESIGN.md §4).
+"""The discovery file: how a running app tells the bridge where it listens (docs/discovery.md).
 
 The app writes a small JSON document when its MCP server is up and removes it when it
 stops; the bridge reads it on every (re)connect and after every 401, so an app that comes

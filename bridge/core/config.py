@@ -69,7 +69,7 @@ def in_sentence(app_name: str) -> str:
     return "the app" if app_name == DEFAULT_APP_NAME else app_name
 
 
-#: Default cap on one message, either direction: 64 MiB (DESIGN.md §2.1 asks for ≥ 64 MiB).
+#: Default cap on one message, either direction: 64 MiB (well over the 10 MiB the TypeScript SDK's stdio reader buffers).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 #: RFC 9110 §5.6.2 ``token``: a field name, a method, a parameter name.
@@ -210,7 +210,7 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
 
     Loopback ``http``/``https`` URLs are always allowed, and so are valid ``http+unix://``
     URLs (a Unix domain socket, ``bridge/core/unixurl.py``). Any other host is refused unless
-    ``allow_remote`` is true and the scheme is ``https`` (DESIGN.md §5: the bearer token must
+    ``allow_remote`` is true and the scheme is ``https`` (docs/security.md: the bearer token must
     not cross a network in clear text). User info and fragments are refused.
 
     Raises:

@@ -10,7 +10,7 @@ A stdin line is exactly one of (JSON-RPC 2.0 §4–§6; MCP basic/index):
 - :class:`Response` — no ``method``, an ``id`` and exactly one of ``result``/``error``: the
   client answering a server→client request. Forwarded, never answered.
 - :class:`Batch` — a non-empty JSON array (allowed by MCP 2025-03-26 only). Each element is
-  classified on its own and forwarded as its own POST (SPEC-CHECKLIST item 13).
+  classified on its own and forwarded as its own POST; the replies go back as one array (JSON-RPC 2.0 §6).
 - otherwise :func:`classify` raises :class:`~bridge.core.errors.ParseError` (not UTF-8 or not
   JSON: reply -32700, id null) or :class:`~bridge.core.errors.InvalidRequestError` (reply -32600
   with the id if it can be read).
@@ -364,7 +364,7 @@ def refusal_line(message: Message | Batch, exc: BridgeError) -> bytes | None:
 
 def error_line(request_id: Any, exc: BridgeError) -> bytes:
     """The stdout line answering ``request_id`` (kept as sent; ``None`` for an unreadable
-    id) with ``exc``: the one builder of the bridge's error replies (DESIGN.md §3)."""
+    id) with ``exc``: the one builder of the bridge's error replies (docs/behaviour.md, "Errors")."""
     return encode_message(error_response(request_id, exc))
 
 

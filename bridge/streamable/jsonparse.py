@@ -1,4 +1,4 @@
-"""Strict JSON from the app's bytes, with msgspec for large messages where it is installed.
+"""Strict JSON from the app's bytes, with msgspec (a dependency) for large messages.
 
 The standard library (``bridge.core.jsonrpc.loads_strict``) is the rule; msgspec is only a
 faster way to the same answer for bodies of :data:`FAST_PARSE_BYTES` or more (a 16 MiB
@@ -31,41 +31,39 @@ __all__ = ["FAST_PARSE_BYTES", "expect", "loads_message_bytes", "loads_strict_by
 #: costs under a millisecond and the import would not pay for itself.
 FAST_PARSE_BYTES = 2 * 1024 * 1024
 
+#: msgspec's decoder, once imported (``None`` until the first large body).
 _fast_decode: Callable[[bytes], Any] | None = None
-_fast_tried = False
 
 
 def expect(content_length: str | None) -> None:
     """A body of this ``Content-Length`` (the field's value, if any) is about to be read:
     import msgspec now if it will be used for it."""
-    if _fast_tried or content_length is None:
+    if _fast_decode is not None or content_length is None:
         return
     length = content_length.strip()
     if length.isascii() and length.isdigit() and len(length) <= 18 and int(length) >= FAST_PARSE_BYTES:
-        _import_fast()
+        _decoder()
 
 
-def _import_fast() -> None:
-    global _fast_decode, _fast_tried
-    _fast_tried = True
-    try:
+def _decoder() -> Callable[[bytes], Any]:
+    """msgspec's strict decoder, imported on the first call."""
+    global _fast_decode
+    if _fast_decode is None:
         import msgspec.json
-    except ImportError:  # not installed: the standard library alone
-        return
-    _fast_decode = msgspec.json.Decoder().decode
+
+        _fast_decode = msgspec.json.Decoder().decode
+    return _fast_decode
 
 
 def loads_strict_bytes(data: bytes) -> Any:
     """``loads_strict(data.decode("utf-8"))``: the same value, and the same exceptions
     (``UnicodeDecodeError``, ``ValueError``, ``RecursionError``) for the same ``data``."""
     if len(data) >= FAST_PARSE_BYTES:
-        if not _fast_tried:
-            _import_fast()
-        if _fast_decode is not None:
-            try:
-                return _fast_decode(data)
-            except Exception:  # noqa: BLE001 (any refusal by msgspec: the standard library decides)
-                pass
+        decode = _decoder()
+        try:
+            return decode(data)
+        except Exception:  # noqa: BLE001 (any refusal by msgspec: the standard library decides)
+            pass
     return loads_strict(data.decode("utf-8"))
 
 
@@ -79,13 +77,11 @@ def loads_message_bytes(data: bytes) -> tuple[Any, bool]:
     and the top level is then walked over the members' own bytes (compared, not parsed),
     so that a member named twice is seen without a second parse of the values."""
     if len(data) >= FAST_PARSE_BYTES:
-        if not _fast_tried:
-            _import_fast()
-        if _fast_decode is not None:
-            try:
-                return _loads_members_fast(data)
-            except Exception:  # noqa: BLE001 (any refusal by msgspec: the standard library decides)
-                pass
+        _decoder()
+        try:
+            return _loads_members_fast(data)
+        except Exception:  # noqa: BLE001 (any refusal by msgspec: the standard library decides)
+            pass
     return loads_members(data.decode("utf-8"))
 
 

@@ -4,7 +4,7 @@ This module owns what the bridge does with the bytes of a reply once its HTTP re
 open; ``upstream.py`` owns the requests. The SSE resume loop is here too: it is the reading
 of one reply that spans GETs; it opens them with the ``prepare_get`` and ``exchange`` it is
 given and maps each try's transport failures with the one table (``failures.py``). Log
-records use the ``bridge.streamable.upstream`` logger's name.
+records use the ``bridge.upstream`` logger, as ``upstream.py``'s do.
 
 Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
@@ -68,8 +68,8 @@ MAX_LISTEN_DELAY_SECONDS = 30.0
 
 #: After the response on an SSE stream, how long the bridge waits for the stream's end, so
 #: that the connection can serve the next request: the official SDK's server ends it about
-#: 0.1 ms after the response, and a new connection per call costs more (README,
-#: Benchmarks). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
+#: 0.1 ms after the response, and a new connection per call costs more
+#: (docs/benchmarks.md). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
 #: replies are not waited for, so a server that keeps its streams open costs little.
 SSE_END_WAIT_SECONDS = 0.002
 SSE_END_SKIPS = 64
@@ -323,7 +323,7 @@ class ReplyReader:
                     if state.last_event_id is None or not resumable:
                         raise
                 if state.last_event_id is None or not resumable:
-                    break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
+                    break  # no event ids (or 2026-07-28): it cannot be resumed (MCP basic/transports, "Resumability")
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
 

@@ -3,7 +3,7 @@
 Why it exists: measured with ``bench/profile_bridge.py``, about three quarters of the
 bridge's CPU per call went to httpx's default transport (httpcore's pool, h11's
 event machinery and anyio cancel scopes around every socket operation), which capped
-the bridge at a quarter of a direct client's throughput (issue 7, README "Benchmarks").
+the bridge at a quarter of a direct client's throughput (docs/benchmarks.md).
 The bridge needs a small part of HTTP: one request at a time per keep-alive
 connection, no TLS, no proxies, no redirects, no compression, no ``Expect``. This
 module does the I/O of that part on ``asyncio`` protocols; the bytes are made and read by

@@ -19,7 +19,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -110,12 +110,12 @@ async def test_the_right_token_reaches_the_app_on_every_path(scheme: str, path: 
 async def test_lifespan_passes_through_and_a_websocket_without_token_is_closed_unaccepted() -> None:
     inner = Inner()
     middleware = TokenAuthMiddleware(inner, token=TOKEN)
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "websocket.connect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     await middleware({"type": "lifespan"}, receive, send)
@@ -511,7 +511,7 @@ def test_host_and_origin_must_be_loopback_for_the_app_and_the_auth_route(tmp_pat
     if status == 200:
         assert auth.json()["token"] == server.token and app.text == "inner"
     else:
-        assert server.token not in auth.text and app.text != "inner"
+        assert server.token is not None and server.token not in auth.text and app.text != "inner"
         assert auth.json()["error"]["code"] == -32000 and "id" not in auth.json()
 
 

@@ -10,6 +10,7 @@ import socket
 import stat
 import sys
 import threading
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,17 @@ from bridge.appserver import AppServer, UnsafeFileError
 from bridge.appserver.unixsocket import SOCKET_FILE_NAME, bind_private_socket, remove_socket_file, socket_path_for
 from bridge.core.unixurl import split_unix_url
 
+
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip("Unix sockets", allow_module_level=True)
+
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or sys.platform == "win32", reason="Unix sockets")
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to make a file another user's")
 OTHER_UID = 54_321
 
 
-async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def inner(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         while (await receive())["type"] != "lifespan.shutdown":
             await send({"type": "lifespan.startup.complete"})

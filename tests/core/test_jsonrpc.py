@@ -62,7 +62,9 @@ def test_result_or_error_without_method_is_a_client_response(body: bytes) -> Non
         (b'{"jsonrpc":"2.0"}', InvalidRequestError, None),
     ],
 )
-def test_unusable_lines_raise_the_error_their_reply_needs(line: bytes, error: type, request_id: object) -> None:
+def test_unusable_lines_raise_the_error_their_reply_needs(
+    line: bytes, error: type[InboundError], request_id: object
+) -> None:
     with pytest.raises(error) as caught:
         classify(line)
     assert caught.value.request_id == request_id

@@ -22,11 +22,16 @@ from pathlib import Path
 
 import pytest
 from support import processes
-from support.apps import APP_SERVER_SCRIPT, AppServer, start_listening_app
+from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, AppServer, start_listening_app
 from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
 
 from bridge.core.unixurl import split_unix_url
+
+
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip("Unix sockets", allow_module_level=True)
 
 pytestmark = [pytest.mark.process, pytest.mark.linux_only("the Unix-socket path is tested on Linux here")]
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the impostor as a second uid")
@@ -67,7 +72,7 @@ class Impostor:
         python = "/usr/bin/python3" if uid is not None else sys.executable
         options = {"user": uid, "group": uid} if uid is not None else {}
         self.proc = subprocess.Popen(
-            [python, "-c", _IMPOSTOR, str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload]
+            [python, "-c", _IMPOSTOR, str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload,unused-ignore]
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline() == b"LISTENING\n", "the impostor could not bind"
@@ -123,7 +128,7 @@ def test_sse_the_get_stream_a_restart_and_the_session_rebuilt_over_the_socket(ru
         assert [m["params"]["progress"] for m in progress] == [1, 2, 3], "SSE progress over the socket"
         assert app_info(bridge, 2)["pid"] == app.proc.pid
         check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
-                               env=here.env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT)
+                               env=here.env, capture_output=True, timeout=60, cwd=REPO_ROOT)
         report = check.stdout.decode()
         assert check.returncode == 0 and f"✓ listener    Unix socket {socket_path}" in report and f"pid {app.proc.pid}" in report, report
         app.stop()
@@ -212,7 +217,7 @@ def test_another_users_socket_gets_nothing(running: tuple[Desk, AppServer, Path]
             expected = f"belongs to uid {OTHER_UID}" if owner == "file" else f"uid {OTHER_UID}) belongs to another user"
             assert expected in message, message
         check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
-                               env=here.env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT)
+                               env=here.env, capture_output=True, timeout=60, cwd=REPO_ROOT)
         report = check.stdout.decode()
         # the same verdict as the bridge's, on the listener step, naming the other user
         assert check.returncode == 1 and "✗ listener    " in report and "Unix socket" in report and str(OTHER_UID) in report, report

@@ -240,7 +240,7 @@ def stop_pids(pids: list[int], timeout: float = STOP_TIMEOUT) -> list[int]:
 
 def pids_mentioning(text: str) -> list[int]:
     """Processes of this user whose command line contains `text` (Linux; else none)."""
-    found = []
+    found: list[int] = []
     if not sys.platform.startswith("linux"):
         return found
     for entry in Path("/proc").iterdir():

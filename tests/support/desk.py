@@ -39,7 +39,7 @@ NEVER_LISTENS_TIMEOUT = 3.0
 
 
 
-# -- what every test leaves for the final grep (HAZARDS B27) ---------------------------------
+# -- what every test leaves for the final grep for tokens -------------------------------------
 
 
 @dataclass
