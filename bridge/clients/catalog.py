@@ -14,7 +14,7 @@ and in the tests' golden files, ``tests/golden/clients/``):
 - Codex (``config.toml``): ``[mcp_servers.NAME]`` with ``command``, ``args``, ``env``.
 
 ``command`` is always an absolute path to a real executable (never a ``.cmd`` shim, which
-Windows clients run through ``cmd.exe /C``, where spaces split arguments — HAZARDS B37);
+Windows clients run through ``cmd.exe /C``, where spaces split arguments: punkpeye/mcp-remote#52);
 every option is its own ``args`` element, so paths with spaces survive every client's way
 of launching; secrets only ever go in ``env``, never in ``args``.
 
@@ -525,7 +525,7 @@ STARTUP_MARGIN_SECONDS = 15.0
 
 #: How long the bridge gives a launched app by default (``--launch-timeout``, and
 #: ``BridgeConfig.launch_timeout_seconds``), in seconds.
-DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS  # noqa: E402  (one default, kept beside BridgeConfig's)
 
 
 def startup_timeout_for(launch_timeout_seconds: float) -> float:

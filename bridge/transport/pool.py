@@ -3,7 +3,7 @@
 Why it exists: measured with ``bench/profile_bridge.py``, about three quarters of the
 bridge's CPU per call went to httpx's default transport (httpcore's pool, h11's
 event machinery and anyio cancel scopes around every socket operation), which capped
-the bridge at a quarter of a direct client's throughput (issue 7, README "Benchmarks").
+the bridge at a quarter of a direct client's throughput (docs/benchmarks.md).
 The bridge needs a small part of HTTP: one request at a time per keep-alive
 connection, no TLS, no proxies, no redirects, no compression, no ``Expect``. This
 module does the I/O of that part on ``asyncio`` protocols; the bytes are made and read by
@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
-from ..system.cancelscope import fail_after
-from .base import ConnectFailed, ConnectionBroken, ConnectTimeout, LocalProtocolError, PoolTimeout
+from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
+from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
+from .unixlink import connect_unix
+from .verifiedconnect import connect_first_verified
 
 __all__ = ["Http11Pool", "Http11Response", "Headers", "MAX_HEAD_BYTES", "HIGH_WATER_BYTES"]
 
@@ -165,7 +166,7 @@ class Http11Pool:
             is awaited); whatever it raises reaches the caller of :meth:`request` after the
             socket is closed, and the connection is never pooled. When the host resolves
             to several addresses, a ``ListenerUnverifiedError`` (or ``AppUnreachableError``)
-            for one of them skips it and the next one is tried (``bridge/verifiedconnect.py``).
+            for one of them skips it and the next one is tried (``verifiedconnect.py``).
     """
 
     def __init__(
@@ -307,59 +308,32 @@ class Http11Pool:
                 return
 
     async def _connect(self, key: tuple[str, int]) -> Connection:
-        """A new connection to ``key``, verified before any byte is written.
-
-        The host is resolved once and its addresses tried in order
-        (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
-        (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
-        unused and the next address is tried. The connect timeout bounds the whole."""
-        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
-
+        """A new connection to ``key``, verified before any byte is written, by
+        :func:`~bridge.transport.verifiedconnect.connect_first_verified`: a refused
+        connection, or one the verifier refuses (another user's listener on ``::1`` while
+        the app has ``127.0.0.1``), is closed unused and the next address is tried. The
+        connect timeout bounds the whole. A Unix domain socket (``http+unix://``, its path
+        as the key's host) is its one address; its file is checked first (``unixlink.py``)."""
         loop = asyncio.get_running_loop()
         host, port = key
-        refusals: list[BaseException] = []
-        skipped: list[str] = []
-        reason = "no address"
-        nothing_listens = False
-        try:
-            # A cancel scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
-            # cancellation that arrives as the connection completes (CPython gh-86296).
-            with fail_after(self._connect_timeout):
-                try:
-                    addresses = await resolve_addresses(host, port)
-                except OSError as exc:
-                    raise ConnectFailed(f"{host} does not resolve: {exc.strerror or exc}") from None
-                for address in addresses:
-                    try:
-                        transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
-                    except OSError as exc:
-                        reason = exc.strerror or type(exc).__name__
-                        nothing_listens = True
-                        continue
-                    if self._verify_connection is None:
-                        return connection
-                    try:
-                        outcome = self._verify_connection(transport.get_extra_info("socket"))
-                        if inspect.isawaitable(outcome):
-                            await outcome
-                    except VERIFY_REFUSALS as exc:
-                        connection.close()
-                        if len(addresses) == 1:
-                            raise
-                        note_skipped(address, port, exc)
-                        refusals.append(exc)
-                        skipped.append(address)
-                        continue
-                    except BaseException:
-                        connection.close()
-                        raise
-                    return connection
-        except TimeoutError:  # (before OSError, its base class)
-            raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
-        refused = pick_failure(refusals, nothing_listens_somewhere=nothing_listens)
-        if refused is not None:
-            raise refused
-        raise ConnectFailed(f"connection to {host}:{port} failed: {reason}{skipped_note(skipped)}")
+        unix = host.startswith("/")
+
+        async def connect(address: str) -> Connection:
+            if unix:
+                _transport, connection = await connect_unix(address, lambda: Connection(key), check_file=self._verify_connection is not None)
+            else:
+                _transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
+            return connection
+
+        connection, _address, _skipped = await connect_first_verified(
+            host, None if unix else port, connect=connect, verify=None if self._verify_connection is None else self._verify,
+            close=Connection.close, timeout_seconds=self._connect_timeout,
+        )
+        return connection
+
+    def _verify(self, connection: Connection) -> object:
+        assert self._verify_connection is not None and connection.transport is not None
+        return self._verify_connection(connection.transport.get_extra_info("socket"))
 
     def release(self, connection: Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: close it)."""
@@ -391,7 +365,14 @@ class Http11Pool:
 
 
 def _parse_url(url: str) -> tuple[tuple[str, int], str, str]:
-    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port")."""
+    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
+    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost")."""
+    if is_unix_url(url):
+        try:
+            socket_path, target = split_unix_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (socket_path, 0), target, UNIX_HOST
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")

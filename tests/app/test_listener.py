@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -21,6 +22,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,12 +30,12 @@ import bridge
 from bridge.app.listener import ListenerCheck
 from bridge.app.procnet import LISTEN, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.app.sockdiag import parse_inet_diag
-from bridge.core.errors import AppUnreachableError, ListenerUnverifiedError
-from bridge.transport import pool as http11  # the own pool (was bridge/http11.py)
+from bridge.core.errors import AppUnreachableError, BridgeError, ListenerUnverifiedError
+from bridge.transport import pool as http11  # the own pool (was ``bridge/http11.py``)
 
 linux = pytest.mark.linux_only("reads /proc")
 as_root = pytest.mark.skipif(
-    os.name != "posix" or os.geteuid() != 0, reason="needs root to run a process under a second uid"
+    sys.platform == "win32" or os.geteuid() != 0, reason="needs root to run a process under a second uid"
 )
 #: The second user of these tests: a uid with no account (the kernel needs none to run a process).
 OTHER_UID = 54_321
@@ -273,10 +275,31 @@ def test_a_sock_diag_answer_parses_into_the_same_entries() -> None:
 
 def test_when_the_os_will_not_say_the_check_refuses(listening_socket: socket.socket, tmp_path: Path) -> None:
     port = listening_socket.getsockname()[1]
-    (tmp_path / "net").mkdir()
-    (tmp_path / "net" / "tcp").write_text("header only\n")
-    with connect(port) as client, pytest.raises(ListenerUnverifiedError, match="no socket listening there is visible"):
+    (tmp_path / "net" / "tcp").mkdir(parents=True)  # not readable as a file
+    with connect(port) as client, pytest.raises(ListenerUnverifiedError, match="is not readable") as caught:
         check(None, backend="proc", proc_root=str(tmp_path)).verify_socket(client)
+    assert "--no-verify-listener" in caught.value.message  # the check cannot work here: the way out is named
+
+
+@pytest.mark.parametrize("backend", ["proc", "psutil"])
+def test_a_connection_accepted_into_a_listener_gone_since_is_the_app_going_away(
+    listening_socket: socket.socket, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app restart: the kernel accepted the connection into the backlog, then the app
+    closed its listener; the check sees no listener. That is the app going away
+    (``app_unreachable``, recoverable: the request waits for the app), not "give
+    --no-verify-listener", which is said only of a listener that is someone else's."""
+    port = listening_socket.getsockname()[1]
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(TCP_SAMPLE.splitlines()[0] + "\n")  # no listener (any more)
+    if backend == "psutil":
+        psutil = pytest.importorskip("psutil")
+        monkeypatch.setattr(psutil, "net_connections", lambda kind: [])
+    with connect(port) as client, pytest.raises(AppUnreachableError) as caught:
+        check(None, backend=backend, proc_root=str(tmp_path)).verify_socket(client)
+    assert caught.value.recoverable and caught.value.reason == "app_unreachable"
+    assert "no socket listens there now" in caught.value.message and "nothing was sent" in caught.value.message
+    assert "--no-verify-listener" not in caught.value.message
 
 
 # -- the pool's hook -------------------------------------------------------------------------
@@ -333,6 +356,8 @@ async def test_a_refused_connection_is_closed_before_one_byte_is_written_and_nev
 def fake_proc(root: Path, port: int, *, app_flags: int) -> None:
     """A /proc where this user's socket listens on ``port`` (inode 777) and no process holds
     it, and pid 4242 (the app) has the given ``flags`` (field 9 of its stat)."""
+    if sys.platform != "linux":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("a /proc of Linux")
     (root / "net").mkdir()
     listen = f"   0: 0100007F:{port:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000 {os.geteuid():5d}        0 777 1 0\n"
     (root / "net" / "tcp").write_text(TCP_SAMPLE.splitlines()[0] + "\n" + listen)
@@ -351,7 +376,7 @@ def test_a_named_pid_that_is_exiting_means_the_app_is_going_away_and_the_request
     not exiting stays refused."""
     port = listening_socket.getsockname()[1]
     fake_proc(tmp_path, port, app_flags=0x4 if exiting else 0)
-    expected: type[Exception] = AppUnreachableError if exiting else ListenerUnverifiedError
+    expected: type[BridgeError] = AppUnreachableError if exiting else ListenerUnverifiedError
     with connect(port) as client, pytest.raises(expected) as caught:
         check(4242, backend="proc", proc_root=str(tmp_path)).verify_socket(client)
     assert "pid 4242" in caught.value.message and ("nothing was sent" if exiting else "no credential") in caught.value.message
@@ -403,7 +428,7 @@ _RECORDING_LISTENER = textwrap.dedent(
 
 
 def _recording_listener(host: str, port: int, **popen: object) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
+    process: subprocess.Popen[bytes] = subprocess.Popen(
         ["/usr/bin/python3" if popen else sys.executable, "-c", _RECORDING_LISTENER, host, str(port)],
         stdout=subprocess.PIPE, cwd="/", **popen,  # type: ignore[call-overload]
     )
@@ -421,8 +446,8 @@ def _received(process: subprocess.Popen[bytes]) -> bytes:
 @as_root
 def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     """``localhost`` resolves to ::1 first (as on most desktops); another user listens on
-    [::1]:PORT, this user's app on 127.0.0.1:PORT. The bridge's httpx client for token
-    sources (the auth route's) must not write to ::1: it connects, sees a stranger's
+    [::1]:PORT, this user's app on 127.0.0.1:PORT. The bridge's client for token
+    sources (the auth route's ``post_json``) must not write to ::1: it connects, sees a stranger's
     listener, closes, and sends on the verified 127.0.0.1 connection."""
     from bridge.core.config import BridgeConfig
     from bridge.serve.parts import build_parts
@@ -435,7 +460,7 @@ def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypa
     stranger = _recording_listener("::1", port, user=OTHER_UID, group=OTHER_UID)
     real = socket.getaddrinfo
 
-    def localhost_both(host: object, *args: object, **kwargs: object) -> list[object]:
+    def localhost_both(host: object, *args: object, **kwargs: object) -> list[Any]:
         if host in ("localhost", b"localhost"):
             return real("::1", *args, **kwargs) + real("127.0.0.1", *args, **kwargs)  # type: ignore[arg-type]
         return real(host, *args, **kwargs)  # type: ignore[arg-type]
@@ -446,8 +471,9 @@ def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypa
 
     async def post() -> object:
         try:
-            response = await upstream.token_context().http_client.post(f"http://localhost:{port}/auth", json={"secret": "s3cret-for-the-app"})
-            return response.json()
+            status, body = await upstream.token_context().post_json(f"http://localhost:{port}/auth", {"secret": "s3cret-for-the-app"})
+            assert status == 200
+            return json.loads(body)
         finally:
             await upstream.aclose()
 

@@ -1,5 +1,6 @@
 """Recovery with respx: token refresh on 401, ensure_running on connection refused, and
-the session rebuilt after an app restart (DESIGN.md §2.8–§2.10, HAZARDS B18, B24, B26)."""
+the session rebuilt after an app restart (docs/discovery.md; punkpeye/mcp-remote#91 for the
+refresh that must not loop)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def reason(message: dict[str, Any]) -> str:
     return str(message["error"]["data"]["reason"])
 
 
-# -- 401: refresh once (B26) --------------------------------------------------------------------
+# -- 401: refresh once --------------------------------------------------------------------------
 
 
 async def test_401_refreshes_the_token_once_and_the_retry_succeeds(run_bridge: RunBridge) -> None:
@@ -106,8 +107,7 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
 async def test_token_command_output_is_the_token_and_a_failing_command_is_an_error(tmp_path: Path) -> None:
     import sys
 
-    client = httpx.AsyncClient()
-    context = TokenContext(base_url=URL, http_client=client)
+    context = TokenContext(base_url=URL)
     good = CommandTokenSource([sys.executable, "-c", "print('tok-from-command')"])
     assert await good.fetch(context) == "tok-from-command"
     from bridge.app.tokens import TokenSourceError
@@ -116,7 +116,6 @@ async def test_token_command_output_is_the_token_and_a_failing_command_is_an_err
         await CommandTokenSource([sys.executable, "-c", "import sys; print('secret'); sys.exit(3)"]).fetch(context)
     with pytest.raises(TokenSourceError, match="did not finish"):
         await CommandTokenSource([sys.executable, "-c", "import time; time.sleep(10)"], timeout_seconds=0.5).fetch(context)
-    await client.aclose()
 
 
 async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on_401(tmp_path: Path, run_bridge: RunBridge) -> None:
@@ -146,7 +145,7 @@ async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on
     assert issued == ["issued-1", "issued-2"]
 
 
-# -- connection refused: ensure_running once (B18) -------------------------------------------
+# -- connection refused: ensure_running once -------------------------------------------------
 
 
 class Starter:
@@ -176,7 +175,7 @@ async def test_connection_refused_starts_the_app_once_and_the_retry_succeeds(run
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": 7, "result": {"instance": 1}}
     assert starter.calls == 1
-    assert len([c for c in h.router.calls if c.request.method == "POST"]) == 2
+    assert len(h.posts()) == 2
 
 
 @pytest.mark.httpx_only
@@ -266,7 +265,7 @@ async def test_no_retry_after_a_read_timeout_on_tools_call(run_bridge: RunBridge
     assert reason(messages[1]) == "timeout" and attempts == 1 and starter.calls == 0
 
 
-# -- the session rebuilt after an app restart (B24) -------------------------------------------
+# -- the session rebuilt after an app restart -------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [404, 400])
@@ -443,7 +442,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
 
 @pytest.mark.httpx_only
 async def test_requests_queued_behind_a_failed_launch_share_its_failure(run_bridge: RunBridge) -> None:
-    """One app launch for many waiting requests, also when it fails (DESIGN.md §2.9)."""
+    """One app launch for many waiting requests, also when it fails (docs/discovery.md, "Starting the app")."""
     app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app, works=False)
@@ -490,17 +489,16 @@ async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(
     assert messages[1] == {"jsonrpc": "2.0", "id": 5, "error": error} and h.bridge.driver.rebuilds == 0
 
 
-def test_token_context_builds_its_http_client_once_and_only_when_a_source_asks() -> None:
-    """A run whose token source never talks HTTP never builds (or imports) the client."""
-    built: list[object] = []
+async def test_the_auth_route_client_builds_its_transport_only_when_a_source_posts() -> None:
+    """A run whose token source never talks HTTP builds no transport (and imports no
+    httpx); a context without one says so instead of sending anywhere."""
+    from bridge.app.tokens import TokenSourceError
+    from bridge.transport import AuthRouteClient
 
-    def factory() -> httpx.AsyncClient:
-        built.append(object())
-        return httpx.AsyncClient()
+    client = AuthRouteClient(timeout_seconds=1)
+    context = TokenContext(base_url=URL, post_json=client.post_json)
+    assert context.base_url == URL and client._transport is None  # (the laziness is the point)
+    await client.aclose()
+    with pytest.raises(TokenSourceError, match="no HTTP exchange"):
+        await TokenContext(base_url=URL).post_json(URL, {})
 
-    context = TokenContext(base_url=URL, http_client_factory=factory)
-    assert built == [] and context.base_url == URL
-    assert context.http_client is context.http_client
-    assert len(built) == 1
-    with pytest.raises(TypeError):
-        TokenContext(base_url=URL)

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from bridge.system.cancelscope import CancelScope, current_time, fail_after, move_on_after
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro):
     return asyncio.run(coro)
 
 
@@ -243,7 +245,7 @@ def test_entered_once_and_only_inside_a_task() -> None:
 
 
 @pytest.mark.parametrize("make_scope", [move_on_after, fail_after, asyncio.timeout], ids=["move_on_after", "fail_after", "asyncio.timeout"])
-def test_a_task_already_carrying_a_cancel_request_still_gets_its_own_deadline(make_scope) -> None:  # type: ignore[no-untyped-def]
+def test_a_task_already_carrying_a_cancel_request_still_gets_its_own_deadline(make_scope: Callable[[float], Any]) -> None:
     """A shielded clean-up (``check`` ends its session in a ``finally`` after the user's ^C)
     runs in a task that already carries one cancel request. A bound inside it ends in
     time like any other: the scope takes back its own cancellation, the way
