@@ -437,7 +437,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
     async with run_bridge(McpApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
-    assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
+    assert reason(reply) == "auth_rejected" and "the discovery file gave none" in reply["error"]["message"]
 
 
 @pytest.mark.httpx_only
