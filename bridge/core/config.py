@@ -92,9 +92,10 @@ class BridgeConfig:
         max_message_bytes: the largest message accepted in either direction, in bytes.
         max_concurrent_requests: how many requests may be in flight to the app at once;
             further ones wait their turn (notifications never wait).
-        shutdown_grace_seconds: after stdin EOF, SIGINT or SIGHUP, how long requests in flight
-            may still finish before they are answered with reason ``shutting_down`` (not
-            after SIGTERM or a second signal: those answer at once). Sized to end well within
+        shutdown_grace_seconds: after SIGINT or SIGHUP, how long requests in flight may
+            still finish before they are answered with reason ``shutting_down`` (not after
+            SIGTERM or a second signal: those answer at once; stdin EOF alone lets them
+            finish, each within ``request_timeout_seconds``). Sized to end well within
             the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).

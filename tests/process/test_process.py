@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -276,15 +277,49 @@ def test_stdin_at_eof_from_the_start(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
-def test_stdin_eof_during_a_call(app_server: AppServer) -> None:
-    """EOF while slow(30) is in flight → that id gets reason shutting_down; exit 0 within 2 s."""
+@pytest.mark.parametrize("call_seconds", [0.8, 3.0])
+def test_stdin_eof_keeps_the_replies_in_flight(app_server: AppServer, call_seconds: float) -> None:
+    """A pipeline: initialize, a slow tool call and a ping, then EOF at once. Every request
+    gets the app's own reply (none ``shutting_down``), then the bridge exits 0 by itself."""
+    with start_bridge(app_server.url) as bridge:
+        bridge.send(initialize(0))
+        bridge.send(INITIALIZED)
+        bridge.send(tool_call(1, "slow", {"seconds": call_seconds}))
+        bridge.send(request(2, "ping"))
+        bridge.close_stdin()
+        assert bridge.wait(call_seconds + BIG_TIMEOUT) == 0, bridge.stderr_tail()
+        bridge.join_readers()
+        replies = {m["id"]: m for m in bridge.messages if isinstance(m, dict) and "method" not in m}
+        while True:  # (the lines not read yet)
+            try:
+                message = bridge.read_message(timeout=0.01)
+            except AssertionError:
+                break
+            replies[message.get("id")] = message
+        assert sorted(replies) == [0, 1, 2], replies
+        assert "result" in replies[0], replies[0]
+        assert result_text(replies[1]) == f"done after {call_seconds:g} s", replies[1]
+        assert replies[2]["result"] == {}, replies[2]
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("POSIX signals")
+def test_a_signal_after_stdin_eof_ends_the_wait_at_once(app_server: AppServer) -> None:
+    """EOF while slow(30) is in flight: the bridge waits for it; the SIGTERM that the MCP
+    SDKs send 2 s after closing stdin answers it ``shutting_down`` and ends the run."""
     with start_bridge(app_server.url) as bridge:
         handshake(bridge)
         bridge.send(tool_call(9, "slow", {"seconds": 30}))
         time.sleep(0.5)
-        status, seconds = bridge.close_and_time_exit()
+        bridge.close_stdin()
+        time.sleep(0.5)
+        assert bridge.proc.poll() is None, "the bridge did not wait for the call in flight"
+        started = time.monotonic()
+        bridge.proc.send_signal(signal.SIGTERM)
+        status = bridge.wait(EXIT_TIMEOUT)
+        seconds = time.monotonic() - started
         assert status == 0, bridge.stderr_tail()
-        assert seconds < EOF_EXIT_BOUND, f"exit took {seconds:.2f} s after stdin EOF\n{bridge.stderr_tail()}"
+        assert seconds < EOF_EXIT_BOUND, f"exit took {seconds:.2f} s after SIGTERM\n{bridge.stderr_tail()}"
         reply = bridge.read_reply(9, timeout=1.0)  # already written: the process has exited
         assert bridge_error_reason(reply) == "shutting_down", reply
 
