@@ -131,6 +131,7 @@ def build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridge
             session_400_heuristic=options["session_400_heuristic"],
             connect_timeout_seconds=options["connect_timeout_seconds"],
             request_timeout_seconds=options["request_timeout_seconds"],
+            progress_heartbeat_seconds=options.get("progress_heartbeat_seconds", 20.0),
             max_message_bytes=options["max_message_bytes"],
             max_concurrent_requests=options["max_concurrent_requests"],
             allow_remote=options["allow_remote"],

@@ -56,6 +56,7 @@ BRIDGE_OPTIONS = [
     click.option("--session-400-heuristic/--no-session-400-heuristic", default=True, show_default=True, help="Treat a 400 that mentions the session like a 404 (session gone)."),
     click.option("--connect-timeout", "connect_timeout_seconds", type=SECONDS, default=5.0, show_default=True, metavar="SECONDS", help="Bound on connecting to the app."),
     click.option("--request-timeout", "request_timeout_seconds", type=SECONDS, default=300.0, show_default=True, metavar="SECONDS", help="Bound on each reply: its head within this of sending, a JSON body within this of its head; an SSE reply may go this long between events or keep-alives."),
+    click.option("--progress-heartbeat", "progress_heartbeat_seconds", type=click.FloatRange(min=0), default=20.0, show_default=True, metavar="SECONDS", help="For a call with a progress token: after this long without a word from the app, send the client a progress notification saying the bridge waits on it (0: never)."),
     click.option("--max-message-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_MESSAGE_BYTES, show_default=True, metavar="N", help="Largest message accepted in either direction."),
     click.option("--max-concurrent-requests", type=click.IntRange(min=1), default=32, show_default=True, metavar="N", help="Requests in flight to the app at once."),
     click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --url (https only)."),

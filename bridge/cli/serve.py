@@ -49,6 +49,7 @@ PLAIN_DEFAULTS: dict[str, Any] = {
     "session_400_heuristic": True,
     "connect_timeout_seconds": 5.0,
     "request_timeout_seconds": 300.0,
+    "progress_heartbeat_seconds": 20.0,
     "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES,
     "max_concurrent_requests": 32,
     "allow_remote": False,
@@ -80,6 +81,17 @@ def _seconds(value: str) -> float:
     except ValueError:
         raise _NotPlain from None
     if not seconds > 0:
+        raise _NotPlain
+    return seconds
+
+
+def _seconds_or_zero(value: str) -> float:
+    # click.FloatRange(min=0): float(value) >= 0.
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise _NotPlain from None
+    if not seconds >= 0:
         raise _NotPlain
     return seconds
 
@@ -120,6 +132,7 @@ _VALUE_OPTIONS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--launch-log": ("launch_log_file", _file_path),
     "--connect-timeout": ("connect_timeout_seconds", _seconds),
     "--request-timeout": ("request_timeout_seconds", _seconds),
+    "--progress-heartbeat": ("progress_heartbeat_seconds", _seconds_or_zero),
     "--max-message-bytes": ("max_message_bytes", _at_least(1024)),
     "--max-concurrent-requests": ("max_concurrent_requests", _at_least(1)),
     "--log-level": ("log_level", _log_level),

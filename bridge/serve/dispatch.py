@@ -54,6 +54,7 @@ from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
+from .heartbeat import Heartbeats
 from .taskset import TaskSet
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
@@ -103,6 +104,7 @@ class Dispatcher:
         self._tasks = tasks
         self._on_initialized = on_initialized
         self._slots = asyncio.Semaphore(config.max_concurrent_requests)
+        self._heartbeats = Heartbeats(config.progress_heartbeat_seconds, outbox.put, app_name=config.app_name)
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)
         self._room: asyncio.Event | None = None  # set when the reader may go on
@@ -286,7 +288,8 @@ class Dispatcher:
         await self._slots.acquire()  # a free one without a trip through the loop
         try:
             await self._stdout_room()
-            return await self._driver.request(request, self.relay)
+            # (progress heartbeats while the app is silent: bridge/serve/heartbeat.py)
+            return await self._heartbeats.watch(request, self._driver.request(request, self.relay))
         finally:
             self._slots.release()
 
@@ -354,6 +357,7 @@ class Dispatcher:
             except (UnicodeDecodeError, ValueError, RecursionError):
                 log.warning("dropped a message from the app that is not UTF-8 JSON (%d bytes)", len(line))
                 return
+        self._heartbeats.heard(message)
         outcome = self._ledger.relay(line, message)
         slot = outcome.answered
         if slot is not None:  # it answered an open request: that one's own exchange may stop

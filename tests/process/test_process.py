@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -37,6 +38,7 @@ from support.processes import (
     EXIT_TIMEOUT,
     INITIALIZED,
     PROXY_VARS,
+    BridgeProcess,
     REPLY_TIMEOUT,
     assert_stdout_is_pure_jsonrpc,
     base_env,
@@ -570,3 +572,54 @@ def test_a_non_blocking_stdin_from_the_parent_is_not_taken_for_eof(app_server: A
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- progress heartbeats: a long call outlives a client's tool-call timer ----------------------
+
+
+def _progress_of(bridge: BridgeProcess, token: object) -> list[dict[str, Any]]:
+    return [
+        m["params"]
+        for m in bridge.messages
+        if isinstance(m, dict) and m.get("method") == "notifications/progress" and m["params"].get("progressToken") == token
+    ]
+
+
+@pytest.mark.process
+def test_a_silent_call_with_a_progress_token_gets_heartbeats_and_one_without_gets_none(app_server: AppServer) -> None:
+    """slow(3) with ``--progress-heartbeat 0.5``: the call with a progress token sees the
+    bridge's progress notifications (its token, increasing values, a message naming the
+    wait), then the app's reply; the same call without a token sees none."""
+    with start_bridge(app_server.url, "--progress-heartbeat", "0.5", "--app-name", "Slow app") as bridge:
+        handshake(bridge)
+        call = tool_call(1, "slow", {"seconds": 3})
+        call["params"]["_meta"] = {"progressToken": "tok-1"}
+        bridge.send(call)
+        assert result_text(bridge.read_reply(1, timeout=BIG_TIMEOUT)) == "done after 3 s"
+        beats = _progress_of(bridge, "tok-1")
+        assert len(beats) >= 2, bridge.messages
+        values = [beat["progress"] for beat in beats]
+        assert values == sorted(values) and len(set(values)) == len(values), values
+        assert all("waiting for Slow app" in beat["message"] and "total" not in beat for beat in beats), beats
+        seen = len(bridge.messages)
+        bridge.send(tool_call(2, "slow", {"seconds": 3}))
+        assert result_text(bridge.read_reply(2, timeout=BIG_TIMEOUT)) == "done after 3 s"
+        assert not [m for m in bridge.messages[seen:] if isinstance(m, dict) and m.get("method") == "notifications/progress"]
+
+
+@pytest.mark.process
+def test_the_apps_own_progress_passes_unchanged_and_heartbeats_stay_below_it(app_server: AppServer) -> None:
+    """The app reports 3 steps 1.2 s apart, heartbeats every 0.5 s: the app's notifications
+    arrive as it sent them, and every value the client sees for the token increases."""
+    with start_bridge(app_server.url, "--progress-heartbeat", "0.5") as bridge:
+        handshake(bridge)
+        call = tool_call(1, "progress", {"steps": 3, "delay_seconds": 1.2})
+        call["params"]["_meta"] = {"progressToken": 7}
+        bridge.send(call)
+        bridge.read_reply(1, timeout=BIG_TIMEOUT)
+        notes = _progress_of(bridge, 7)
+        real = [n for n in notes if n.get("message", "").startswith("step ")]
+        assert [(n["progress"], n["total"]) for n in real] == [(1, 3), (2, 3), (3, 3)], notes
+        assert len(notes) > len(real), notes  # heartbeats came between the steps
+        values = [n["progress"] for n in notes]
+        assert all(a < b for a, b in zip(values, values[1:])), values
