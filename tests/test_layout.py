@@ -42,7 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "serve": {"core", "system", "stdio", "app", "streamable", "transport.base"},
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
-    "clients": {"_version"},
+    "clients": {"_version", "core.config"},
     "appserver": {"app.discovery", "system", "core.config"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.
@@ -53,11 +53,12 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: Third-party top-level packages and the only modules (or packages) that may import them.
 #: Imports under ``TYPE_CHECKING`` are exempt (a type name costs nothing at run time).
 THIRD_PARTY: dict[str, set[str]] = {
-    # The serving path is plain asyncio (system/cancelscope.py); anyio stays where httpx needs it,
-    # for the token command's process and for the check command.
-    "anyio": {"transport.httpx_adapter", "app.tokens", "appserver", "cli", "system.logsink"},
+    # The serving path and the check command are plain asyncio (system/cancelscope.py); anyio
+    # stays where httpx needs it (https://), and for the token command's process.
+    "anyio": {"transport.httpx_adapter", "app.tokens", "appserver", "system.logsink"},
+    # https:// only; http://, the auth route's POST included, goes over the own pool.
     "httpx": {"transport.httpx_adapter"},
-    "httpcore": {"transport.httpx_adapter"},
+    "httpcore": set(),
     "click": {"cli"},
     "tomlkit": {"clients.files"},
     "uvicorn": {"appserver.server"},
@@ -244,6 +245,8 @@ NOT_WHILE_SERVING = (
     "bridge.appserver",
     "bridge.cli.config",
     "bridge.cli.check",
+    "bridge.cli.clientcheck",
+    "bridge.cli.demoapp",
     "bridge.transport.httpx_adapter",
     "tomlkit",
     "uvicorn",

@@ -44,18 +44,17 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from ..core.config import in_sentence
+from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
-from ..system.cancelscope import current_time, fail_after
+from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
 from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
 
 if TYPE_CHECKING:
     import filelock
 
-__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path", "tcp_probe"]
+__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path"]
 
 log = logging.getLogger("bridge.launcher")
 
@@ -67,8 +66,6 @@ EnsureRunningCallable = Callable[[], "None | Awaitable[None]"]
 POLL_INTERVAL_SECONDS = 0.1
 #: Seconds between progress lines while waiting.
 PROGRESS_INTERVAL_SECONDS = 5.0
-#: Bound on one connection attempt to loopback.
-PROBE_TIMEOUT_SECONDS = 1.0
 #: After a failed launch, no new attempt for this long (seconds), doubled after each
 #: further failure in a row, up to :data:`RETRY_MAX_SECONDS`.
 RETRY_FIRST_SECONDS = 5.0
@@ -142,7 +139,8 @@ class Launcher:
         lock_path: the cross-process lock file.
         log_file: where the launched app's stdout/stderr go (default: the null device).
         probe: ``async (url) -> bool``, whether the app accepts connections at ``url``
-            (default: open and close a TCP connection; tests inject their own).
+            (``bridge.transport.verifiedconnect.verified_probe``: the road every connection
+            takes, listener check included; tests inject their own).
         secret_variables: environment variables holding a bridge credential (the
             ``--token-env`` one); the launched app does not get them.
     """
@@ -153,11 +151,11 @@ class Launcher:
         *,
         command: Sequence[str] | None = None,
         ensure_running: EnsureRunningCallable | None = None,
-        timeout_seconds: float = 30.0,
+        timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
         app_name: str = "The app",
         lock_path: Path | None = None,
         log_file: Path | None = None,
-        probe: Callable[[str], Awaitable[bool]] | None = None,
+        probe: Callable[[str], Awaitable[bool]],
         secret_variables: Sequence[str] = (),
     ) -> None:
         self._endpoint = endpoint
@@ -167,7 +165,7 @@ class Launcher:
         self._app = app_name
         self._lock_path = lock_path
         self._log_file = log_file
-        self._probe = probe or tcp_probe
+        self._probe = probe
         self._secret_variables = tuple(secret_variables)
         self._lock = asyncio.Lock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -317,7 +315,7 @@ class Launcher:
                 ) from exc
             return
         assert self._command is not None
-        log.info("starting %s: %s", in_sentence(self._app), " ".join(self._command))
+        log.info("starting %s: %s (its arguments not shown)", in_sentence(self._app), self._command[0])
         try:
             output = open_log_file(self._log_file) if self._log_file else subprocess.DEVNULL
         except OSError as exc:
@@ -401,20 +399,6 @@ class Launcher:
         if discovery is not None and discovery.url == url:
             return f" (nothing accepts connections at {url}, read from the discovery file {source})"
         return f" (nothing accepts connections at {url})"
-
-
-async def tcp_probe(url: str) -> bool:
-    """Whether something accepts TCP connections at ``url``'s host and port."""
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with fail_after(PROBE_TIMEOUT_SECONDS):
-            _, writer = await asyncio.open_connection(host, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    return True
 
 
 def _kill_tree(process: subprocess.Popen[bytes]) -> None:

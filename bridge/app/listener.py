@@ -36,7 +36,10 @@ Which connection: the very one the request then goes on (``transport/verifiedcon
 a name such as ``localhost`` is resolved once and each address is connected and checked
 in turn; an address whose listener fails the check is skipped, never written to.
 A failure raises :class:`~bridge.core.errors.ListenerUnverifiedError`: the connection is closed
-before anything is written, and the request gets reason ``listener_unverified``.
+before anything is written, and the request gets reason ``listener_unverified``. A listener
+that is gone by the time of the check (the kernel accepted the connection into its backlog,
+then the app closed it), or whose named pid is exiting, is the app going away:
+:class:`~bridge.core.errors.AppUnreachableError` (recoverable; nothing was sent).
 """
 
 from __future__ import annotations
@@ -353,7 +356,7 @@ class ListenerCheck:
             "no credential and no request were sent."
         )
 
-    def _nothing_listens(self, where: str, client: object) -> ListenerUnverifiedError:
+    def _nothing_listens(self, where: str, client: object) -> ListenerUnverifiedError | AppUnreachableError:
         if client is None:  # before a connection: most likely the app is simply not running
             error = self._cannot_tell(
                 where, "no socket listening there is visible to this user (the app is not running, or it runs in "
@@ -361,8 +364,13 @@ class ListenerCheck:
             )
             error.nothing_listens = True
             return error
-        return self._cannot_tell(where, "the connection was accepted, but no socket listening there is visible to "
-                                 "this user (another network namespace?)")
+        # The kernel accepted the connection into the listener's backlog, and the listener
+        # has been closed since: the app is going away (a restart), as when its pid is
+        # exiting. Recoverable, and no advice to turn the check off: no stranger was seen.
+        return AppUnreachableError(
+            f"{self._app} accepted the connection at {where}, but no socket listens there now (the app is going "
+            "away or restarting); nothing was sent."
+        )
 
     def _going_away(self, where: str, expected: int) -> AppUnreachableError:
         """The discovery file's pid is exiting (or gone), and no process holds the listener any

@@ -22,6 +22,7 @@ exception: failures name the source and the reason only.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -32,7 +33,6 @@ from urllib.parse import urljoin
 
 if TYPE_CHECKING:
     import anyio.abc
-    import httpx
 
     from ..core.config import BridgeConfig
     from .discovery import Endpoint
@@ -66,44 +66,43 @@ class TokenSourceUnreachableError(TokenSourceError):
     the app is not running, which ``ensure_running`` may fix."""
 
 
+#: ``async (url, body) -> (status, reply body)``: POST ``body`` as JSON (see :class:`TokenContext`).
+PostJson = Callable[[str, object], Awaitable[tuple[int, bytes]]]
+
+
+async def _no_http(url: str, body: object) -> tuple[int, bytes]:
+    raise TokenSourceError("this token context offers no HTTP exchange")
+
+
 class TokenContext:
-    """What a source may need: the app's MCP endpoint and the bridge's HTTP client.
+    """What a source may need: the app's MCP endpoint and a way to POST to the app.
 
     Args:
         base_url: the app's MCP endpoint URL (``""`` when it is not known yet).
-        http_client: an ``httpx.AsyncClient`` (no proxies, no redirects), or
-        http_client_factory: a callable building it on first use of :attr:`http_client`,
-            so that a run whose sources never talk HTTP does not import httpx.
+        post_json: ``async (url, body) -> (status, reply body)``: ``POST url`` with ``body``
+            as JSON, no proxies, no redirects (the bridge's ``AuthRouteClient.post_json``:
+            over its own HTTP/1.1 transport for ``http://``, each new connection verified
+            before the secret goes on it; over httpx for ``https://``). It raises the
+            bridge's ``TransportError`` classes (``ConnectFailed``: nothing listens). Not
+            given: calling it raises ``TokenSourceError``.
         verify_listener: ``(host, port) -> None``, a look at who listens on an address
             (``ListenerCheck.verify_address``; raises ``ListenerUnverifiedError``; ``None``:
             the check is off). It proves nothing about a connection made afterwards: the
-            bridge's :attr:`http_client` checks each of its ``http://`` connections itself.
+            bridge's :attr:`post_json` checks each of its ``http://`` connections itself.
     """
 
-    __slots__ = ("base_url", "_http_client", "_factory", "verify_listener")
+    __slots__ = ("base_url", "post_json", "verify_listener")
 
     def __init__(
         self,
         base_url: str,
-        http_client: httpx.AsyncClient | None = None,
         *,
-        http_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        post_json: PostJson | None = None,
         verify_listener: Callable[[str, int], None] | None = None,
     ) -> None:
-        if (http_client is None) == (http_client_factory is None):
-            raise TypeError("give exactly one of http_client and http_client_factory")
         self.base_url = base_url
+        self.post_json: PostJson = post_json or _no_http
         self.verify_listener = verify_listener
-        self._http_client = http_client
-        self._factory = http_client_factory
-
-    @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The client: given, or built by the factory on first use."""
-        if self._http_client is None:
-            assert self._factory is not None
-            self._http_client = self._factory()
-        return self._http_client
 
 
 class TokenSource(Protocol):
@@ -285,7 +284,7 @@ class AuthRouteTokenSource:
     changes with every start.
 
     The secret goes only on a connection verified to be the app's: the bridge's client
-    (``transport.AuthClient``) resolves the route's host once, connects to each address in
+    (``transport.AuthRouteClient``) resolves the route's host once, connects to each address in
     turn, runs the listener check on that very socket (this user's, held by the discovery
     file's pid when the route is on the endpoint's port) and sends on the first connection
     that passes; another user's listener on ``[::1]`` while the app has ``127.0.0.1`` is
@@ -302,16 +301,16 @@ class AuthRouteTokenSource:
         auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         from ..transport.base import ConnectFailed, TransportError
 
-        try:  # the client's transport (transport/httpx_adapter.py) raises the bridge's classes
-            response = await context.http_client.post(auth_url, json={"secret": secret})
+        try:  # the transports raise the bridge's classes (bridge/transport/base.py)
+            status, body = await context.post_json(auth_url, {"secret": secret})
         except ConnectFailed:
             raise TokenSourceUnreachableError(f"nothing accepts connections at the {self.description}") from None
         except TransportError as exc:
             raise TokenSourceError(f"the {self.description} is not reachable ({type(exc).__name__})") from None
-        if response.status_code != 200:
-            raise TokenSourceError(f"the {self.description} answered HTTP {response.status_code}")
+        if status != 200:
+            raise TokenSourceError(f"the {self.description} answered HTTP {status}")
         try:
-            document = response.json()
+            document = json.loads(body)
         except ValueError:
             raise TokenSourceError(f"the {self.description} did not answer with JSON") from None
         token = document.get("token", document.get("access_token")) if isinstance(document, dict) else None

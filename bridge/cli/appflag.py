@@ -8,17 +8,24 @@ import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..core.config import BridgeConfig, ConfigError
 from . import diagnostics
 from .diagnostics import setup_logging
+from .optiontable import LOG_LEVELS, OptionValueError
+from .optiontable import log_level as level_name
 
 __all__ = ["mcp_stdio_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # generic in the annotations of newer click
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
 
 
 def mcp_stdio_option(
@@ -49,16 +56,21 @@ def mcp_stdio_option(
             with its message instead (reason ``not_configured``), and the process exits 2
             when stdin closes.
         flag: the option's name.
-        log_level, log_file: where the bridge's diagnostics go (never stdout).
+        log_level, log_file: where the bridge's diagnostics go (never stdout). A
+            ``--log-level LEVEL`` on the command line (``debug``, ``info``, ``warning``,
+            ``error``, as ``mcp-app-bridge`` takes it) sets the level instead: the
+            decorator adds that option, unless the command has a ``--log-level`` of its own,
+            whose value the bridge then takes when it is one of those levels.
     """
     wants_params = _takes_one_argument(make_config)
 
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def branch(*args: Any, **params: Any) -> Any:
+            own_level = params.pop(_LOG_LEVEL_PARAM, None)
             if not params.pop(_MCP_STDIO_PARAM):
                 return command(*args, **params)
-            setup_logging(log_level, log_file)
+            setup_logging(own_level or _apps_log_level(params) or log_level, log_file)
             try:
                 config = make_config(dict(params)) if wants_params else make_config()  # type: ignore[call-arg]
             except ConfigError as exc:
@@ -79,12 +91,68 @@ def mcp_stdio_option(
             is_flag=True,
             help="Serve MCP on stdin/stdout for an AI client, through the running app.",
         )
-        return option(branch)  # type: ignore[return-value]
+        branch = option(branch)
+        siblings: list[click.Parameter] = branch.__click_params__  # type: ignore[attr-defined]
+        level = _LogLevelOption(siblings)
+        siblings.append(level)
+        return branch  # type: ignore[return-value]
 
     return decorate
 
 
 _MCP_STDIO_PARAM = "bridge_mcp_stdio"
+_LOG_LEVEL_PARAM = "bridge_log_level"
+_LOG_LEVEL_FLAG = "--log-level"
+
+
+class _LevelType(_ParamType):
+    name = "level"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return level_name(value)
+        except OptionValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class _LogLevelOption(click.Option):
+    """``--log-level`` for the bridge half, which steps aside (no spelling, no help line)
+    when the app's command has a ``--log-level`` of its own. ``siblings`` is the list the
+    command's decorators add their parameters to (click's ``__click_params__``): the
+    app's options declared above ``mcp_stdio_option`` join it after this one is made."""
+
+    def __init__(self, siblings: list[click.Parameter]) -> None:
+        self._siblings = siblings
+        super().__init__(
+            [_LOG_LEVEL_FLAG, _LOG_LEVEL_PARAM],
+            type=_LevelType(),
+            metavar="LEVEL",
+            help=f"With --mcp-stdio: the bridge's diagnostics level ({', '.join(LOG_LEVELS)}; on stderr).",
+        )
+
+    def _stepped_aside(self) -> bool:
+        return any(param is not self and _LOG_LEVEL_FLAG in param.opts for param in self._siblings)
+
+    @property
+    def opts(self) -> list[str]:
+        return [] if self._stepped_aside() else self._opts
+
+    @opts.setter
+    def opts(self, value: list[str]) -> None:
+        self._opts = value
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        return None if self._stepped_aside() else super().get_help_record(ctx)
+
+
+def _apps_log_level(params: dict[str, Any]) -> str | None:
+    """The app's own ``--log-level`` value, when it is one of the bridge's levels."""
+    for param in click.get_current_context().command.params:
+        if param.name != _LOG_LEVEL_PARAM and _LOG_LEVEL_FLAG in param.opts:
+            value = params.get(param.name or "")
+            if isinstance(value, str) and value.lower() in LOG_LEVELS:
+                return value.lower()
+    return None
 
 
 def _takes_one_argument(function: Callable[..., Any]) -> bool:

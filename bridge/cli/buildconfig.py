@@ -7,15 +7,18 @@ click is imported only to raise one, and the click command reports it.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-from ..core.config import BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from ..core.config import DEFAULT_APP_NAME, BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from .optiontable import BRIDGE_OPTIONS
 
-__all__ = ["LOG_LEVELS", "build_config", "split_command"]
+__all__ = ["build_config", "check_variable_name", "split_command"]
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
+#: An environment variable's name, as POSIX shells take it (IEEE Std 1003.1, "Name").
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOKEN_OPTIONS = ("--token-env", "--token-file", "--token-command", "--auth-url")
 
 
@@ -38,6 +41,28 @@ def split_command(command: str) -> list[str]:
     return words
 
 
+def check_variable_name(name: str) -> None:
+    """Check ``--token-env``'s value: a variable's name, not its value.
+
+    Raises:
+        click.BadParameter: not a name (letters, digits and ``_``, not starting with a
+            digit), or the value of a variable set here (a shell that expanded
+            ``--token-env $MYAPP_TOKEN``). The message does not repeat it: it may be the token.
+    """
+    if not _VARIABLE_NAME.fullmatch(name):
+        raise _click().BadParameter(
+            "the value is not a valid environment variable name (letters, digits and _, not starting with a digit), "
+            "so it is not repeated here: give the variable's name, such as MYAPP_TOKEN, not its value",
+            param_hint="--token-env",
+        )
+    if name not in os.environ and any(value == name for value in os.environ.values()):
+        raise _click().BadParameter(
+            "the value is the value of an environment variable, not its name (a shell expanded $VAR?), "
+            "so it is not repeated here: give the variable's name, such as MYAPP_TOKEN",
+            param_hint="--token-env",
+        )
+
+
 def _token_source(
     token_env: str | None,
     token_file: Path | None,
@@ -55,6 +80,7 @@ def _token_source(
     from ..app import tokens  # the I/O side: imported only once the options are known to be good
 
     if token_env is not None:
+        check_variable_name(token_env)
         if not os.environ.get(token_env, "").strip():
             raise _click().BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
         return tokens.EnvTokenSource(token_env)
@@ -109,8 +135,10 @@ def build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridge
         options["token_timeout_seconds"],
         options["allow_remote"],
     )
-    if not require_env and options["token_env"] is not None and source is not None:
-        raise _click().UsageError("give at most one token source")
+    if not require_env and options["token_env"] is not None:
+        check_variable_name(options["token_env"])
+        if source is not None:
+            raise _click().UsageError("give at most one token source")
     launch_command = None
     if options["launch"] is not None:
         try:
@@ -119,23 +147,12 @@ def build_config(options: dict[str, Any], *, require_env: bool = True) -> Bridge
             raise _click().BadParameter(str(exc), param_hint="--launch") from None
     try:
         return BridgeConfig(
-            url=url,
             discovery_file=discovery_file,
-            app_name=app_name or "The app",
+            app_name=DEFAULT_APP_NAME if app_name is None else app_name,
             headers=tuple(parse_header(text) for text in options["headers"]),
             token_source=source,
-            token_timeout_seconds=options["token_timeout_seconds"],
             launch_command=launch_command,
-            launch_timeout_seconds=options["launch_timeout_seconds"],
-            launch_log_file=options["launch_log_file"],
-            session_400_heuristic=options["session_400_heuristic"],
-            connect_timeout_seconds=options["connect_timeout_seconds"],
-            request_timeout_seconds=options["request_timeout_seconds"],
-            progress_heartbeat_seconds=options.get("progress_heartbeat_seconds", 20.0),
-            max_message_bytes=options["max_message_bytes"],
-            max_concurrent_requests=options["max_concurrent_requests"],
-            allow_remote=options["allow_remote"],
-            verify_listener=options["verify_listener"],
+            **{option.dest: options[option.dest] for option in BRIDGE_OPTIONS if option.config},
         )
     except ConfigError as exc:
         raise _click().UsageError(str(exc)) from None

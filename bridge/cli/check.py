@@ -3,12 +3,15 @@
 Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 
 1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
-2. **connect** — a TCP connection to the endpoint; if nothing listens and a launcher is
-   configured, the app is started exactly as the bridge would start it (a started process
-   that does not accept connections within the launch timeout is stopped again: the
-   check leaves no child behind);
-   **listener** — the listener check the bridge makes on every new connection (this
-   user's socket, held by the discovery file's pid), with what listens there if not;
+2. **connect** — a connection to the endpoint made as the bridge makes each one
+   (``bridge/transport/verifiedconnect.py``: each address in turn, the listener check on
+   that very connection), so ✓ means a connection the bridge would send on, and a failure
+   names the cause the bridge would (the same message and reason). If the app is not
+   running and a launcher is configured, it is started exactly as the bridge would start
+   it (a started process that does not accept connections within the launch timeout is
+   stopped again: the check leaves no child behind);
+   **listener** — what the listener check found (this user's socket, held by the
+   discovery file's pid; the addresses skipped), or, when it refused, whose listener it is;
 3. **token** — the configured token source (its name and the token's length, never the
    token itself);
 4. **initialize**, **tools/list**, **ping** — real MCP requests through the same driver the
@@ -21,21 +24,22 @@ Exit status 0 when every step passed, 1 otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
-
-import anyio
-import anyio.abc
+from urllib.parse import urlsplit
 
 from ..app.discovery import DiscoveryError, pid_is_alive
-from ..app.launcher import tcp_probe
 from ..core.config import BridgeConfig, in_sentence
-from ..core.errors import UpstreamError
+from ..core.errors import AppUnreachableError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..serve.driver import Driver
 from ..serve.parts import build_driver
+from ..streamable.failures import map_transport_errors
+from ..transport.verifiedconnect import connect_first_verified, connect_socket
 
 __all__ = ["run_check", "FIXES"]
 
@@ -91,9 +95,7 @@ async def run_check(config: BridgeConfig, echo: Echo, style: Callable[..., str])
     try:
         await _walk(config, driver, report)
     finally:
-        with anyio.CancelScope(shield=True):
-            await driver.terminate_session()
-            await driver.aclose()
+        await _to_the_end(_close(driver))
     echo("")
     echo(style("all checks passed", fg="green") if not report.failed else style("the check failed", fg="red", bold=True))
     return not report.failed
@@ -121,33 +123,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         if not startable:
             return
 
-    started = time.monotonic()
-    try:
-        listening = await tcp_probe(endpoint.url())
-    except DiscoveryError:
-        listening = False
-    if listening:
-        report.step("connect", True, "the app accepts connections", time.monotonic() - started)
-    elif driver.can_launch:
-        try:
-            await driver.ensure_running()
-            report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {endpoint.url()}",
-                        time.monotonic() - started)
-        except UpstreamError as exc:
-            # A diagnostic leaves nothing behind: the child it started and that did not
-            # listen in time is stopped (the bridge itself leaves a launched app running).
-            stopped = driver.stop_unready_child()
-            message = exc.message
-            if stopped:  # then say what the check did, not what the bridge would do next
-                cause = driver.launch_failure_cause() or exc.message
-                message = f"{cause} The check stopped the process it started (pid {stopped})."
-            report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
-            return
-    else:
-        report.step("connect", False, f"nothing accepts connections at {_url_or_none(endpoint)}",
-                    time.monotonic() - started, FIXES["app_unreachable"])
-        return
-    if not await _listener_step(config, driver, report):
+    if not await _connect_step(config, driver, report):
         return
 
     started = time.monotonic()
@@ -210,63 +186,101 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     return result if isinstance(result, dict) else {}
 
 
-async def _listener_step(config: BridgeConfig, driver: Driver, report: _Report) -> bool:
-    """Who listens on the endpoint's port: the check the bridge makes on every new connection."""
+async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -> bool:
+    """Connect as the bridge does; start the app first if it is not running and can be."""
     started = time.monotonic()
-    url = driver.endpoint.url()
+    endpoint = driver.endpoint
+    outcome = await _verified_connect(config, driver)
+    launched = False
+    if isinstance(outcome, AppUnreachableError) and outcome.recoverable:
+        # What the bridge's recovery policy does next (bridge/core/policy.py): make sure the
+        # app runs (start it, if a launcher is configured), then connect once more.
+        try:
+            await driver.ensure_running()
+        except UpstreamError as exc:
+            # A diagnostic leaves nothing behind: the child it started and that did not
+            # listen in time is stopped (the bridge itself leaves a launched app running).
+            stopped = driver.stop_unready_child()
+            message = exc.message
+            if stopped:  # then say what the check did, not what the bridge would do next
+                cause = driver.launch_failure_cause() or exc.message
+                message = f"{cause} The check stopped the process it started (pid {stopped})."
+            report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+            return False
+        launched = driver.can_launch
+        outcome = await _verified_connect(config, driver)
+    if isinstance(outcome, UpstreamError):
+        step = "listener" if outcome.reason == "listener_unverified" else "connect"
+        report.step(step, False, outcome.message, time.monotonic() - started, FIXES.get(str(outcome.reason)))
+        return False
+    url, address, skipped = outcome
+    if launched:
+        report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {url}",
+                    time.monotonic() - started)
+    else:
+        report.step("connect", True, "the app accepts connections", time.monotonic() - started)
     check = driver.listener_check
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
-        report.step("listener", True, why, time.monotonic() - started)
+        report.step("listener", True, why, 0.0)
         return True
-    from urllib.parse import urlsplit
-
-    from ..transport.verifiedconnect import VERIFY_REFUSALS, resolve_addresses
-
-    parts = urlsplit(url)
-    port = parts.port or 80
-    # As the bridge connects (bridge/verifiedconnect.py): each address of the host in turn,
-    # the first verified one is used, the others are skipped and said.
-    skipped: list[str] = []
-    failure: UpstreamError | None = None
-    verified: str | None = None
-    try:
-        with anyio.fail_after(config.connect_timeout_seconds):
-            addresses = await resolve_addresses(parts.hostname or "127.0.0.1", port)
-            for address in addresses:
-                try:
-                    stream = await anyio.connect_tcp(address, port)
-                except OSError:
-                    continue
-                try:
-                    await check.verify_connection(stream.extra(anyio.abc.SocketAttribute.raw_socket))
-                except VERIFY_REFUSALS as exc:
-                    failure = failure or exc
-                    skipped.append(address)
-                    continue
-                finally:
-                    await stream.aclose()
-                verified = address
-                break
-    except (OSError, TimeoutError) as exc:
-        report.step("listener", False, f"cannot connect to {url} again: {exc}", time.monotonic() - started, FIXES["app_unreachable"])
-        return False
-    if verified is None:
-        if failure is not None:
-            report.step("listener", False, failure.message, time.monotonic() - started, FIXES.get(str(failure.reason)))
-        else:
-            report.step("listener", False, f"cannot connect to {url} again", time.monotonic() - started, FIXES["app_unreachable"])
-        return False
-    pid = driver.endpoint.listener_pid(port)
+    pid = endpoint.listener_pid(urlsplit(url).port or 80)
     detail = "a socket of this user's" + (f", held by the app's pid {pid} (or a child)" if pid is not None else "")
     if skipped:
-        detail += f", at {verified}; skipped {', '.join(skipped)}: not the app's (nothing is sent there)"
-    report.step("listener", True, detail, time.monotonic() - started)
+        detail += f", at {address}; skipped {', '.join(skipped)}: not the app's (nothing is sent there)"
+    report.step("listener", True, detail, 0.0)
     return True
 
 
-def _url_or_none(endpoint: Any) -> str:
+async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, str, tuple[str, ...]] | UpstreamError:
+    """One connection to the endpoint as the bridge's pool makes it (the same function, the
+    same listener check, the same time bound, the same error table), closed unused:
+    ``(url, address, skipped addresses)``, or the error the bridge would report."""
     try:
-        return str(endpoint.url())
+        url = driver.endpoint.url()
     except DiscoveryError as exc:
-        return f"(unknown: {exc})"
+        if exc.missing:
+            return AppUnreachableError(f"{config.app_name} is not running ({exc}).")
+        return AppUnreachableError(f"{config.app_name} cannot be reached: {exc}.", recoverable=False)
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    check = driver.listener_check
+    verify = check.verify_connection if check is not None and parts.scheme == "http" else None
+
+    async def connect(address: str) -> socket.socket:
+        return await connect_socket(address, port)
+
+    try:
+        with map_transport_errors(config.app_name):
+            sock, address, skipped = await connect_first_verified(
+                parts.hostname or "127.0.0.1", port, connect=connect, verify=verify, close=socket.socket.close,
+                timeout_seconds=config.connect_timeout_seconds,
+            )
+    except UpstreamError as exc:
+        return exc
+    sock.close()
+    return url, address, skipped
+
+
+async def _close(driver: Driver) -> None:
+    await driver.terminate_session()
+    await driver.aclose()
+
+
+async def _to_the_end(cleanup: Awaitable[None]) -> None:
+    """Run ``cleanup`` (bounded inside) to its end in a task of its own, even if this task
+    is cancelled meanwhile (a Ctrl-C during the check); then re-raise that cancellation.
+    Its own task starts with no cancel request pending, so the timeouts inside it behave
+    as they do anywhere else."""
+    task = asyncio.ensure_future(cleanup)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            interrupted = True
+    task.result()
+    if interrupted:
+        raise asyncio.CancelledError

@@ -15,7 +15,7 @@ import click
 
 from .._version import __version__
 from .diagnostics import console_fallbacks, exit_now, import_asyncio_without_tls, setup_logging, start_up_failed
-from .options import CONTEXT, PATH, bridge_options, build_config, parse_bridge_args
+from .options import CONTEXT, PATH, BridgeCommand, bridge_options, build_config, parse_bridge_args, stray_argument
 
 __all__ = ["main"]
 
@@ -24,7 +24,7 @@ class _LazyGroup(click.Group):
     """A group whose ``config`` command is imported only when it runs or help lists it
     (click's documented lazy-loading pattern): serving never loads the config face."""
 
-    _lazy = {"config": ("bridge.cli.config", "config")}
+    _lazy = {"config": ("bridge.cli.config", "config"), "demo-app": ("bridge.cli.demoapp", "demo_app")}
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         console_fallbacks()  # before any help or report is printed
@@ -41,6 +41,12 @@ class _LazyGroup(click.Group):
             command: click.Command = getattr(importlib.import_module(module), name)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        # click's "No such command '<word>'" would repeat a stray argument, a secret maybe.
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None and not ctx.resilient_parsing:
+            ctx.fail(stray_argument(self.list_commands(ctx)))
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
@@ -76,21 +82,30 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     exit_now(run_stdio(config))
 
 
-@main.command(context_settings=CONTEXT)
+@main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-def check(**options: Any) -> None:
+@click.option("--client", type=click.Choice(["codex"]), help="Ask this AI client instead whether its servers connected (Codex: `codex app-server`); no bridge options then.")
+@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
+def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
     endpoint → connect (starting the app if --launch is given) → token → initialize →
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
+
+    With --client codex: Codex's own report of each server it starts (✓ connected with its
+    tools, or ✗ with Codex's error), from the current folder.
     """
+    if client is not None or names:
+        from .clientcheck import client_check_command
+
+        client_check_command(click.get_current_context(), client, names)
     config = build_config(options)
     setup_logging("error" if options["log_level"] == "warning" else options["log_level"], options["log_file"])
-    import anyio
+    import asyncio
 
     from .check import run_check
 
-    ok = anyio.run(run_check, config, click.echo, click.style)
+    ok = asyncio.run(run_check(config, click.echo, click.style))
     sys.exit(0 if ok else 1)
 
 

@@ -98,7 +98,6 @@ def _entry(
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
     from ..clients.catalog import (
-        DEFAULT_LAUNCH_TIMEOUT_SECONDS,
         DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
@@ -107,6 +106,7 @@ def _entry(
         tool_timeout_for,
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
 
     args = list(bridge_args)
     if command_path is None:
@@ -147,6 +147,30 @@ def _entry(
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = dataclasses.replace(entry, env=env)
     return entry
+
+
+def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) -> None:
+    """``config install`` for a client that takes a ``--token-env`` token only as a value in
+    its entry (a desktop app, not started from a shell), with the variable not set here:
+    the entry would have no token and the bridge would refuse to start. Nothing is
+    written, and the user is told how to go on (docs/clients.md, "A token")."""
+    from ..clients.catalog import CLIENT_INFO, client_run
+    from .buildconfig import check_variable_name
+
+    if client_run(client).env_passing != "literal":
+        return  # the client passes the variable from its own environment
+    unset = [variable for variable in _token_variables(args) if not os.environ.get(variable)]
+    if not unset:
+        return
+    for variable in unset:
+        check_variable_name(variable)
+    variable, title = unset[0], CLIENT_INFO[client].title
+    setting = f'$env:{variable} = "<the token>"' if os.name == "nt" else f"export {variable}='<the token>'"
+    raise click.ClickException(
+        f"{variable} is not set here, and {title} gets a --token-env token only from its entry's env block "
+        f"(it is not started from your shell), so the entry would have no token and the bridge would refuse to start. "
+        f"{target} was not changed. Set it in this shell and run the same command again: {setting}"
+    )
 
 
 def _launch_warnings(launch: str) -> list[str]:
@@ -225,6 +249,7 @@ def config_install(
     from ..clients.files import install_entry
 
     target = path or config_path(client)
+    _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
         entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
         replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
@@ -233,6 +258,40 @@ def config_install(
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
+    if client == "qwen-code":
+        _warn_project_entry_hides(name)
+
+
+def _warn_project_entry_hides(name: str) -> None:
+    """Qwen Code (0.24.4) also reads Claude Code's project file, ``.mcp.json`` in the folder it
+    starts in (not its parents): an entry of the same name there takes the place of the user
+    entry and shows "Pending approval" until approved. Warn when this folder has one."""
+    import json
+    import stat
+
+    project_file = Path.cwd() / ".mcp.json"
+    # Opened without blocking (a FIFO cannot hang the command) or following a symlink; only a
+    # regular file of at most 1 MiB is read.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(project_file, flags)
+    except OSError:
+        return
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1024 * 1024:
+            return
+        servers = json.loads(os.read(descriptor, info.st_size + 1)).get("mcpServers")
+    except (OSError, ValueError, AttributeError):
+        return
+    finally:
+        os.close(descriptor)
+    if isinstance(servers, dict) and name in servers:
+        _warn(
+            f"{project_file} (Claude Code's project file, which Qwen Code reads too) has an entry {name!r} as well: "
+            f"Qwen Code started in this folder shows that one, \"Pending approval\", instead of this one. "
+            f"Give this entry another --name, or remove that one (config remove --client claude-code --name {name})"
+        )
 
 
 @config.command("remove", context_settings=_CONTEXT, short_help="Remove the entry from the client's config file.")

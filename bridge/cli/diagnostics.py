@@ -18,7 +18,15 @@ if TYPE_CHECKING:
 # click is imported only where an error is reported: a plain serving start
 # (bridge/cli/serve.py) sets up logging through here and must not load it.
 
-__all__ = ["console_fallbacks", "import_asyncio_without_tls", "setup_logging", "stdin_is_a_terminal", "start_up_failed", "exit_now"]
+__all__ = [
+    "console_fallbacks",
+    "exit_now",
+    "import_asyncio_without_tls",
+    "mask_option_values",
+    "setup_logging",
+    "start_up_failed",
+    "stdin_is_a_terminal",
+]
 
 #: What a console that cannot show a character gets instead (``check``'s marks, the help's arrows).
 _ASCII_FALLBACKS = {"✓": "OK", "✗": "X", "→": "->", "…": "...", "—": "-", "–": "-", "≤": "<=", "≥": ">="}
@@ -124,7 +132,7 @@ def start_up_failed(exc: click.ClickException, log_level: str, log_file: Path | 
 
     if stdin_is_a_terminal():
         raise exc
-    message = exc.format_message()
+    message = mask_option_values(exc.format_message(), sys.argv[1:])
     try:
         setup_logging(log_level, log_file)
     except click.ClickException as log_exc:  # the log file itself is the problem: stderr then
@@ -137,6 +145,28 @@ def start_up_failed(exc: click.ClickException, log_level: str, log_file: Path | 
     from ..serve.errorserve import serve_startup_error
 
     exit_now(serve_startup_error(message, exc.exit_code))
+
+
+def mask_option_values(message: str, argv: list[str]) -> str:
+    """``message`` with every value of an option that must not be repeated
+    (``bridge/cli/optiontable.py``: its ``echo`` is ``"never"``) found in ``argv`` replaced by
+    ``<the --option value>`` (a value of 6 characters or more, of an option that takes
+    text: the others' values are checked numbers and names): a second guard, for a start-up error that is served to every
+    request and logged (the messages themselves are written not to repeat them)."""
+    from .optiontable import BRIDGE_OPTIONS, text
+
+    never = {option.flag for option in BRIDGE_OPTIONS if option.echo == "never" and option.convert is text}
+    values: list[tuple[str, str]] = []
+    for index, word in enumerate(argv):
+        flag, equals, value = word.partition("=")
+        if flag in never and equals:
+            values.append((flag, value))
+        elif word in never and index + 1 < len(argv):
+            values.append((word, argv[index + 1]))
+    for flag, value in sorted(values, key=lambda pair: -len(pair[1])):
+        if len(value.strip()) >= 6:  # (not a word that short: it would mask the message's own words)
+            message = message.replace(value, f"<the {flag} value>")
+    return message
 
 
 def exit_now(status: int) -> NoReturn:

@@ -6,179 +6,79 @@ ever with bridge options. click and what only it loads (``uuid``, ``platform``,
 ``datetime``, ``gettext``, ``locale``, …) were 15-18 ms of the start's CPU and 1.7 MiB of
 its memory (bench/README.md, "Start-up"), as much as the bridge's lead over mcp-stdio. So
 :func:`main` first tries :func:`parse_plain_argv`: the bridge options in their plain forms
-only (``--name VALUE`` and flags, each once; values that click would take as they are).
-Anything else (``--help``, ``--version``, a command, ``--name=VALUE``, a value starting
-with "-", an option twice, a value click would refuse or change, shell completion), and
+only (``--name VALUE`` and flags, each once).
+Both take the options, their converters and defaults from one table
+(``bridge/cli/optiontable.py``). Anything else (``--help``, ``--version``, a command,
+``--name=VALUE``, a value starting with "-", an option twice, a value the converter
+refuses, shell completion, a variable that gives an option's value), and
 any error while building the configuration, goes to the click command
 (:data:`bridge.cli.commands.main`) exactly as before: it parses the whole command line
-again and says what is wrong. tests/cli/test_serve.py holds the two parsers equal.
+again and says what is wrong. tests/cli/test_serve.py holds both equal to the table.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from ..core.config import DEFAULT_MAX_MESSAGE_BYTES
-from .buildconfig import LOG_LEVELS, build_config
+from .buildconfig import build_config
 from .diagnostics import console_fallbacks, exit_now, import_asyncio_without_tls, setup_logging
+from .optiontable import BRIDGE_OPTIONS, BridgeOption, OptionValueError, defaults
 
 __all__ = ["PLAIN_DEFAULTS", "main", "parse_plain_argv"]
 
-# -- the plain serving command line ----------------------------------------------------------
+# -- the plain serving command line, from the one table (optiontable.py) ----------------------
 
-#: Every bridge option's value when it is not given: click's defaults (options.py), which
-#: tests/cli/test_serve.py checks these against.
-PLAIN_DEFAULTS: dict[str, Any] = {
-    "url": None,
-    "app_name": None,
-    "discovery_file": None,
-    "headers": (),
-    "token_env": None,
-    "token_file": None,
-    "token_command": None,
-    "auth_url": None,
-    "secret_file": None,
-    "token_timeout_seconds": 10.0,
-    "launch": None,
-    "launch_timeout_seconds": 30.0,
-    "launch_log_file": None,
-    "session_400_heuristic": True,
-    "connect_timeout_seconds": 5.0,
-    "request_timeout_seconds": 300.0,
-    "progress_heartbeat_seconds": 20.0,
-    "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES,
-    "max_concurrent_requests": 32,
-    "allow_remote": False,
-    "verify_listener": True,
-    "log_level": "warning",
-    "log_file": None,
-}
+#: Every bridge option's value when it is not given (the table's defaults, as click's).
+PLAIN_DEFAULTS: dict[str, Any] = defaults()
 
-
-class _NotPlain(Exception):
-    """The command line is not one this parser takes: the click command parses it."""
-
-
-def _text(value: str) -> str:
-    return value
-
-
-def _file_path(value: str) -> Path:
-    # click.Path(dir_okay=False): refuses an existing directory; the value as a Path.
-    if not value or os.path.isdir(value):
-        raise _NotPlain
-    return Path(value)
-
-
-def _seconds(value: str) -> float:
-    # click.FloatRange(min=0, min_open=True): float(value) > 0.
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise _NotPlain from None
-    if not seconds > 0:
-        raise _NotPlain
-    return seconds
-
-
-def _seconds_or_zero(value: str) -> float:
-    # click.FloatRange(min=0): float(value) >= 0.
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise _NotPlain from None
-    if not seconds >= 0:
-        raise _NotPlain
-    return seconds
-
-
-def _at_least(minimum: int) -> Callable[[str], int]:
-    def convert(value: str) -> int:
-        # click.IntRange(min=minimum): int(value) >= minimum.
-        try:
-            number = int(value)
-        except ValueError:
-            raise _NotPlain from None
-        if number < minimum:
-            raise _NotPlain
-        return number
-
-    return convert
-
-
-def _log_level(value: str) -> str:
-    if value not in LOG_LEVELS:  # click also takes other cases: it parses those
-        raise _NotPlain
-    return value
-
-
-_VALUE_OPTIONS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "--url": ("url", _text),
-    "--app-name": ("app_name", _text),
-    "--discovery-file": ("discovery_file", _file_path),
-    "--header": ("headers", _text),
-    "--token-env": ("token_env", _text),
-    "--token-file": ("token_file", _file_path),
-    "--token-command": ("token_command", _text),
-    "--auth-url": ("auth_url", _text),
-    "--secret-file": ("secret_file", _file_path),
-    "--token-timeout": ("token_timeout_seconds", _seconds),
-    "--launch": ("launch", _text),
-    "--launch-timeout": ("launch_timeout_seconds", _seconds),
-    "--launch-log": ("launch_log_file", _file_path),
-    "--connect-timeout": ("connect_timeout_seconds", _seconds),
-    "--request-timeout": ("request_timeout_seconds", _seconds),
-    "--progress-heartbeat": ("progress_heartbeat_seconds", _seconds_or_zero),
-    "--max-message-bytes": ("max_message_bytes", _at_least(1024)),
-    "--max-concurrent-requests": ("max_concurrent_requests", _at_least(1)),
-    "--log-level": ("log_level", _log_level),
-    "--log-file": ("log_file", _file_path),
-}
-_REPEATABLE = {"headers"}
+#: The options that take a value, by spelling.
+_VALUE_OPTIONS: dict[str, BridgeOption] = {option.flag: option for option in BRIDGE_OPTIONS if option.convert is not None}
+#: The switches' spellings: (dest, value).
 _FLAGS: dict[str, tuple[str, bool]] = {
-    "--allow-remote": ("allow_remote", True),
-    "--session-400-heuristic": ("session_400_heuristic", True),
-    "--no-session-400-heuristic": ("session_400_heuristic", False),
-    "--verify-listener": ("verify_listener", True),
-    "--no-verify-listener": ("verify_listener", False),
+    spelling: (option.dest, spelling == option.flag)
+    for option in BRIDGE_OPTIONS
+    if option.convert is None
+    for spelling in option.spellings
 }
+#: Variables that give an option's value: when one is set, click parses (it reads them).
+_ENV_VARIABLES = tuple(option.env for option in BRIDGE_OPTIONS if option.env)
 
 
 def parse_plain_argv(argv: list[str]) -> dict[str, Any] | None:
     """The bridge options of ``argv`` (``sys.argv[1:]``) as click would parse them, keyed
     like :data:`PLAIN_DEFAULTS`; or None for any command line that is not plain (see the
     module docstring), which the click command then parses."""
+    if any(variable in os.environ for variable in _ENV_VARIABLES):
+        return None
     options = dict(PLAIN_DEFAULTS)
     given: set[str] = set()
-    headers: list[str] = []
+    many: dict[str, list[Any]] = {}
     index = 0
     try:
         while index < len(argv):
             word = argv[index]
             if word in _FLAGS:
-                dest, flag = _FLAGS[word]
-                value: Any = flag
+                dest, value = _FLAGS[word]
                 index += 1
             elif word in _VALUE_OPTIONS and index + 1 < len(argv) and not argv[index + 1].startswith("-"):
-                dest, convert = _VALUE_OPTIONS[word]
-                value = convert(argv[index + 1])
+                option = _VALUE_OPTIONS[word]
+                assert option.convert is not None
+                dest, value = option.dest, option.convert(argv[index + 1])
                 index += 2
+                if option.multiple:
+                    many.setdefault(dest, []).append(value)
+                    continue
             else:
                 return None
-            if dest in _REPEATABLE:
-                headers.append(value)
-                continue
             if dest in given:
                 return None
             given.add(dest)
             options[dest] = value
-    except _NotPlain:
+    except OptionValueError:  # click says what is wrong
         return None
-    options["headers"] = tuple(headers)
+    options.update((dest, tuple(values)) for dest, values in many.items())
     return options
 
 

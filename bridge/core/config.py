@@ -23,11 +23,45 @@ __all__ = [
     "is_loopback_host",
     "parse_header",
     "DEFAULT_APP_NAME",
+    "DEFAULT_LAUNCH_TIMEOUT_SECONDS",
+    "check_app_name",
     "in_sentence",
 ]
 
 #: How the app is called in messages when no --app-name is given.
 DEFAULT_APP_NAME = "The app"
+
+
+#: How long a launched app may take to accept connections by default, in seconds
+#: (``--launch-timeout``, :attr:`BridgeConfig.launch_timeout_seconds`, and the start-up
+#: budget ``config install`` writes for a client).
+DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+
+#: The longest app name, in characters.
+MAX_APP_NAME_CHARS = 64
+
+
+def check_app_name(name: str) -> None:
+    """Check that ``name`` can be an app's name: shown in every message, and the name of
+    its state folder (``--app-name``): 1 to :data:`MAX_APP_NAME_CHARS` characters, no
+    control character, no ``/`` or ``\\``, not ``.`` or ``..``, no white space at an end.
+
+    Raises:
+        ConfigError: saying which rule it breaks, without repeating the name (a name that
+            fails the check may be something else, a token given by mistake).
+    """
+    if (
+        not 0 < len(name) <= MAX_APP_NAME_CHARS
+        or _has_control(name)
+        or "\t" in name
+        or any(separator in name for separator in "/\\")
+        or name in (".", "..")
+        or name != name.strip()
+    ):
+        raise ConfigError(
+            f"the app name (--app-name) must be 1 to {MAX_APP_NAME_CHARS} characters, with no control character, "
+            "no / or \\, and no space at either end"
+        )
 
 
 def in_sentence(app_name: str) -> str:
@@ -55,6 +89,10 @@ _RESERVED_HEADERS = frozenset(
         "transfer-encoding",
     }
 )
+
+
+#: Schemes a message may name (a mistaken ``--url``'s scheme is repeated only if it is one).
+_KNOWN_SCHEMES = frozenset({"ftp", "file", "ws", "wss", "tcp", "udp", "unix", "ssh", "git", "mcp", "stdio", "localhost"})
 
 
 class ConfigError(ValueError):
@@ -120,7 +158,7 @@ class BridgeConfig:
     token_timeout_seconds: float = 10.0
     launch_command: tuple[str, ...] | None = None
     ensure_running: Callable[[], Any] | None = field(default=None, repr=False)
-    launch_timeout_seconds: float = 30.0
+    launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS
     launch_log_file: Path | None = None
     session_400_heuristic: bool = True
     connect_timeout_seconds: float = 5.0
@@ -136,6 +174,7 @@ class BridgeConfig:
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:
             raise ConfigError("give the app's endpoint: --url, --discovery-file or --app-name")
+        check_app_name(self.app_name)
         if self.url is not None:
             check_endpoint_url(self.url, allow_remote=self.allow_remote)
         for name, value in self.headers:
@@ -184,15 +223,21 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     Raises:
         ConfigError: with a sentence saying what is wrong.
     """
+    # Nothing of the URL is repeated in these messages, but a scheme that passed the check
+    # below: the URL may carry a credential (``?key=…``, a token pasted by mistake), and a
+    # message can reach a log file and every reply (a client-started bridge's error).
+    # urlsplit's own errors quote the port, so they are not passed on either.
     try:
         parts = urlsplit(url)
+    except ValueError:
+        raise ConfigError("--url is not a valid URL") from None
+    try:
         port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"--url is not a valid URL: {exc}") from None
+    except ValueError:
+        raise ConfigError("--url has a port that is not a number from 0 to 65535") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        # The URL itself is not repeated: it may carry a credential (``?key=…``), and this
-        # message can reach a log file and every reply (a client-started bridge's error).
-        shown = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        scheme = parts.scheme.lower()
+        shown = "no scheme" if not scheme else f"scheme {scheme!r}" if scheme in _KNOWN_SCHEMES else "another scheme"
         raise ConfigError(f"--url must be an http:// or https:// URL with a host (this one has {shown}"
                           f"{'' if parts.hostname else ' and no host'})")
     if parts.username is not None or parts.password is not None:
@@ -205,7 +250,7 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
         return
     if not allow_remote:
         raise ConfigError(
-            f"--url points at {parts.hostname!r}, which is not a loopback address "
+            "--url points at a host that is not a loopback address "
             "(127.0.0.0/8, ::1 or localhost); the bridge only talks to an app on this machine "
             "unless --allow-remote is given with an https:// URL"
         )

@@ -12,8 +12,8 @@ The parts, and who uses whom:
 - :class:`~bridge.app.listener.ListenerCheck`: who listens on the app's port (when on);
 - :class:`~bridge.transport.byscheme.ByScheme`: the transport to the app, chosen by URL
   scheme, which runs the listener check on every new connection;
-- :class:`~bridge.transport.AuthClient`: the httpx client for the app's auth route, built on
-  first use;
+- :class:`~bridge.transport.AuthRouteClient`: the token sources' POST to the app's auth
+  route, over the same transports (each new ``http://`` connection verified), built on first use;
 - :class:`~bridge.streamable.upstream.Upstream`: the MCP requests and the MCP session (over
   the endpoint, the token store and the three above);
 - :class:`~bridge.app.launcher.Launcher`: ``ensure_running``, single-flight across bridges
@@ -34,7 +34,8 @@ from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..streamable.upstream import Upstream
-from ..transport import AuthClient
+from ..streamable.headers import USER_AGENT
+from ..transport import AuthRouteClient
 from ..transport.byscheme import ByScheme
 from ..transport.verifiedconnect import verified_probe
 from .driver import Driver
@@ -68,7 +69,7 @@ def build_parts(
         http_transport: an injected ``httpx.AsyncBaseTransport`` (tests), else the bridge
             builds its own connection pool.
         app_probe: an injected ``async (url) -> bool`` telling whether the app accepts
-            connections (tests), else a TCP connect.
+            connections (tests), else ``verifiedconnect.verified_probe``.
 
     Raises:
         TypeError: ``config.token_source`` is neither a token source nor a callable.
@@ -98,10 +99,11 @@ def build_parts(
         tokens=tokens,
         transport=transport,
         listener_check=listener_check,
-        auth_client=AuthClient(
+        auth_client=AuthRouteClient(
             http_transport,
             timeout_seconds=config.token_timeout_seconds,
             verify_connection=listener_check.verify_connection if listener_check is not None else None,
+            user_agent=USER_AGENT,
         ),
     )
     configured = config.launch_command is not None or config.ensure_running is not None
@@ -114,9 +116,10 @@ def build_parts(
         app_name=config.app_name,
         lock_path=default_lock_path(lock_key) if configured else None,
         log_file=config.launch_log_file,
-        # Whether the app is up: an address whose listener is not the app's does not count
-        # (another user on [::1] must not keep the app from being started on 127.0.0.1).
-        probe=app_probe or (verified_probe(listener_check.verify_connection) if listener_check is not None else None),
+        # Whether the app is up, by the road every connection takes: an address whose
+        # listener is not the app's does not count (another user on [::1] must not keep the
+        # app from being started on 127.0.0.1).
+        probe=app_probe or verified_probe(listener_check.verify_connection if listener_check is not None else None),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)

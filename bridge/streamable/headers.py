@@ -16,7 +16,7 @@ recovery policy can tell a stale token or session from a current one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .._version import __version__
 from ..app.discovery import DiscoveryError, Endpoint
@@ -26,9 +26,6 @@ from ..core.config import BridgeConfig
 from ..core.errors import AppUnreachableError
 from ..transport.base import Response
 from .mcpsession import McpSession
-
-if TYPE_CHECKING:
-    import httpx
 
 __all__ = [
     "JSON_MEDIA_TYPE",
@@ -79,9 +76,10 @@ class StreamState:
 
 
 class AuthClientSource(Protocol):
-    """Gives the ``httpx.AsyncClient`` for the app's auth route (``bridge.transport.AuthClient``)."""
+    """POSTs JSON to the app's auth route (``bridge.transport.AuthRouteClient``), for
+    ``TokenContext.post_json``."""
 
-    def get(self) -> httpx.AsyncClient: ...
+    async def post_json(self, url: str, body: object) -> tuple[int, bytes]: ...
 
 
 class RequestHeaders:
@@ -93,7 +91,7 @@ class RequestHeaders:
         endpoint: where the app listens; read for every request (a discovery file may change).
         tokens: the bearer token store (may hold no source: no ``Authorization``).
         session: the MCP session whose id and version go on every request after ``initialize``.
-        auth_client: the client token sources use to reach the app's auth route (it checks
+        auth_client: what token sources POST to the app's auth route through (it checks
             each of its ``http://`` connections itself before sending).
         verify_address: a look at who listens on ``(host, port)``, offered to token sources
             as ``TokenContext.verify_listener``; ``None`` when the check is off.
@@ -119,13 +117,13 @@ class RequestHeaders:
 
     def token_context(self, base_url: str | None = None) -> TokenContext:
         """What a token source gets: the endpoint (``base_url``, else the current one if
-        known) and the auth client."""
+        known) and the auth client's ``post_json``."""
         if base_url is None:
             try:
                 base_url = self._endpoint.url()
             except DiscoveryError:
                 base_url = ""
-        return TokenContext(base_url=base_url, http_client_factory=self._auth_client.get, verify_listener=self._verify_address)
+        return TokenContext(base_url=base_url, post_json=self._auth_client.post_json, verify_listener=self._verify_address)
 
     async def prepare(
         self,

@@ -3,7 +3,7 @@
 The endpoint's scheme may be known only once the discovery file is read: this transport
 starts with the one the configured URL names (``http://`` when none is configured), and
 when a request names the other scheme it builds the matching transport with
-:func:`bridge.transport.make_transport` and keeps the old one until :meth:`aclose` (a
+:func:`make_transport` and keeps the old one until :meth:`aclose` (a
 response in flight may still use it). An app never changes scheme in practice; the swap
 keeps the rule "the URL decides" true even when it does.
 """
@@ -14,10 +14,59 @@ import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import make_transport
 from .base import Response, Transport
 
-__all__ = ["ByScheme"]
+__all__ = ["ByScheme", "make_transport"]
+
+
+def make_transport(
+    url: str,
+    *,
+    max_connections: int,
+    connect_timeout_seconds: float,
+    pool_timeout_seconds: float,
+    write_timeout_seconds: float | None = None,
+    injected: Any = None,
+    verify_connection: Callable[[socket.socket], object] | None = None,
+) -> Transport:
+    """The transport for ``url``'s scheme, chosen once.
+
+    Args:
+        url: the endpoint (only its scheme matters).
+        max_connections: connections open at once (the request slots + GET stream + DELETE).
+        connect_timeout_seconds, pool_timeout_seconds, write_timeout_seconds: the bounds
+            on opening a connection, waiting for a free one and writing a request (httpx
+            only: the own pool's head deadline covers a write the app stops reading).
+        injected: a test's transport: an ``httpx.AsyncBaseTransport`` (respx) goes through
+            the httpx adapter; a bridge ``Transport`` (``MemoryTransport``) is used as is.
+            The caller keeps ownership of it.
+        verify_connection: for the own pool, called once per new connection with its
+            socket, before any byte is written; what it raises reaches the caller of
+            ``request()``, and the connection is closed, never pooled.
+
+    Returns:
+        ``http://`` without ``injected``: the own HTTP/1.1 pool (httpx is not imported);
+        ``https://``: httpx's pool with TLS verification.
+    """
+    timeouts = {"connect": connect_timeout_seconds, "write": write_timeout_seconds, "pool": pool_timeout_seconds}
+    if injected is not None:
+        if not hasattr(injected, "handle_async_request"):
+            return injected  # type: ignore[no-any-return]
+        from .httpx_adapter import HttpxTransport
+
+        return HttpxTransport(injected, timeouts=timeouts, owned=False)
+    if url.startswith("https:"):
+        from .httpx_adapter import HttpxTransport, build_https_transport
+
+        return HttpxTransport(build_https_transport(max_connections=max_connections), timeouts=timeouts, owned=True)
+    from .pool import Http11Pool
+
+    return Http11Pool(
+        max_connections=max_connections,
+        connect_timeout_seconds=connect_timeout_seconds,
+        pool_timeout_seconds=pool_timeout_seconds,
+        verify_connection=verify_connection,
+    )
 
 
 class ByScheme:
@@ -27,7 +76,7 @@ class ByScheme:
         url: the configured endpoint, or ``None`` when a discovery file will name it.
         max_connections, connect_timeout_seconds, pool_timeout_seconds,
         write_timeout_seconds, injected, verify_connection: as for
-            :func:`bridge.transport.make_transport`, for every transport built.
+            :func:`make_transport`, for every transport built.
     """
 
     def __init__(

@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
-from ..system.cancelscope import fail_after
-from .base import ConnectFailed, ConnectionBroken, ConnectTimeout, LocalProtocolError, PoolTimeout
+from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
+from .verifiedconnect import connect_first_verified
 
 __all__ = ["Http11Pool", "Http11Response", "Headers", "MAX_HEAD_BYTES", "HIGH_WATER_BYTES"]
 
@@ -165,7 +164,7 @@ class Http11Pool:
             is awaited); whatever it raises reaches the caller of :meth:`request` after the
             socket is closed, and the connection is never pooled. When the host resolves
             to several addresses, a ``ListenerUnverifiedError`` (or ``AppUnreachableError``)
-            for one of them skips it and the next one is tried (``bridge/verifiedconnect.py``).
+            for one of them skips it and the next one is tried (``verifiedconnect.py``).
     """
 
     def __init__(
@@ -307,59 +306,27 @@ class Http11Pool:
                 return
 
     async def _connect(self, key: tuple[str, int]) -> Connection:
-        """A new connection to ``key``, verified before any byte is written.
-
-        The host is resolved once and its addresses tried in order
-        (``bridge/verifiedconnect.py``): a refused connection, or one the verifier refuses
-        (another user's listener on ``::1`` while the app has ``127.0.0.1``), is closed
-        unused and the next address is tried. The connect timeout bounds the whole."""
-        from .verifiedconnect import VERIFY_REFUSALS, note_skipped, pick_failure, resolve_addresses, skipped_note
-
+        """A new connection to ``key``, verified before any byte is written, by
+        :func:`~bridge.transport.verifiedconnect.connect_first_verified`: a refused
+        connection, or one the verifier refuses (another user's listener on ``::1`` while
+        the app has ``127.0.0.1``), is closed unused and the next address is tried. The
+        connect timeout bounds the whole."""
         loop = asyncio.get_running_loop()
         host, port = key
-        refusals: list[BaseException] = []
-        skipped: list[str] = []
-        reason = "no address"
-        nothing_listens = False
-        try:
-            # A cancel scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
-            # cancellation that arrives as the connection completes (CPython gh-86296).
-            with fail_after(self._connect_timeout):
-                try:
-                    addresses = await resolve_addresses(host, port)
-                except OSError as exc:
-                    raise ConnectFailed(f"{host} does not resolve: {exc.strerror or exc}") from None
-                for address in addresses:
-                    try:
-                        transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
-                    except OSError as exc:
-                        reason = exc.strerror or type(exc).__name__
-                        nothing_listens = True
-                        continue
-                    if self._verify_connection is None:
-                        return connection
-                    try:
-                        outcome = self._verify_connection(transport.get_extra_info("socket"))
-                        if inspect.isawaitable(outcome):
-                            await outcome
-                    except VERIFY_REFUSALS as exc:
-                        connection.close()
-                        if len(addresses) == 1:
-                            raise
-                        note_skipped(address, port, exc)
-                        refusals.append(exc)
-                        skipped.append(address)
-                        continue
-                    except BaseException:
-                        connection.close()
-                        raise
-                    return connection
-        except TimeoutError:  # (before OSError, its base class)
-            raise ConnectTimeout(f"{host}:{port} did not accept the connection in time") from None
-        refused = pick_failure(refusals, nothing_listens_somewhere=nothing_listens)
-        if refused is not None:
-            raise refused
-        raise ConnectFailed(f"connection to {host}:{port} failed: {reason}{skipped_note(skipped)}")
+
+        async def connect(address: str) -> Connection:
+            _transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
+            return connection
+
+        connection, _address, _skipped = await connect_first_verified(
+            host, port, connect=connect, verify=None if self._verify_connection is None else self._verify,
+            close=Connection.close, timeout_seconds=self._connect_timeout,
+        )
+        return connection
+
+    def _verify(self, connection: Connection) -> object:
+        assert self._verify_connection is not None and connection.transport is not None
+        return self._verify_connection(connection.transport.get_extra_info("socket"))
 
     def release(self, connection: Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: close it)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -273,10 +274,31 @@ def test_a_sock_diag_answer_parses_into_the_same_entries() -> None:
 
 def test_when_the_os_will_not_say_the_check_refuses(listening_socket: socket.socket, tmp_path: Path) -> None:
     port = listening_socket.getsockname()[1]
-    (tmp_path / "net").mkdir()
-    (tmp_path / "net" / "tcp").write_text("header only\n")
-    with connect(port) as client, pytest.raises(ListenerUnverifiedError, match="no socket listening there is visible"):
+    (tmp_path / "net" / "tcp").mkdir(parents=True)  # not readable as a file
+    with connect(port) as client, pytest.raises(ListenerUnverifiedError, match="is not readable") as caught:
         check(None, backend="proc", proc_root=str(tmp_path)).verify_socket(client)
+    assert "--no-verify-listener" in caught.value.message  # the check cannot work here: the way out is named
+
+
+@pytest.mark.parametrize("backend", ["proc", "psutil"])
+def test_a_connection_accepted_into_a_listener_gone_since_is_the_app_going_away(
+    listening_socket: socket.socket, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app restart: the kernel accepted the connection into the backlog, then the app
+    closed its listener; the check sees no listener. That is the app going away
+    (``app_unreachable``, recoverable: the request waits for the app), not "give
+    --no-verify-listener", which is said only of a listener that is someone else's."""
+    port = listening_socket.getsockname()[1]
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(TCP_SAMPLE.splitlines()[0] + "\n")  # no listener (any more)
+    if backend == "psutil":
+        psutil = pytest.importorskip("psutil")
+        monkeypatch.setattr(psutil, "net_connections", lambda kind: [])
+    with connect(port) as client, pytest.raises(AppUnreachableError) as caught:
+        check(None, backend=backend, proc_root=str(tmp_path)).verify_socket(client)
+    assert caught.value.recoverable and caught.value.reason == "app_unreachable"
+    assert "no socket listens there now" in caught.value.message and "nothing was sent" in caught.value.message
+    assert "--no-verify-listener" not in caught.value.message
 
 
 # -- the pool's hook -------------------------------------------------------------------------
@@ -421,8 +443,8 @@ def _received(process: subprocess.Popen[bytes]) -> bytes:
 @as_root
 def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     """``localhost`` resolves to ::1 first (as on most desktops); another user listens on
-    [::1]:PORT, this user's app on 127.0.0.1:PORT. The bridge's httpx client for token
-    sources (the auth route's) must not write to ::1: it connects, sees a stranger's
+    [::1]:PORT, this user's app on 127.0.0.1:PORT. The bridge's client for token
+    sources (the auth route's ``post_json``) must not write to ::1: it connects, sees a stranger's
     listener, closes, and sends on the verified 127.0.0.1 connection."""
     from bridge.core.config import BridgeConfig
     from bridge.serve.parts import build_parts
@@ -446,8 +468,9 @@ def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypa
 
     async def post() -> object:
         try:
-            response = await upstream.token_context().http_client.post(f"http://localhost:{port}/auth", json={"secret": "s3cret-for-the-app"})
-            return response.json()
+            status, body = await upstream.token_context().post_json(f"http://localhost:{port}/auth", {"secret": "s3cret-for-the-app"})
+            assert status == 200
+            return json.loads(body)
         finally:
             await upstream.aclose()
 

@@ -160,7 +160,11 @@ async def test_the_bridges_own_auth_route_client_gets_the_token_from_the_middlew
     app = TokenAuthMiddleware(Inner(), token=TOKEN, secret=secret)
     async with client_for(app) as client:
         source = AuthRouteTokenSource("/auth/token", secret_file)
-        token = await source.fetch(TokenContext(base_url="http://127.0.0.1:8765/mcp", http_client=client))
+        async def post_json(url: str, body: object) -> tuple[int, bytes]:
+            response = await client.post(url, json=body)
+            return response.status_code, response.content
+
+        token = await source.fetch(TokenContext(base_url="http://127.0.0.1:8765/mcp", post_json=post_json))
         assert token == TOKEN
         reached = await client.post("/mcp", headers={"Authorization": f"Bearer {token}"})
     assert reached.status_code == 200

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -181,3 +182,98 @@ def test_the_build_readme_gives_the_build_ci_runs_and_the_prerequisites() -> Non
     assert "binutils" in build_readme and "python3-venv" in build_readme
     frozen_page = (root / "docs" / "frozen.md").read_text(encoding="utf-8")
     assert "binutils" in frozen_page and "python3-venv" in frozen_page
+
+
+@pytest.mark.parametrize("own_option", [False, True], ids=["bridge's --log-level", "the app's own --log-level"])
+def test_mcp_stdio_takes_log_level(monkeypatch: pytest.MonkeyPatch, own_option: bool) -> None:
+    """``MyApp --mcp-stdio --log-level debug`` as an entry for mcp-app-bridge would read:
+    the bridge half logs at that level. An app with a ``--log-level`` of its own keeps it
+    (no duplicate option), and the bridge half follows its value."""
+    import warnings
+
+    import click
+
+    from bridge import BridgeConfig, mcp_stdio_option
+    from bridge.cli import appflag
+
+    levels: list[str] = []
+    monkeypatch.setattr(appflag, "setup_logging", lambda level, log_file: levels.append(level))
+    monkeypatch.setattr("bridge.serve.loop.run_stdio", lambda config: 0)
+
+    def make_config() -> BridgeConfig:
+        return BridgeConfig(url="http://127.0.0.1:9/mcp")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # click warns about an option given twice
+        if own_option:  # declared above mcp_stdio_option, the usual way
+
+            @click.command()
+            @click.option("--log-level", default="INFO")
+            @mcp_stdio_option(make_config)
+            def command(log_level: str) -> None:
+                raise AssertionError("the app's body ran")
+
+        else:
+
+            @click.command()
+            @mcp_stdio_option(make_config)
+            def command() -> None:
+                raise AssertionError("the app's body ran")
+
+        result = CliRunner().invoke(command, ["--mcp-stdio", "--log-level", "debug"])
+        assert result.exit_code == 0, result.output
+        assert levels == ["debug"]
+        assert result.output == "" and CliRunner().invoke(command, ["--help"]).output.count("--log-level") == 1
+
+
+def test_mcp_stdio_refuses_a_log_level_it_does_not_know() -> None:
+    import click
+
+    from bridge import BridgeConfig, mcp_stdio_option
+
+    @click.command()
+    @mcp_stdio_option(lambda: BridgeConfig(url="http://127.0.0.1:9/mcp"))
+    def app() -> None:
+        pass
+
+    result = CliRunner().invoke(app, ["--mcp-stdio", "--log-level", "loud"])
+    assert result.exit_code == 2 and "must be one of debug, info, warning, error" in result.output
+
+
+@pytest.mark.parametrize("client", ["claude-desktop", "cursor"])
+def test_config_install_writes_nothing_for_a_desktop_client_without_the_token(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A client that gets a --token-env token only from its entry, with the variable not set
+    here: the entry would only make the bridge refuse to start. Status 1, nothing written,
+    and the message says what to do."""
+    monkeypatch.delenv("UNSET_FOR_TEST", raising=False)
+    target = tmp_path / "config.json"
+    args = ["config", "install", "--client", client, "--name", "x", "--path", str(target),
+            "--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_FOR_TEST"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 1 and not target.exists()
+    assert "UNSET_FOR_TEST is not set here" in result.stderr and "was not changed" in result.stderr
+    assert "run the same command again" in result.stderr and "UNSET_FOR_TEST=" in result.stderr
+    monkeypatch.setenv("UNSET_FOR_TEST", TOKEN)
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0 and target.exists()
+
+
+def test_config_install_for_a_client_that_passes_the_variable_still_writes(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UNSET_FOR_TEST", raising=False)
+    target = tmp_path / "config.toml"
+    result = runner.invoke(main, ["config", "install", "--client", "codex", "--name", "x", "--path", str(target),
+                                  "--url", "http://127.0.0.1:1/mcp", "--token-env", "UNSET_FOR_TEST"])
+    assert result.exit_code == 0 and target.exists() and "start Codex with UNSET_FOR_TEST set" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["", " MyApp", "My/App", "My\\App", "..", "My\nApp", "x" * 65])
+def test_an_app_name_that_cannot_be_one_is_refused_without_being_repeated(name: str) -> None:
+    from bridge import BridgeConfig
+    from bridge.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="the app name") as caught:
+        BridgeConfig(url="http://127.0.0.1:9/mcp", app_name=name)
+    assert name.strip() == "" or name.strip() not in str(caught.value)
+    BridgeConfig(url="http://127.0.0.1:9/mcp", app_name="My App 2.0 (beta)")

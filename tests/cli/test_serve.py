@@ -1,6 +1,7 @@
 """The plain serving command line without click (bridge/cli/serve.py) against the click
-command (bridge/cli/commands.py): the same options, defaults and values, or a hand-over to
-click; and a client's start of the bridge imports no click."""
+command (bridge/cli/commands.py) on sample command lines: the same values, or a hand-over
+to click; and a client's start of the bridge imports no click. Both against the one table
+of options: tests/cli/test_optiontable.py."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.cli import serve as servecli
 from bridge.cli.commands import main
+from bridge.cli.optiontable import BRIDGE_OPTIONS
 from bridge.cli.serve import PLAIN_DEFAULTS, parse_plain_argv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,20 +26,6 @@ def click_params(argv: list[str]) -> dict[str, Any]:
     """What the click command parses ``argv`` into (raises click's errors)."""
     with main.make_context("mcp-app-bridge", list(argv)) as ctx:
         return dict(ctx.params)
-
-
-def bridge_options() -> list[click.Option]:
-    return [param for param in main.params if isinstance(param, click.Option) and param.name != "version"]
-
-
-def test_every_bridge_option_has_clicks_name_and_spellings() -> None:
-    options = bridge_options()
-    assert {option.name for option in options} == set(PLAIN_DEFAULTS)
-    for option in options:
-        for spelling in option.opts + option.secondary_opts:
-            assert spelling in servecli._VALUE_OPTIONS or spelling in servecli._FLAGS, spelling
-            taken_as = servecli._FLAGS.get(spelling, servecli._VALUE_OPTIONS.get(spelling))
-            assert taken_as is not None and taken_as[0] == option.name, spelling
 
 
 def test_no_options_are_clicks_defaults() -> None:
@@ -58,7 +44,7 @@ def test_no_options_are_clicks_defaults() -> None:
         ["--url", "--app-name"],
         ["--url", "a", "--url", "b"],
         ["--verify-listener", "--no-verify-listener"],
-        ["--log-level", "DEBUG"],
+        ["--log-level", "verbose"],
         ["--connect-timeout", "0"],
         ["--connect-timeout", "nan"],
         ["--max-message-bytes", "1023"],
@@ -70,7 +56,7 @@ def test_anything_not_plain_goes_to_click(argv: list[str]) -> None:
     assert parse_plain_argv(argv) is None
 
 
-NAMES = sorted(servecli._VALUE_OPTIONS) + sorted(servecli._FLAGS) + ["--url=x", "-h", "--nope", "check"]
+NAMES = [spelling for option in BRIDGE_OPTIONS for spelling in option.spellings] + ["--url=x", "-h", "--nope", "check"]
 VALUES = [
     "", "x", "-x", "0", "1", "-1", "1.5", "1e3", "inf", "nan", "1_000", " 5", "1023", "1024", "32",
     "debug", "DEBUG", "warning", ".", "a.txt", "http://127.0.0.1:8765/mcp", "X-Test: 1", "MyApp",

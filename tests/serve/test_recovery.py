@@ -106,8 +106,7 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
 async def test_token_command_output_is_the_token_and_a_failing_command_is_an_error(tmp_path: Path) -> None:
     import sys
 
-    client = httpx.AsyncClient()
-    context = TokenContext(base_url=URL, http_client=client)
+    context = TokenContext(base_url=URL)
     good = CommandTokenSource([sys.executable, "-c", "print('tok-from-command')"])
     assert await good.fetch(context) == "tok-from-command"
     from bridge.app.tokens import TokenSourceError
@@ -116,7 +115,6 @@ async def test_token_command_output_is_the_token_and_a_failing_command_is_an_err
         await CommandTokenSource([sys.executable, "-c", "import sys; print('secret'); sys.exit(3)"]).fetch(context)
     with pytest.raises(TokenSourceError, match="did not finish"):
         await CommandTokenSource([sys.executable, "-c", "import time; time.sleep(10)"], timeout_seconds=0.5).fetch(context)
-    await client.aclose()
 
 
 async def test_auth_route_exchanges_the_secret_for_a_token_and_is_asked_again_on_401(tmp_path: Path, run_bridge: RunBridge) -> None:
@@ -490,20 +488,18 @@ async def test_a_400_that_merely_mentions_a_session_parameter_is_passed_through(
     assert messages[1] == {"jsonrpc": "2.0", "id": 5, "error": error} and h.bridge.driver.rebuilds == 0
 
 
-def test_token_context_builds_its_http_client_once_and_only_when_a_source_asks() -> None:
-    """A run whose token source never talks HTTP never builds (or imports) the client."""
-    built: list[object] = []
+async def test_the_auth_route_client_builds_its_transport_only_when_a_source_posts() -> None:
+    """A run whose token source never talks HTTP builds no transport (and imports no
+    httpx); a context without one says so instead of sending anywhere."""
+    from bridge.app.tokens import TokenSourceError
+    from bridge.transport import AuthRouteClient
 
-    def factory() -> httpx.AsyncClient:
-        built.append(object())
-        return httpx.AsyncClient()
-
-    context = TokenContext(base_url=URL, http_client_factory=factory)
-    assert built == [] and context.base_url == URL
-    assert context.http_client is context.http_client
-    assert len(built) == 1
-    with pytest.raises(TypeError):
-        TokenContext(base_url=URL)
+    client = AuthRouteClient(timeout_seconds=1)
+    context = TokenContext(base_url=URL, post_json=client.post_json)
+    assert context.base_url == URL and client._transport is None  # (the laziness is the point)
+    await client.aclose()
+    with pytest.raises(TokenSourceError, match="no HTTP exchange"):
+        await TokenContext(base_url=URL).post_json(URL, {})
 
 
 @pytest.mark.posix_only("cat and sh")
@@ -514,23 +510,22 @@ async def test_a_failing_token_command_keeps_its_stderr_redacted_and_hints_at_th
     from bridge.app.tokens import MAX_COMMAND_STDERR_BYTES, TokenSourceError
     from bridge.cli.options import split_command
 
-    async with httpx.AsyncClient() as client:
-        context = TokenContext(base_url=URL, http_client=client)
-        with pytest.raises(TokenSourceError) as raised:
-            await CommandTokenSource(split_command("cat ~/tok")).fetch(context)
-        message = str(raised.value)
-        assert "exited with status 1" in message and "~/tok" in message and "No such file" in message
-        assert "without a shell" in message and "sh -c" in message
+    context = TokenContext(base_url=URL)
+    with pytest.raises(TokenSourceError) as raised:
+        await CommandTokenSource(split_command("cat ~/tok")).fetch(context)
+    message = str(raised.value)
+    assert "exited with status 1" in message and "~/tok" in message and "No such file" in message
+    assert "without a shell" in message and "sh -c" in message
 
-        secret = "tok-PLACEHOLDER-0123456789abcdef"
-        script = f"import sys; sys.stderr.write('x' * 5000 + ' Bearer {secret} then token={secret[::-1]} end'); sys.exit(2)"
-        with pytest.raises(TokenSourceError) as raised:
-            await CommandTokenSource([sys.executable, "-c", script]).fetch(context)
-        message = str(raised.value)
-        assert "exited with status 2" in message and message.endswith("end'") and "Bearer [redacted]" in message
-        assert secret not in message and secret[::-1] not in message
-        assert message.count("x") <= MAX_COMMAND_STDERR_BYTES and "without a shell" not in message
+    secret = "tok-PLACEHOLDER-0123456789abcdef"
+    script = f"import sys; sys.stderr.write('x' * 5000 + ' Bearer {secret} then token={secret[::-1]} end'); sys.exit(2)"
+    with pytest.raises(TokenSourceError) as raised:
+        await CommandTokenSource([sys.executable, "-c", script]).fetch(context)
+    message = str(raised.value)
+    assert "exited with status 2" in message and message.endswith("end'") and "Bearer [redacted]" in message
+    assert secret not in message and secret[::-1] not in message
+    assert message.count("x") <= MAX_COMMAND_STDERR_BYTES and "without a shell" not in message
 
-        with pytest.raises(TokenSourceError) as raised:  # already a shell: no hint
-            await CommandTokenSource(["sh", "-c", "echo nope >&2; exit 3"]).fetch(context)
-        assert "nope" in str(raised.value) and "without a shell" not in str(raised.value)
+    with pytest.raises(TokenSourceError) as raised:  # already a shell: no hint
+        await CommandTokenSource(["sh", "-c", "echo nope >&2; exit 3"]).fetch(context)
+    assert "nope" in str(raised.value) and "without a shell" not in str(raised.value)

@@ -47,7 +47,7 @@ from bridge.core.config import BridgeConfig
 from bridge.core.errors import BridgeInternalError
 from bridge.core.jsonrpc import Request
 from bridge.streamable.upstream import Upstream
-from bridge.transport import AuthClient
+from bridge.transport import AuthRouteClient
 from bridge.transport.byscheme import ByScheme
 
 pytestmark = pytest.mark.anyio
@@ -768,7 +768,7 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
             tokens=_FixedStore(INJECTED),  # type: ignore[arg-type]
             transport=transport,
             listener_check=None,
-            auth_client=AuthClient(timeout_seconds=1),
+            auth_client=AuthRouteClient(timeout_seconds=1),
         )
         request = Request(1, "ping", None, request_line(1, "ping")[:-1])
         emitted: list[bytes] = []

@@ -200,7 +200,11 @@ def _known_difference(data: bytes) -> bool:
         or b"\r" in head.replace(b"\r\n", b"")  # a lone CR: h11 and this parser part ways on where lines end
         or any(not 0x20 <= byte < 0x7F and byte not in (9, 10, 13) for byte in head)  # controls/obs-text in the head
         or _http10_keep_alive(data)
-        or not (lines[0].startswith(b"http/1.0 ") or lines[0].startswith(b"http/1.1 "))  # HTTP/1.2, say: refused here
+        or any(  # HTTP/1.2 or HTTP/0.1, say, in the interim or the final status line: refused here
+            line.startswith(b"http/") and not line.startswith((b"http/1.0 ", b"http/1.1 "))
+            for line in data.lower().replace(b"\r\n", b"\n").split(b"\n")
+        )
+        or not lines[0].startswith((b"http/1.0 ", b"http/1.1 "))
         or data.count(b"HTTP/1.") > 1  # interim response damaged into a final one
     )
 
