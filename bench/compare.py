@@ -34,6 +34,7 @@ import platform
 import selectors
 import shlex
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -159,6 +160,8 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
 
 
 WATCHDOG: Watchdog | None = None
+#: The server's Unix-socket endpoint (``http+unix://…``), once it listens; "" where there is none.
+UNIX_URL = ""
 
 
 class Direct:
@@ -223,7 +226,7 @@ class Stdio:
         self.buf = bytearray()
 
     def start(self, url: str) -> float:
-        argv = [part.replace("{url}", url) for part in self.argv]
+        argv = [part.replace("{url}", url).replace("{unix_url}", UNIX_URL) for part in self.argv]
         assert WATCHDOG is not None
         with open(self.log_path, "ab") as log:
             started = time.perf_counter()
@@ -451,13 +454,18 @@ def run_round(contender: Direct | Stdio, url: str, cold_starts: int, ids: list[i
 
 
 def start_server(mode: str) -> tuple[subprocess.Popen[bytes], str]:
+    global UNIX_URL
     argv = [sys.executable, str(HERE / "_server.py")] + (["--sse"] if mode == "sse" else [])
+    if hasattr(socket, "AF_UNIX") and os.name == "posix":
+        argv += ["--unix", str(Path(tempfile.mkdtemp(prefix="mcp-bench-")) / "app.sock")]  # mkdtemp: 0700
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
     assert server.stdout is not None
     first = server.stdout.readline().decode().strip()
     if not first.startswith("LISTENING "):
         kill_group(server.pid)
         raise SystemExit(f"the example MCP server did not start: {first!r}")
+    if "--unix" in argv:
+        UNIX_URL = server.stdout.readline().decode().strip().split(" ", 1)[1]
     return server, first.split(" ", 1)[1]
 
 
@@ -515,6 +523,10 @@ def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Dire
                             [sys.executable, str(HERE / "_bare.py"), "--url", "{url}"], {}, log_dir))
     contenders.append(Stdio("python -m bridge", f"mcp-app-bridge {info['bridge']}",
                             [sys.executable, "-m", "bridge", "--url", "{url}"], {}, log_dir))
+    if hasattr(socket, "AF_UNIX") and os.name == "posix":
+        # The same bridge and server, over the server's Unix domain socket (peer checked by the OS).
+        contenders.append(Stdio("python -m bridge, Unix socket", f"mcp-app-bridge {info['bridge']}, http+unix://",
+                                [sys.executable, "-m", "bridge", "--url", "{unix_url}"], {}, log_dir))
     exe = args.exe
     if exe.exists():
         built = time.strftime("%Y-%m-%d %H:%M", time.localtime(exe.stat().st_mtime))
@@ -538,6 +550,7 @@ def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Dire
     if args.only:
         contenders = [c for c in contenders if c.name == "direct" or c.name in args.only
                       or (c.name == "python -m bridge" and "bridge" in args.only)
+                      or (c.name == "python -m bridge, Unix socket" and "unix" in args.only)
                       or (c.name == "bare Python process" and "bare" in args.only)
                       or (c.name.startswith("frozen") and "frozen" in args.only)
                       or any(c.name == extra.partition("=")[0] for extra in args.extra or [])]
@@ -601,7 +614,8 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="use installed peers only; never pip/npm install")
     parser.add_argument("--no-peers", action="store_true", help="direct, python -m bridge and frozen only")
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="contenders besides direct: bare, bridge, frozen, mcp-proxy, mcp-stdio, mcp-remote, supergateway")
+                        help="contenders besides direct: bare, bridge, unix (the bridge over a Unix socket), frozen, "
+                             "mcp-proxy, mcp-stdio, mcp-remote, supergateway")
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
     args = parser.parse_args()
     rounds_wanted = args.rounds or (2 if args.quick else 8)

@@ -13,9 +13,17 @@ The public API is three import paths, and exactly the names in their ``__all__``
 Every other module path is internal and may change in any release.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from ._version import __version__
 from .core.config import BridgeConfig, ConfigError
 from .core.errors import REASONS, BridgeError, UpstreamError
+
+if _TYPE_CHECKING:  # the lazy names below, typed for type checkers (never run)
+    from .app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+    from .cli.appflag import mcp_stdio_option
+    from .serve.loop import Bridge, run_stdio
+    from .system.privatefile import UnsafeFileError, read_private_file, write_private_file
 
 __all__ = [
     "REASONS",

@@ -8,15 +8,17 @@ start, and offers ``--mcp-stdio`` for AI clients through the bridge library.
 
 Server mode (what the app does when the user starts it)::
 
-    python examples/app_server.py --port 0 [--host 127.0.0.1] [--json-response] [--stateless]
+    python examples/app_server.py [--port 0 [--host 127.0.0.1] | --link auto|unix|tcp] [--json-response] [--stateless]
         [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
-``--port 0`` picks a free port. The server half is the library's
+Without ``--port`` it serves on a Unix domain socket where the OS allows (Linux, macOS:
+``--link auto``, beside its discovery file or in a private temporary folder), else on TCP
+with a log line; ``--port 0`` serves TCP on a free port. The server half is the library's
 (``bridge.appserver.AppServer``, see docs/python-apps.md). Once uvicorn serves
 the socket the server writes its discovery file (if asked), then prints exactly one line to
 **stdout** and flushes it::
 
-    LISTENING http://127.0.0.1:<port>/mcp
+    LISTENING http://127.0.0.1:<port>/mcp        (or LISTENING http+unix://%2F…%2Fmcp-endpoint.sock/mcp)
 
 Everything else (SDK logs, uvicorn's access log such as ``"DELETE /mcp HTTP/1.1" 200``)
 goes to **stderr**. Sessions are on (stateful) unless ``--stateless`` is given. Stop it
@@ -192,6 +194,7 @@ def build_app(
     token: str | None = None,
     secret: str | None = None,
     legacy_only: bool = False,
+    unix_socket: bool = False,
 ) -> Starlette:
     """Build the Starlette app serving MCP Streamable HTTP at ``/mcp``.
 
@@ -208,12 +211,23 @@ def build_app(
             otherwise; ``bridge.appserver.TokenAuthMiddleware``).
         secret: When given (with ``token``), ``POST /auth/token`` exchanges
             ``{"secret": secret}`` for ``{"token": token}``.
+        unix_socket: Served on a Unix domain socket: the SDK's Host check then also allows
+            ``localhost`` without a port, which is what clients send there.
         legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
             a newer ``MCP-Protocol-Version`` (such as the ``server/discover`` probe) gets
             400 ``Missing session ID``, so dual-era clients fall back to ``initialize``.
     """
     mode = ("stateless" if stateless else "stateful") + (" json" if json_response else " sse")
     server = build_server(mode=mode)
+    security = None
+    if unix_socket:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["localhost", "127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=json_response,
@@ -221,6 +235,7 @@ def build_app(
         max_request_body_size=max_body_bytes,
         session_idle_timeout=session_idle_timeout,
         host=host,
+        transport_security=security,
     )
     if token is not None:
         from bridge.appserver import TokenAuthMiddleware
@@ -270,11 +285,19 @@ def auth_route_token_provider(secret_file: Path) -> Callable[[str], Awaitable[st
     async def provider(base_url: str) -> str | None:
         if not base_url:
             return None
-        parts = urlsplit(base_url)
-        auth_url = urlunsplit((parts.scheme, parts.netloc, AUTH_PATH, "", ""))
+        transport = None
+        if base_url.startswith("http+unix://"):  # the app's Unix socket: the same route on it
+            from bridge.core.unixurl import UNIX_HOST, split_unix_url
+
+            socket_path, _target = split_unix_url(base_url if base_url.count("/") > 2 else base_url + "/")
+            transport = httpx.AsyncHTTPTransport(uds=socket_path)
+            auth_url = f"http://{UNIX_HOST}{AUTH_PATH}"
+        else:
+            parts = urlsplit(base_url)
+            auth_url = urlunsplit((parts.scheme, parts.netloc, AUTH_PATH, "", ""))
         secret = _read_secret(secret_file)
         # No proxies (loopback), no redirects (the secret must not travel), bounded.
-        async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=5.0) as client:
+        async with httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=5.0) as client:
             try:
                 response = await client.post(auth_url, json={"secret": secret})
             except httpx.ConnectError:
@@ -297,7 +320,8 @@ def server_command(
     started_file: Path | None = None,
 ) -> tuple[str, ...]:
     """The argv that starts this app in server mode (no shell), for ``launch_command``."""
-    argv = [sys.executable, str(SCRIPT), "--port", "0", "--discovery-file", str(discovery_file)]
+    # No --port: the app serves on its Unix socket where the OS allows (else TCP, port 0).
+    argv = [sys.executable, str(SCRIPT), "--discovery-file", str(discovery_file)]
     if secret_file is not None:
         argv += ["--secret-file", str(secret_file)]
     if token_in_discovery:
@@ -380,8 +404,9 @@ def _print_listening(server: AppServer) -> None:
 
 def serve(
     *,
-    port: int = 0,
+    port: int | None = None,
     host: str = "127.0.0.1",
+    link: str = "auto",
     json_response: bool = False,
     stateless: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -394,27 +419,36 @@ def serve(
 ) -> int:
     """Server mode: serve until SIGTERM/SIGINT; returns the exit status.
 
-    The server half is the library's (``bridge.appserver.AppServer``): loopback, port 0,
-    the bearer-token middleware and auth route, and the discovery file written once
+    The server half is the library's (``bridge.appserver.AppServer``): a Unix domain
+    socket where the OS allows (``link="auto"``; a ``port`` given means TCP), else
+    loopback TCP on ``port`` (0: a free one), the bearer-token middleware and auth route, and the discovery file written once
     uvicorn serves and removed on the way out. Without ``--secret-file`` or
     ``--token-in-discovery`` the example serves without a token, as the tests' plain
     ``--url`` bridges expect.
     """
-    from bridge.appserver import AppServer, UnsafeFileError
+    from bridge.appserver import AlreadyServingError, AppServer, UnsafeFileError
 
     # Our own root handler first: the SDK's configure_logging() (basicConfig) then leaves it alone.
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if started_file is not None:
         _append_started(started_file)
+    if port is not None and link == "auto":
+        link = "tcp"
     app = build_app(
-        json_response=json_response, stateless=stateless, host=host, max_body_bytes=max_body_bytes, legacy_only=legacy_only
+        json_response=json_response,
+        stateless=stateless,
+        host=host,
+        max_body_bytes=max_body_bytes,
+        legacy_only=legacy_only,
+        unix_socket=link != "tcp",
     )
     try:
         server = AppServer(
             app,
             discovery_file=discovery_file,
             host=host,
-            port=port,
+            port=port or 0,
+            link=link,
             secret_file=secret_file,
             token_in_discovery=token_in_discovery,
             # A token is new in every process (restarting rotates it).
@@ -428,12 +462,13 @@ def serve(
         return 2
     try:
         url = server.bind()
-    except OSError as exc:
-        print(f"app_server: cannot bind {host}:{port}: {exc}", file=sys.stderr)
+    except (OSError, UnsafeFileError, AlreadyServingError) as exc:
+        print(f"app_server: cannot bind ({link}): {exc}", file=sys.stderr)
         return 2
     logger.info(
-        "serving %s (%s%s%s)",
+        "serving %s on %s (%s%s%s)",
         url,
+        "a Unix domain socket" if server.link == "unix" else "TCP",
         "stateless" if stateless else "stateful",
         ", json responses" if json_response else "",
         ", bearer token required" if server.token is not None else "",
@@ -448,7 +483,8 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 
 
 @click.command(help=__doc__.split("\n\n")[0], context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="TCP port; 0 picks a free one.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Serve on TCP at this port (0 picks a free one) instead of a Unix socket.")
+@click.option("--link", type=click.Choice(["auto", "unix", "tcp"]), default="auto", show_default=True, help="auto: a Unix domain socket where the OS allows, else TCP.")
 @click.option("--host", type=click.Choice(LOOPBACK_HOSTS), default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--json-response", is_flag=True, help="Answer POSTs with JSON instead of SSE.")
 @click.option("--stateless", is_flag=True, help="No sessions (no mcp-session-id).")
@@ -463,7 +499,8 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option("--launch-log", type=_FILE, help="With --mcp-stdio: where a launched app's output goes.")
 @mcp_stdio_option(_bridge_config_from_options)
 def cli(
-    port: int,
+    port: int | None,
+    link: str,
     host: str,
     json_response: bool,
     stateless: bool,
@@ -478,6 +515,7 @@ def cli(
 ) -> int:
     return serve(
         port=port,
+        link=link,
         host=host,
         json_response=json_response,
         stateless=stateless,

@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from interop.harness import CONFORMANCE_CLI, INTEROP_DIR, NODE, node_env, require_packages, side_by_side
-from interop.peers import VIA, Via
+from interop.harness import CONFORMANCE_CLI, NODE, node_env, require_packages, side_by_side
+from interop.peers import INTEROP_DIR, VIA, Via
 
 pytestmark = pytest.mark.interop
 

@@ -53,7 +53,7 @@ async def run(via: Via, mode: str, url: str, bridge_log: Path) -> list[tuple[str
     peer = handlers()
     with open(bridge_log, "w", encoding="utf-8") as log:
         with anyio.fail_after(SESSION_TIMEOUT_SECONDS):
-            async with Client(transport(via, url, log), mode=mode, **client_options(peer)) as client:  # type: ignore[arg-type]
+            async with Client(transport(via, url, log), mode=mode, **client_options(peer)) as client:
                 handshake = {
                     "discover result": client.session.discover_result is not None,
                     "initialize result": client.session.initialize_result is not None,

@@ -1,4 +1,4 @@
-"""The import rules of the package layout, as data (CONTRIBUTING.md, "Layout").
+"""The import rules of the package layout, as data (CONTRIBUTING.md, "The layout").
 
 Standard library only. Every ``bridge/**/*.py`` is read with :mod:`ast`, imports inside
 functions and under ``TYPE_CHECKING`` included, relative imports resolved. The rules:
@@ -9,7 +9,9 @@ functions and under ``TYPE_CHECKING`` included, relative imports resolved. The r
 4. each third-party package is imported only where ``THIRD_PARTY`` allows it;
 5. ``bridge/core/`` is standard library only, with no ``async def`` and no ``await``;
 6. serving an ``http://`` endpoint loads none of the config face, the server half, the
-   click-free CLI parts, tomlkit, uvicorn or httpx (a subprocess, through ``sys.modules``).
+   click commands other than the bridge's own, tomlkit, uvicorn or httpx (a subprocess,
+   through ``sys.modules``);
+7. CONTRIBUTING.md's table of these rules is :func:`rules_table`, made from this data.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
     "clients": {"_version", "core.config"},
-    "appserver": {"app.discovery", "system", "core.config"},
+    "appserver": {"app.discovery", "system", "core.config", "core.unixurl"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.
     "__init__": {"_version", "core", "app.discovery", "system.privatefile", "serve.loop", "cli"},
@@ -55,7 +57,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 THIRD_PARTY: dict[str, set[str]] = {
     # The serving path and the check command are plain asyncio (system/cancelscope.py); anyio
     # stays where httpx needs it (https://), and for the token command's process.
-    "anyio": {"transport.httpx_adapter", "app.tokens", "appserver", "system.logsink"},
+    "anyio": {"transport.httpx_adapter", "app.tokens"},
     # https:// only; http://, the auth route's POST included, goes over the own pool.
     "httpx": {"transport.httpx_adapter"},
     "httpcore": set(),
@@ -65,7 +67,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "psutil": {"app.listener", "app.discovery"},
     "platformdirs": {"app"},
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
-    "msgspec": {"streamable.jsonparse"},  # optional: large replies parse faster with it
+    "msgspec": {"streamable.jsonparse"},  # large replies parse faster with it
 }
 
 STDLIB = set(sys.stdlib_module_names)
@@ -214,6 +216,21 @@ def test_third_party_packages_only_where_allowed() -> None:
     assert {"httpx", "click", "anyio"} <= seen  # the walk is real
 
 
+def test_every_third_party_allowance_is_used() -> None:
+    """An allowance no module uses would make CONTRIBUTING's table (made from this data) say
+    more than the code does."""
+    used = {
+        (target, rule)
+        for module in MODULES
+        for target, _name, _line, typing_only in imports(module)
+        if not typing_only and target in THIRD_PARTY
+        for rule in THIRD_PARTY[target]
+        if _covers(rule, module)
+    }
+    unused = sorted((library, rule) for library, rules in THIRD_PARTY.items() for rule in rules if (library, rule) not in used)
+    assert not unused, unused
+
+
 def test_the_core_is_standard_library_only_and_never_awaits() -> None:
     core = [module for module in MODULES if _covers("core", module)]
     assert len(core) >= 9
@@ -303,3 +320,53 @@ def test_serving_http_loads_none_of_the_faces() -> None:
     assert "bridge.transport.pool" in loaded  # the list is of a real serving run
     bad = sorted(name for name in loaded if any(name == n or name.startswith(n + ".") for n in NOT_WHILE_SERVING))
     assert not bad, bad
+
+
+# -- CONTRIBUTING.md's table of the rules, made from the data above ---------------------------
+
+#: What a row of the table adds in words, beside the data.
+TABLE_NOTES = {"core": "standard library only, no `async def`, no `await`"}
+
+
+def _layer_order(name: str) -> tuple[int, str]:
+    order = [key for key in MAY_IMPORT if "." not in key]
+    top = name.split(".")[0]
+    return (order.index(top) if top in order else len(order), name)
+
+
+def _in(package: str, module: str) -> str:
+    """``module`` (``app.listener``) as the table names it in ``package``'s row: ``listener.py``."""
+    rest = module.removeprefix(package + ".")
+    return f"`{rest.replace('.', '/')}{'' if (PACKAGE / package / rest.replace('.', '/')).is_dir() else '.py'}`"
+
+
+def rules_table() -> str:
+    """The Markdown table of CONTRIBUTING.md's "The layout", from ``MAY_IMPORT`` and
+    ``THIRD_PARTY`` (print it with ``python tests/test_layout.py``)."""
+    rows = ["| package | may import (of the bridge) | third-party |", "|---|---|---|"]
+    for package in (key for key in MAY_IMPORT if "." not in key and not key.startswith("_")):
+        allowed = ", ".join(f"`{name}`" for name in sorted(MAY_IMPORT[package], key=_layer_order)) or "nothing"
+        for key in (key for key in MAY_IMPORT if key.startswith(package + ".")):
+            extra = sorted(MAY_IMPORT[key] - MAY_IMPORT[package], key=_layer_order)
+            allowed += f"; {_in(package, key)} also " + ", ".join(f"`{name}`" for name in extra)
+        libraries = []
+        for library, users in THIRD_PARTY.items():
+            inside = sorted(user for user in users if user == package or user.startswith(package + "."))
+            if package in inside:
+                libraries.append(library)
+            elif inside:
+                libraries.append(f"{library} only in " + ", ".join(_in(package, user) for user in inside))
+        third_party = ", ".join(libraries) or "none"
+        if package in TABLE_NOTES:
+            third_party += f": {TABLE_NOTES[package]}"
+        rows.append(f"| `{package}` | {allowed} | {third_party} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_contributing_shows_exactly_these_rules() -> None:
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert rules_table() in text, "CONTRIBUTING.md's rules table differs from this file's data; it should read:\n" + rules_table()
+
+
+if __name__ == "__main__":
+    print(rules_table(), end="")

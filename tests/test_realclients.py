@@ -13,7 +13,7 @@ fresh HOME and XDG folders (``tests/realclients/harness.py``): ``mcp-app-bridge 
 - Copilot CLI, which starts nothing without a login: its own ``copilot mcp get``/``list``
   read the entry;
 - the frozen single file (``MCP_APP_BRIDGE_EXE``) under each client's own way of ending its
-  servers (measured in ``docs/_incoming/realclients.md``), 20 checks in a row with a private
+  servers (measured: docs/frozen.md, "Nothing left behind"), 20 checks in a row with a private
   TMPDIR: what the one-file build's unpack folders (``_MEI*``) leave there.
 
 Marked ``clients`` and deselected by default (``python -m pytest -m clients`` runs them);

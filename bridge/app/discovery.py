@@ -1,4 +1,4 @@
-"""The discovery file: how a running app tells the bridge where it listens (DESIGN.md §4).
+"""The discovery file: how a running app tells the bridge where it listens (docs/discovery.md).
 
 The app writes a small JSON document when its MCP server is up and removes it when it
 stops; the bridge reads it on every (re)connect and after every 401, so an app that comes
@@ -8,7 +8,11 @@ client's configuration::
     {"url": "http://127.0.0.1:8765/mcp", "pid": 4242, "token": "…"}
 
 - ``url`` (required): the MCP endpoint, with an explicit loopback address (``127.x.y.z``
-  or ``[::1]``), never a name such as ``localhost`` that could resolve elsewhere.
+  or ``[::1]``), never a name such as ``localhost`` that could resolve elsewhere; or a
+  Unix domain socket, ``http+unix://`` with the socket's absolute path percent-encoded
+  and then the MCP path (``http+unix://%2Frun%2Fuser%2F1000%2Fapp%2Fmcp.sock/mcp``,
+  ``bridge/core/unixurl.py``). A reader that predates the socket form refuses such a file
+  (its scheme is not http or https) instead of guessing a TCP address.
 - ``pid`` (optional): the app's process id. While that process lives, the bridge waits for
   it instead of launching a second instance.
 - ``pid_start_time`` (optional): when that process started, in Unix seconds, as the OS
@@ -45,6 +49,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.config import ConfigError
+from ..core.unixurl import is_unix_url, split_unix_url
 
 __all__ = [
     "DISCOVERY_FILE_NAME",
@@ -151,6 +156,12 @@ def read_discovery_file(path: Path) -> Discovery:
 
 
 def _check_explicit_loopback(url: str, path: Path) -> None:
+    if is_unix_url(url):
+        try:
+            split_unix_url(url)
+        except ValueError as exc:
+            raise DiscoveryError(f"refusing the discovery file {path}: {exc}") from None
+        return
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -161,7 +172,9 @@ def _check_explicit_loopback(url: str, path: Path) -> None:
             "loopback address such as 127.0.0.1 or [::1]"
         ) from None
     if parts.scheme not in ("http", "https") or not address.is_loopback:
-        raise DiscoveryError(f"refusing the discovery file {path}: its url {url!r} is not http(s) on loopback")
+        raise DiscoveryError(
+            f"refusing the discovery file {path}: its url {url!r} is not http(s) on loopback nor http+unix://"
+        )
 
 
 def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token: str | None = None) -> None:
@@ -172,7 +185,8 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
     time is recorded beside it (``pid_start_time``) when the OS tells it.
 
     Raises:
-        DiscoveryError: ``url`` is not an explicit loopback http(s) URL.
+        DiscoveryError: ``url`` is not an explicit loopback http(s) URL nor a valid
+            ``http+unix://`` one.
         UnsafeFileError: the folder, or one above it, is open to other users.
         OSError: the file could not be written.
     """
@@ -356,6 +370,19 @@ class Endpoint:
         except ValueError:
             return None
         return discovery.pid if described == port else None
+
+    def discovery_for_socket(self, socket_path: str) -> Discovery | None:
+        """The discovery file's content when it describes the endpoint on the Unix socket
+        ``socket_path`` (its pid, and that pid's start time, are then what the peer of a
+        connection there must be: ``bridge/app/unixpeer.py``); else ``None``."""
+        discovery = self._discovery
+        if discovery is None or not is_unix_url(discovery.url):
+            return None
+        try:
+            described, _target = split_unix_url(discovery.url)
+        except ValueError:
+            return None
+        return discovery if described == socket_path else None
 
     def token(self) -> str | None:
         """The discovery file's token, freshly read."""

@@ -1,4 +1,4 @@
-"""ensure_running: start the app when nothing listens, once, across every bridge (§2.9).
+"""ensure_running: start the app when nothing listens, once, across every bridge (docs/discovery.md, "Starting the app").
 
 AI clients start two to five copies of a stdio server at once (one per window, plus a
 probe). When the app is down they all see "connection refused" together, and only one of
@@ -12,7 +12,7 @@ The launched app is detached from the bridge: its stdin, stdout and stderr go to
 device (or a log file), it runs in its own session / process group, without a shell, and
 without the environment variables a PyInstaller-frozen bridge adds for itself, so the
 client sees EOF when the bridge exits and the app's own bootloader does not mistake itself
-for part of the bridge (HAZARDS B14–B16). It outlives the bridge on purpose, so its
+for part of the bridge (pyinstaller/pyinstaller#4858). It outlives the bridge on purpose, so its
 environment carries no bridge credential (the ``--token-env`` variable, ``MCP_APP_BRIDGE_*``).
 
 Waiting is bounded by ``launch_timeout_seconds``; progress lines go to the log (stderr)

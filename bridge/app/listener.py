@@ -2,7 +2,7 @@
 
 While the app is down, any local process can listen on its loopback port. Before the
 bridge writes a byte on a new connection (a token, a secret, a request), it checks that
-the socket it reached belongs to the app (DESIGN §5, "a credential goes only to a
+the socket it reached belongs to the app (docs/security.md, "A credential goes only to a
 listener verified to be the app"):
 
 1. every listening socket that can have accepted the connection (the exact address, else
@@ -312,7 +312,7 @@ class ListenerCheck:
             self._check_psutil_pid(psutil, me, where, row.pid, expected)
         if client is None:
             return True
-        # The connection's own server side: the process that accepted it (DESIGN §5). Until
+        # The connection's own server side: the process that accepted it. Until
         # the app accepts, no process holds it (pid None, or not listed at all).
         held = [row for row in server_side if row.pid is not None]
         if not held:

@@ -1,4 +1,4 @@
-"""Where the bearer token comes from (DESIGN.md §2.8, §5).
+"""Where the bearer token comes from (docs/discovery.md, "Tokens"; docs/security.md).
 
 A token source is anything with ``async fetch(context) -> str | None``. The sources here:
 

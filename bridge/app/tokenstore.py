@@ -1,4 +1,4 @@
-"""The bearer token in use: fetched lazily, cached, refreshed single-flight (DESIGN.md §2.8).
+"""The bearer token in use: fetched lazily, cached, refreshed single-flight (docs/discovery.md, "Tokens").
 
 ``tokens.py`` says where a token comes from; this store, which token the next request
 carries and when to fetch another. No token ever appears in a message, a log line or an

@@ -221,6 +221,9 @@ class LoopbackHostMiddleware:
     - Refusals carry a JSON-RPC error without an ``id`` (code -32000); a WebSocket is closed
       with 1008 before it is accepted (uvicorn answers 403). ``lifespan`` passes through.
 
+    On a Unix domain socket (:attr:`unix_socket`, set by ``AppServer``) ``Host`` must be
+    ``localhost`` without a port, as the bridge and curl send it there.
+
     Args:
         app: the ASGI app to protect.
         port: this server's port; ``None`` takes the one the connection came in on
@@ -230,6 +233,8 @@ class LoopbackHostMiddleware:
     def __init__(self, app: ASGIApp, *, port: int | None = None) -> None:
         self.app = app
         self.port = port
+        #: Served on a Unix domain socket: ``Host`` must be ``localhost``, without a port.
+        self.unix_socket = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -253,11 +258,15 @@ class LoopbackHostMiddleware:
         if len(hosts) != 1:
             return 400, "exactly one Host header is needed"
         port = self.port
-        if port is None:
-            server = scope.get("server")
-            port = server[1] if server else None
-        if port is None or not _is_loopback_host(hosts[0], port):
-            return 421, "the Host header does not name this loopback server"
+        if self.unix_socket:  # no port: a Unix socket's clients send "Host: localhost"
+            if hosts[0].strip().lower() != b"localhost":
+                return 421, "the Host header does not name this local server (localhost)"
+        else:
+            if port is None:
+                server = scope.get("server")
+                port = server[1] if server else None
+            if port is None or not _is_loopback_host(hosts[0], port):
+                return 421, "the Host header does not name this loopback server"
         if len(origins) > 1 or (origins and not _is_loopback_origin(origins[0])):
             return 403, "the Origin header is not a loopback origin"
         return None

@@ -14,7 +14,9 @@ is the other side of that handshake, for an app whose MCP server is any ASGI app
 
 What :class:`AppServer` does, in order:
 
-1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port.
+1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port; or,
+   with ``link="unix"`` (``"auto"``: where the OS allows), a Unix domain socket in a
+   private folder, published as ``http+unix://…`` (``bridge/appserver/unixsocket.py``).
    Before that, the discovery file's folder is created 0700 (whatever the umask) and
    checked, and a lock beside the discovery file is taken for the server's lifetime: a
    second instance for the same file refuses to start. Any of these failing ends
@@ -31,13 +33,22 @@ What :class:`AppServer` does, in order:
    :data:`HEADER_TIMEOUT_SECONDS` of the connection (or of the previous response) and
    within :data:`MAX_HEADER_BYTES`; an idle keep-alive connection closes after
    :data:`KEEP_ALIVE_SECONDS`; past :data:`MAX_CONNECTIONS` connections or running
-   requests, new requests get 503. Once uvicorn
+   requests that were let in (see below), new requests get 503. Once uvicorn
    has started (the app's lifespan has run and the socket is served), it writes the
    discovery file ``{"url", "pid", "token"}`` atomically with mode 0600, at
    ``default_discovery_path(app_name)`` unless told otherwise; ``pid`` is this process,
    the one that holds the listening socket.
 4. On SIGTERM, SIGINT (Ctrl-C) or :meth:`AppServer.stop`, removes the discovery file
    first, then lets open requests finish for ``graceful_shutdown_seconds`` and stops.
+
+Idle connections cannot deny the app (anyone on the machine may connect, token or not):
+only a connection that has sent a complete request that passed the checks (the token) is
+counted against :data:`MAX_CONNECTIONS`; one that has not (a head still arriving, a request
+refused 401, the auth route) holds no slot, must be done within the header timeout from the
+moment it opened, and, past :data:`MAX_PENDING_CONNECTIONS` of them, the oldest idle one is
+closed for each new one. So 200 connections dripping their heads, reopened as they are
+closed, leave a bridge's requests served (``tests/appserver/test_appserver.py``), where
+uvicorn's own ``limit_concurrency`` counted them and answered the bridge 503.
 
 Nothing here is imported by the bridge itself: its start-up never loads this module or
 uvicorn.
@@ -46,6 +57,7 @@ uvicorn.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import ipaddress
 import logging
@@ -58,6 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.discovery import DiscoveryError, default_discovery_path, remove_discovery_file, write_discovery_file
+from ..core.unixurl import unix_url
 from ..system.privatefile import check_folders, make_private_folders
 from .auth import (
     AUTH_PATH,
@@ -80,6 +93,7 @@ __all__ = [
     "LoopbackHostMiddleware",
     "MAX_CONNECTIONS",
     "MAX_HEADER_BYTES",
+    "MAX_PENDING_CONNECTIONS",
     "TokenAuthMiddleware",
     "UnsafeFileError",
     "load_or_create_secret",
@@ -96,10 +110,16 @@ HEADER_TIMEOUT_SECONDS = 10.0
 MAX_HEADER_BYTES = 64 * 1024
 #: An idle keep-alive connection is closed after this many seconds (uvicorn's ``timeout_keep_alive``).
 KEEP_ALIVE_SECONDS = 5
-#: Past this many open connections or running requests, a new request gets 503
-#: (uvicorn's ``limit_concurrency``). A bridge holds at most ``--max-concurrent-requests``
-#: (32 by default) plus its GET stream.
+#: Past this many connections that had a request let in (the token checked), or this many
+#: such requests running, a new request gets 503 (uvicorn's ``limit_concurrency``, but
+#: counting only those: connections that never sent a request that passed the checks hold
+#: no slot). A bridge holds at most ``--max-concurrent-requests`` (32 by default) plus its
+#: GET stream.
 MAX_CONNECTIONS = 128
+#: Connections that have not (yet) had a request let in, at most: past it, the oldest of
+#: them that runs no request is closed for each new one (a bound on descriptors; a real
+#: client sends its request at once and is never the oldest).
+MAX_PENDING_CONNECTIONS = 256
 _LOCK_SUFFIX = ".lock"
 
 
@@ -136,6 +156,13 @@ class AppServer:
         access_log: log one line per request (off by default).
         graceful_shutdown_seconds: how long open requests and streams may still run after
             a stop was asked for.
+        link: ``"tcp"`` (the default): ``host`` and ``port``; ``"unix"``: a Unix domain
+            socket in a private folder (``bridge/appserver/unixsocket.py``: beside the
+            discovery file, mode 0600, a stale one of a dead run replaced), published as
+            ``http+unix://…``, with the bridge checking its peer through the OS; ``"auto"``:
+            ``"unix"`` where the OS allows (Linux, macOS), else TCP, with a log line.
+        socket_path: where the socket goes instead (its folder must be this user's and
+            closed to others).
         uvicorn_options: further ``uvicorn.Config`` arguments (they win over the bounds
             above; an ``http`` protocol of your own keeps the header timeout only if it is
             uvicorn's h11 or httptools one).
@@ -146,6 +173,8 @@ class AppServer:
 
     Attributes:
         url: the published MCP endpoint, once :meth:`bind` (or :meth:`run`) has run.
+        link: ``"tcp"`` or ``"unix"`` once bound (``"auto"`` resolved).
+        socket_path: the Unix socket's path, once bound on one.
         token: the bearer token (``None`` without ``require_token``). Never log it.
     """
 
@@ -169,7 +198,11 @@ class AppServer:
         graceful_shutdown_seconds: float = 2.0,
         header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS,
         uvicorn_options: Mapping[str, Any] | None = None,
+        link: str = "tcp",
+        socket_path: Path | str | None = None,
     ) -> None:
+        if link not in ("tcp", "unix", "auto"):
+            raise ValueError("link must be 'tcp', 'unix' or 'auto'")
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"{host!r} is not a loopback address; the app's MCP server stays on this machine")
         if not path.startswith("/"):
@@ -186,7 +219,9 @@ class AppServer:
             self.token = load_or_create_secret(Path(token_file)) if token_file else secrets.token_urlsafe(32)
             secret = load_or_create_secret(Path(secret_file), "secret file") if secret_file else None
         self._token_in_discovery = token_in_discovery
-        inner = app if self.token is None else TokenAuthMiddleware(app, token=self.token, secret=secret, auth_path=auth_path)
+        self._admission = _Admission(app, MAX_CONNECTIONS)  # behind the token check: only requests let in
+        admitted: ASGIApp = self._admission
+        inner = admitted if self.token is None else TokenAuthMiddleware(admitted, token=self.token, secret=secret, auth_path=auth_path)
         self._host_check = LoopbackHostMiddleware(inner)
         self.app: ASGIApp = self._host_check
         self._header_timeout_seconds = header_timeout_seconds
@@ -199,6 +234,9 @@ class AppServer:
         self._graceful_shutdown_seconds = graceful_shutdown_seconds
         self._uvicorn_options = dict(uvicorn_options or {})
         self._socket: socket.socket | None = None
+        self.link = link
+        self.socket_path: Path | None = Path(socket_path) if socket_path is not None else None
+        self._socket_inode: int | None = None
         self._server: uvicorn.Server | None = None
         self._stop_asked = False
         self._published = False
@@ -212,6 +250,8 @@ class AppServer:
         Raises:
             OSError: the address or port cannot be bound.
         """
+        if self._socket is None and self.link != "tcp":
+            self._bind_unix()
         if self._socket is None:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
             # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP
@@ -233,6 +273,40 @@ class AppServer:
             self.url = f"http://{host}:{self.port}{self.path}"
         assert self.url is not None
         return self.url
+
+    def _bind_unix(self) -> None:
+        """Bind the Unix domain socket (``link`` ``"unix"``, or ``"auto"`` where the OS
+        allows; ``bridge/appserver/unixsocket.py``). With ``"auto"``, a failure is logged
+        and the server binds TCP instead."""
+        from .unixsocket import bind_private_socket, socket_path_for, unix_sockets_supported
+
+        if not unix_sockets_supported():
+            if self.link == "unix":
+                raise OSError("this OS does not serve the app on a Unix domain socket")
+            log.warning("serving on TCP (%s): this OS has no Unix domain socket the bridge can check", self.host)
+            self.link = "tcp"
+            return
+        # The discovery file's lock first: a stale socket is replaced only by its one server.
+        self.prepare()
+        try:
+            path = self.socket_path or socket_path_for(self.discovery_file)
+            self._socket, self._socket_inode = bind_private_socket(path)
+        except (UnsafeFileError, OSError) as exc:
+            if self.link == "unix":
+                raise
+            log.warning("serving on TCP (%s) instead of a Unix domain socket: %s", self.host, exc)
+            self.link = "tcp"
+            return
+        self.link, self.socket_path, self.port = "unix", path, 0
+        self._host_check.unix_socket = True
+        self.url = unix_url(path, self.path)
+
+    def _remove_socket_file(self) -> None:
+        if self.socket_path is not None and self._socket_inode is not None:
+            from .unixsocket import remove_socket_file
+
+            remove_socket_file(self.socket_path, self._socket_inode)
+            self._socket_inode = None
 
     def run(self) -> int:
         """Serve until SIGTERM, SIGINT or :meth:`stop`; return 0, or 1 if start-up failed.
@@ -258,6 +332,7 @@ class AppServer:
             self._release()
             if self._socket is not None:
                 self._socket.close()
+            self._remove_socket_file()
         if self.failure is not None:
             print(f"mcp-app-bridge: {self.failure}", file=sys.stderr, flush=True)
             return 1
@@ -283,6 +358,7 @@ class AppServer:
                 await self._server.serve(sockets=[self._socket] if self._socket else None)
             finally:
                 self._unpublish()
+                self._remove_socket_file()
         finally:
             self._release()
 
@@ -339,8 +415,12 @@ class AppServer:
             "limit_concurrency": MAX_CONNECTIONS,
         }
         options.update(self._uvicorn_options)
-        options["http"] = _with_header_deadline(options["http"], self._header_timeout_seconds)
-        return uvicorn.Config(self.app, **options)
+        # uvicorn's own limit counts every open connection, idle or not, token or not: 128
+        # dripping connections denied the app. The admission behind the token check keeps
+        # the limit instead, counting only connections that had a request let in.
+        self._admission.limit = options.pop("limit_concurrency")
+        options["http"] = _with_header_deadline(options["http"], self._header_timeout_seconds, self._admission)
+        return uvicorn.Config(self.app, limit_concurrency=None, **options)
 
     def _publish(self) -> None:
         if self.discovery_file is not None:
@@ -376,11 +456,71 @@ def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
             # signal once serve() returns, which ends the process before any finally.
             owner._unpublish()
             await super().shutdown(sockets)
+            owner._remove_socket_file()  # a Unix socket's file, once nothing listens on it
 
     return Server(config)
 
 
-def _with_header_deadline(http: Any, seconds: float) -> Any:
+#: The connection (uvicorn protocol) whose request the current task serves, set by the
+#: protocol of :func:`_with_header_deadline` for :class:`_Admission`.
+_connection: contextvars.ContextVar[Any] = contextvars.ContextVar("bridge_appserver_connection")
+
+
+class _Admission:
+    """The innermost ASGI layer, behind the token check: what reaches it was let in.
+
+    It keeps :data:`MAX_CONNECTIONS` (``limit``) as uvicorn's ``limit_concurrency`` would,
+    but counting only connections that had a request let in (``proven``) and the requests
+    let in that still run, so that connections without one (dripping heads, 401s) cannot
+    take their slots. Over the limit: 503, as uvicorn answers. It also keeps the
+    connections without such a request (``pending``, oldest first) for the protocol's bounds.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int | None) -> None:
+        self.app = app
+        self.limit = limit
+        self.proven: set[Any] = set()
+        self.pending: dict[Any, None] = {}  # insertion order: oldest first
+        self.running = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        connection = _connection.get(None)
+        limit = self.limit
+        if limit is not None and (
+            self.running >= limit or (connection is not None and connection not in self.proven and len(self.proven) >= limit)
+        ):
+            log.warning("exceeded the concurrency limit (%d): answered 503", limit)
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1013})  # try again later
+            else:
+                await _service_unavailable(send)
+            return
+        if connection is not None and connection not in self.proven:
+            self.pending.pop(connection, None)
+            self.proven.add(connection)
+            connection.proven()
+        self.running += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.running -= 1
+
+    def forget(self, connection: Any) -> None:
+        self.pending.pop(connection, None)
+        self.proven.discard(connection)
+
+
+async def _service_unavailable(send: Any) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"19"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": b"Service Unavailable"})
+
+
+def _with_header_deadline(http: Any, seconds: float, admission: _Admission | None = None) -> Any:
     """uvicorn's HTTP protocol class ``http`` (a name or a class) with a header timeout.
 
     A connection must complete each request head (request line and headers) within
@@ -389,7 +529,14 @@ def _with_header_deadline(http: Any, seconds: float) -> Any:
     client that connects and drips a header byte at a time would hold its connection for
     ever. The clock stops once the head is complete (the app then runs; the body and the
     response are the app's own business) and once the connection is upgraded (WebSocket).
-    A class that is not one of uvicorn's (no ``cycle``) is returned unchanged.
+
+    With ``admission`` (:class:`_Admission`): a connection is pending until one of its
+    requests is let in (passes the token check); until then its clock runs from the moment
+    it opened, through its requests (a 401, the auth route's body) and their responses, and
+    it is closed when the time is up, even mid-request. Past
+    :data:`MAX_PENDING_CONNECTIONS` pending connections, the oldest that runs no request is
+    closed for each new one. A class that is not one of uvicorn's (no ``cycle``) is returned
+    unchanged.
     """
     import uvicorn.config
     import uvicorn.importer
@@ -399,21 +546,36 @@ def _with_header_deadline(http: Any, seconds: float) -> Any:
         return http
 
     class HeaderDeadline(base):  # type: ignore[misc,valid-type]
+        app: Any  # uvicorn's: the ASGI app its requests run
         _header_timer: asyncio.TimerHandle | None = None
+        _proven = admission is None  # without admission every connection is as before
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            if admission is not None:
+                app = self.app
+
+                async def as_this_connection(scope: Any, receive: Any, send: Any) -> None:
+                    _connection.set(self)  # the request's own task: its context only
+                    await app(scope, receive, send)
+
+                self.app = as_this_connection
+                admission.pending[self] = None
+                if len(admission.pending) > MAX_PENDING_CONNECTIONS:
+                    self._close_oldest_pending()
             self._arm_header_timer()
 
         def data_received(self, data: bytes) -> None:
             cycle = self.cycle
             super().data_received(data)
-            if self.cycle is not cycle:  # a request head is complete: the app has it
+            if self.cycle is not cycle and self._proven:  # a request head is complete: the app has it
                 self._disarm_header_timer()
 
         def on_response_complete(self) -> None:
             cycle = self.cycle
             super().on_response_complete()
+            if not self._proven:
+                return  # the clock that started at the connection runs on
             if self.cycle is cycle and not self.transport.is_closing():
                 self._arm_header_timer()  # the next head's clock starts now
             else:
@@ -421,7 +583,29 @@ def _with_header_deadline(http: Any, seconds: float) -> Any:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_header_timer()
+            if admission is not None:
+                admission.forget(self)
             super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self, *args: Any) -> None:
+            if admission is not None:
+                admission.forget(self)  # its connection_lost now goes to the WebSocket protocol
+            super().handle_websocket_upgrade(*args)
+
+        def proven(self) -> None:
+            """A request of this connection was let in: from now on it is a client's."""
+            self._proven = True
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm_header_timer()
+
+        def _close_oldest_pending(self) -> None:
+            assert admission is not None
+            for connection in admission.pending:
+                if connection is not self and (connection.cycle is None or connection.cycle.response_complete):
+                    log.info("closed the oldest of %d connections without a request let in", len(admission.pending))
+                    admission.pending.pop(connection)
+                    connection.transport.close()
+                    return
 
         def _arm_header_timer(self) -> None:
             self._disarm_header_timer()
@@ -437,7 +621,7 @@ def _with_header_deadline(http: Any, seconds: float) -> Any:
             transport = self.transport
             if transport.is_closing() or transport.get_protocol() is not self:
                 return  # closed already, or upgraded to a WebSocket
-            if self.cycle is not None and not self.cycle.response_complete:
+            if self._proven and self.cycle is not None and not self.cycle.response_complete:
                 return  # a request is running
             log.info("closed a connection whose request head was not complete within %g s", seconds)
             transport.close()

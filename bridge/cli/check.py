@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,9 +36,9 @@ from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import AppUnreachableError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..serve.driver import Driver
-from ..serve.parts import build_driver
+from ..serve.parts import build_driver, connection_checks
 from ..streamable.failures import map_transport_errors
-from ..transport.verifiedconnect import connect_first_verified, connect_socket
+from ..transport.verifiedconnect import open_verified_socket
 
 __all__ = ["run_check", "FIXES"]
 
@@ -60,6 +59,11 @@ FIXES: dict[str, str] = {
         "If the app runs as another user or in a container on purpose, give --no-verify-listener."
     ),
 }
+#: The fix for ``listener_unverified`` when the app's link is a Unix socket.
+UNIX_LISTENER_FIX = (
+    "Something other than the app holds its socket, or the socket's folder is not private: remove what the message "
+    "names and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
+)
 
 Echo = Callable[[str], None]
 
@@ -211,7 +215,10 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         outcome = await _verified_connect(config, driver)
     if isinstance(outcome, UpstreamError):
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
-        report.step(step, False, outcome.message, time.monotonic() - started, FIXES.get(str(outcome.reason)))
+        fix = FIXES.get(str(outcome.reason))
+        if step == "listener" and _is_unix_endpoint(driver):
+            fix = UNIX_LISTENER_FIX
+        report.step(step, False, outcome.message, time.monotonic() - started, fix)
         return False
     url, address, skipped = outcome
     if launched:
@@ -220,6 +227,8 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     else:
         report.step("connect", True, "the app accepts connections", time.monotonic() - started)
     check = driver.listener_check
+    if url.startswith("http+unix:"):  # the link is a Unix socket: the OS names its peer
+        return _unix_link_step(config, driver, report, url)
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, 0.0)
@@ -232,9 +241,33 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     return True
 
 
+def _is_unix_endpoint(driver: Driver) -> bool:
+    try:
+        return driver.endpoint.url().startswith("http+unix:")
+    except DiscoveryError:
+        return False
+
+
+def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
+    """The ``listener`` step on a Unix domain socket: the link used, and what the connect
+    step checked on it (``bridge/transport/unixlink.py``, ``bridge/app/unixpeer.py``)."""
+    from ..core.unixurl import split_unix_url
+
+    path = split_unix_url(url)[0]
+    if not config.verify_listener:
+        report.step("listener", True, f"Unix socket {path}; not checked (--no-verify-listener)", 0.0)
+        return True
+    described = driver.endpoint.discovery_for_socket(path)
+    pid = described.pid if described is not None else None
+    detail = (f"Unix socket {path}: the file is this user's socket in a private folder; its peer, as the OS says, "
+              "runs as this user" + (f" and is the app's pid {pid} (or a child), started when the discovery file says" if pid else ""))
+    report.step("listener", True, detail, 0.0)
+    return True
+
+
 async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, str, tuple[str, ...]] | UpstreamError:
     """One connection to the endpoint as the bridge's pool makes it (the same function, the
-    same listener check, the same time bound, the same error table), closed unused:
+    same listener or peer check, the same time bound, the same error table), closed unused:
     ``(url, address, skipped addresses)``, or the error the bridge would report."""
     try:
         url = driver.endpoint.url()
@@ -242,20 +275,12 @@ async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, 
         if exc.missing:
             return AppUnreachableError(f"{config.app_name} is not running ({exc}).")
         return AppUnreachableError(f"{config.app_name} cannot be reached: {exc}.", recoverable=False)
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    check = driver.listener_check
-    verify = check.verify_connection if check is not None and parts.scheme == "http" else None
-
-    async def connect(address: str) -> socket.socket:
-        return await connect_socket(address, port)
-
+    verify = None
+    if driver.listener_check is not None and not url.startswith("https:"):  # TLS verifies an https:// app
+        verify = connection_checks(config, driver.endpoint)[1]
     try:
         with map_transport_errors(config.app_name):
-            sock, address, skipped = await connect_first_verified(
-                parts.hostname or "127.0.0.1", port, connect=connect, verify=verify, close=socket.socket.close,
-                timeout_seconds=config.connect_timeout_seconds,
-            )
+            sock, address, skipped = await open_verified_socket(url, verify=verify, timeout_seconds=config.connect_timeout_seconds)
     except UpstreamError as exc:
         return exc
     sock.close()

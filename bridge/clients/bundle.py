@@ -69,7 +69,7 @@ PLATFORMS = ("darwin", "win32", "linux")
 _SECRET_HEADER_WORDS = ("auth", "cookie", "token", "key", "secret", "passw", "session", "credential", "signature", "csrf", "xsrf")
 #: A bundle's name: it may end up as a folder name on the user's machine.
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
-#: Bridge options that take a value, when the caller does not say (``bridge/cli.py`` does).
+#: Bridge options that take a value, when the caller does not say (``bridge/cli/commands.py`` does).
 _VALUE_OPTIONS = frozenset({"--header", "--token-env", "--token-command"})
 #: Where the bridge's licence text goes in the archive: beside the executable.
 LICENSE_ENTRY = "server/LICENSE"

@@ -14,7 +14,7 @@ and in the tests' golden files, ``tests/golden/clients/``):
 - Codex (``config.toml``): ``[mcp_servers.NAME]`` with ``command``, ``args``, ``env``.
 
 ``command`` is always an absolute path to a real executable (never a ``.cmd`` shim, which
-Windows clients run through ``cmd.exe /C``, where spaces split arguments — HAZARDS B37);
+Windows clients run through ``cmd.exe /C``, where spaces split arguments: punkpeye/mcp-remote#52);
 every option is its own ``args`` element, so paths with spaces survive every client's way
 of launching; secrets only ever go in ``env``, never in ``args``.
 

@@ -91,7 +91,7 @@ def resolve_command(
         warnings.append(f"{path} does not exist (yet); the client will fail to start it until it does")
     elif os.path.isdir(path) or (os.name == "posix" and not os.access(path, os.X_OK)):
         warnings.append(f"{path} is not an executable file; the client will fail to start it")
-    if path.lower().endswith((".cmd", ".bat")):  # HAZARDS B37
+    if path.lower().endswith((".cmd", ".bat")):  # punkpeye/mcp-remote#52
         warnings.append(
             f"{path} is a batch file, which Windows clients run through cmd.exe, where spaces split arguments; give the .exe"
         )

@@ -2,7 +2,7 @@
 
 Pure: imports only the standard library and the core; no I/O, no ``await``.
 
-Two budgets, both fixed (README, "Concurrency, cancellation, backpressure"):
+Two budgets, both fixed (docs/behaviour.md, "Concurrency" and "Backpressure"):
 
 - :data:`MAX_STARTED_REQUESTS` requests have a task of their own (about 6 KiB each, measured
   with tracemalloc on 2026-12-01). Later requests wait here as their raw stdin line, already

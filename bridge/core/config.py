@@ -69,7 +69,7 @@ def in_sentence(app_name: str) -> str:
     return "the app" if app_name == DEFAULT_APP_NAME else app_name
 
 
-#: Default cap on one message, either direction: 64 MiB (DESIGN.md §2.1 asks for ≥ 64 MiB).
+#: Default cap on one message, either direction: 64 MiB (well over the 10 MiB the TypeScript SDK's stdio reader buffers).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 #: RFC 9110 §5.6.2 ``token``: a field name, a method, a parameter name.
@@ -216,8 +216,9 @@ def is_loopback_host(host: str) -> bool:
 def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     """Check that ``url`` may be used as the app's MCP endpoint.
 
-    Loopback ``http``/``https`` URLs are always allowed. Any other host is refused unless
-    ``allow_remote`` is true and the scheme is ``https`` (DESIGN.md §5: the bearer token must
+    Loopback ``http``/``https`` URLs are always allowed, and so are valid ``http+unix://``
+    URLs (a Unix domain socket, ``bridge/core/unixurl.py``). Any other host is refused unless
+    ``allow_remote`` is true and the scheme is ``https`` (docs/security.md: the bearer token must
     not cross a network in clear text). User info and fragments are refused.
 
     Raises:
@@ -227,6 +228,14 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     # below: the URL may carry a credential (``?key=…``, a token pasted by mistake), and a
     # message can reach a log file and every reply (a client-started bridge's error).
     # urlsplit's own errors quote the port, so they are not passed on either.
+    from .unixurl import is_unix_url, split_unix_url
+
+    if is_unix_url(url):  # a Unix domain socket: on this machine by construction
+        try:
+            split_unix_url(url)
+        except ValueError as exc:
+            raise ConfigError(f"--url: {exc}") from None
+        return
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -238,7 +247,7 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         scheme = parts.scheme.lower()
         shown = "no scheme" if not scheme else f"scheme {scheme!r}" if scheme in _KNOWN_SCHEMES else "another scheme"
-        raise ConfigError(f"--url must be an http:// or https:// URL with a host (this one has {shown}"
+        raise ConfigError(f"--url must be an http:// or https:// URL with a host, or http+unix:// (this one has {shown}"
                           f"{'' if parts.hostname else ' and no host'})")
     if parts.username is not None or parts.password is not None:
         raise ConfigError("--url must not contain a user name or password; use a token source")

@@ -10,11 +10,11 @@ The era is decided once per request, when the request is classified
 |-------------------------------------------------------|----------------------------|------------------------------|
 | ``headers(...)``: the era's request headers (driver)  | none: the MCP session's    | per request (below)          |
 | ``may_rebuild``: rebuild a lost session? (driver)     | yes                        | no: there is no session      |
-| ``resumable``: resume a broken SSE stream? (upstream) | yes, with event ids        | no (items 41, 70)            |
-| ``cancel_by_closing`` (session)                       | no: POST the notification  | yes: close the exchange (67) |
-| ``sends_timeout_cancellation`` (session)              | yes (item 64)              | no: the closed stream says it |
-| ``relists_on_mismatch(method)`` (driver)              | never                      | ``tools/call`` (item 69)     |
-| ``filters_tool_list(method)`` (driver)                | never                      | ``tools/list`` (item 69)     |
+| ``resumable``: resume a broken SSE stream? (upstream) | yes, with event ids        | no (stateless)               |
+| ``cancel_by_closing`` (session)                       | no: POST the notification  | yes: close the exchange     |
+| ``sends_timeout_cancellation`` (session)              | yes                        | no: the closed stream says it |
+| ``relists_on_mismatch(method)`` (driver)              | never                      | ``tools/call``               |
+| ``filters_tool_list(method)`` (driver)                | never                      | ``tools/list``               |
 | ``endless(method)``: no read timeout (driver)         | never                      | ``subscriptions/listen``     |
 
 Why an object and not a flag: the era was once parsed again in the session, the driver
@@ -22,9 +22,9 @@ and the upstream, and a mutable "the client is modern" flag was read across modu
 value decided at classification cannot disagree with itself, and the table above is the
 one place its consequences are written down.
 
-The bridge follows the client (SPEC-CHECKLIST item 74, DESIGN.md §2.12): a request whose
+The bridge follows the client (docs/behaviour.md, "Protocol eras"): a request whose
 ``params._meta["io.modelcontextprotocol/protocolVersion"]`` names a version is a modern
-request, sent with the headers that revision requires (items 52, 68, 69):
+request, sent with the headers that revision requires (its basic/transports):
 
 - ``MCP-Protocol-Version``: the version in the body's ``_meta``;
 - ``Mcp-Method``: the JSON-RPC method;
@@ -38,7 +38,7 @@ request, sent with the headers that revision requires (items 52, 68, 69):
   ``=?base64?<base64 of its UTF-8>?=``.
 
 A tool whose ``x-mcp-header`` annotations are invalid must be removed from the
-``tools/list`` result the client sees (item 69): an annotation is valid only on a property
+``tools/list`` result the client sees (2026-07-28, ``x-mcp-header``): an annotation is valid only on a property
 reached from the schema's root through ``properties`` alone, as a non-empty RFC 9110 token,
 on a ``string``/``integer``/``boolean`` property, and unique (ignoring case) in the schema.
 """
@@ -115,28 +115,28 @@ class Era(NamedTuple):
     @property
     def resumable(self) -> bool:
         """Whether a broken SSE response stream may be resumed with ``Last-Event-ID``
-        (SPEC-CHECKLIST items 41, 70: not in the stateless era)."""
+        (MCP basic/transports, "Resumability": not in the stateless era)."""
         return self.version is None
 
     @property
     def cancel_by_closing(self) -> bool:
         """Whether the client's ``notifications/cancelled`` is carried out by closing the
-        request's HTTP exchange, never POSTed (item 67), rather than forwarded (item 63)."""
+        request's HTTP exchange, never POSTed (2026-07-28), rather than forwarded (earlier revisions)."""
         return self.version is not None
 
     @property
     def sends_timeout_cancellation(self) -> bool:
         """Whether the bridge, giving up on a request after its timeout, tells the app with
-        ``notifications/cancelled`` (item 64); in the stateless era the closed stream says it."""
+        ``notifications/cancelled``; in the stateless era the closed stream says it."""
         return self.version is None
 
     def relists_on_mismatch(self, method: str) -> bool:
         """Whether a header-mismatch reply (-32020) to ``method`` is recovered by listing
-        the tools again and sending once more (item 69)."""
+        the tools again and sending once more."""
         return self.version is not None and method == "tools/call"
 
     def filters_tool_list(self, method: str) -> bool:
-        """Whether the reply to ``method`` is a tool list to filter (item 69)."""
+        """Whether the reply to ``method`` is a tool list to filter."""
         return self.version is not None and method == "tools/list"
 
     def endless(self, method: str) -> bool:

@@ -25,7 +25,7 @@ Hierarchy (every class says what happens after it is raised)::
         ├── MessageTooLargeError      reason "message_too_large"
         └── ListenerUnverifiedError   reason "listener_unverified"
 
-Codes and the ``data`` shape are decided in DESIGN.md §3. -32603 is used for every failure
+Codes and the ``data`` shape are documented in docs/behaviour.md, "Errors". -32603 is used for every failure
 between the bridge and the app because it is valid in every MCP revision: 2026-07-28 calls
 -32000…-32019 legacy and reserves -32020…-32099 for the spec. Only JSON-RPC *requests* ever
 get one of these as a reply; for a notification or a client response the error is logged
@@ -295,8 +295,8 @@ def error_response(request_id: Any, exc: BridgeError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error_object(exc)}
 
 
-#: Every ``data.reason`` the bridge can send, in the order of DESIGN.md §3 (``bridge_error``
-#: last: the README's error table adds it).
+#: Every ``data.reason`` the bridge can send (``bridge_error`` last), as docs/behaviour.md's
+#: error table lists them.
 _REASON_CLASSES: list[type[BridgeError]] = [
     *UpstreamError.__subclasses__(),
     ShuttingDownError,

@@ -4,7 +4,7 @@ Pure: imports only the standard library. Modelled on h11's ``receive_data`` /
 ``next_event``: the framer never reads anything itself; the caller feeds it whatever one
 read returned and then pulls events until it gets ``NEED_DATA``.
 
-Rules (MCP stdio transport, every revision; DESIGN.md §2.1):
+Rules (MCP basic/transports "stdio", every revision; docs/behaviour.md, "stdin framing"):
 
 - messages are separated by ``\\n``; a trailing ``\\r`` is stripped (Windows clients send
   CRLF), and lines holding only white space are skipped;

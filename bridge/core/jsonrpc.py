@@ -10,7 +10,7 @@ A stdin line is exactly one of (JSON-RPC 2.0 §4–§6; MCP basic/index):
 - :class:`Response` — no ``method``, an ``id`` and exactly one of ``result``/``error``: the
   client answering a server→client request. Forwarded, never answered.
 - :class:`Batch` — a non-empty JSON array (allowed by MCP 2025-03-26 only). Each element is
-  classified on its own and forwarded as its own POST (SPEC-CHECKLIST item 13).
+  classified on its own and forwarded as its own POST; the replies go back as one array (JSON-RPC 2.0 §6).
 - otherwise :func:`classify` raises :class:`~bridge.core.errors.ParseError` (not UTF-8 or not
   JSON: reply -32700, id null) or :class:`~bridge.core.errors.InvalidRequestError` (reply -32600
   with the id if it can be read).
@@ -22,6 +22,7 @@ request is forwarded exactly as received.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .era import LEGACY, Era, era_of
@@ -29,6 +30,7 @@ from .errors import BridgeError, InboundError, InvalidRequestError, ParseError, 
 
 __all__ = [
     "loads_strict",
+    "loads_members",
     "refusal_line",
     "Request",
     "Notification",
@@ -127,6 +129,64 @@ def loads_strict(text: str) -> Any:
     no such numbers; Python's parser accepts them). Raises ``ValueError`` (also for them)
     and ``RecursionError``."""
     return _STRICT_DECODER.decode(text)
+
+
+# json's own C scanner for one value at a position (``JSONDecoder.scan_once``, which
+# raw_decode uses) and for one string (``json.decoder.scanstring``); typeshed lists neither.
+_scan_value: Callable[[str, int], tuple[Any, int]] = getattr(_STRICT_DECODER, "scan_once")  # noqa: B009
+_scan_key: Callable[[str, int, bool], tuple[str, int]] = getattr(json.decoder, "scanstring")  # noqa: B009
+_JSON_WHITESPACE = " \t\n\r"
+
+
+def loads_members(text: str) -> tuple[Any, bool]:
+    """:func:`loads_strict`, and whether the value is an object that names a top-level
+    member twice (``{"id":1,"id":2}``, also spelt ``"\\u0069d"``).
+
+    JSON parsers disagree on duplicates (RFC 8259 §4: names "SHOULD be unique"): Python's
+    keeps the last member, others the first, serde refuses the document. So a message
+    that names a member twice must not be forwarded as it came: the reader's parser may
+    read another ``id`` than the one the bridge judged by. One pass, as cheap as
+    :func:`loads_strict`: the top level is read here, each member's value by the
+    standard library's C scanner. Raises as :func:`loads_strict` does."""
+    position = _skip(text, 0)
+    if not text.startswith("{", position):
+        return loads_strict(text), False
+    members: dict[str, Any] = {}
+    twice = False
+    try:
+        position = _skip(text, position + 1)
+        if text.startswith("}", position):
+            position += 1
+        else:
+            while True:
+                if not text.startswith('"', position):
+                    raise ValueError
+                key, position = _scan_key(text, position + 1, True)
+                position = _skip(text, position)
+                if not text.startswith(":", position):
+                    raise ValueError
+                value, position = _scan_value(text, _skip(text, position + 1))
+                if key in members:
+                    twice = True
+                members[key] = value
+                position = _skip(text, position)
+                if text.startswith("}", position):
+                    position += 1
+                    break
+                if not text.startswith(",", position):
+                    raise ValueError
+                position = _skip(text, position + 1)
+        if _skip(text, position) != len(text):
+            raise ValueError
+    except (ValueError, StopIteration, IndexError):
+        return loads_strict(text), True  # raises json's own error (or, should it parse: not trusted)
+    return members, twice
+
+
+def _skip(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _JSON_WHITESPACE:
+        position += 1
+    return position
 
 
 def is_valid_id(value: Any) -> bool:
@@ -304,7 +364,7 @@ def refusal_line(message: Message | Batch, exc: BridgeError) -> bytes | None:
 
 def error_line(request_id: Any, exc: BridgeError) -> bytes:
     """The stdout line answering ``request_id`` (kept as sent; ``None`` for an unreadable
-    id) with ``exc``: the one builder of the bridge's error replies (DESIGN.md §3)."""
+    id) with ``exc``: the one builder of the bridge's error replies (docs/behaviour.md, "Errors")."""
     return encode_message(error_response(request_id, exc))
 
 
@@ -317,19 +377,25 @@ _WHITESPACE_BYTES = (b" ", b"\t", b"\r", b"\n")
 _LINE_START_TO_CHECK = (b"", *_WHITESPACE_BYTES, b"\xef")
 
 
-def to_wire_line(raw: bytes, message: Any) -> bytes:
+def to_wire_line(raw: bytes, message: Any, *, twice: bool = False) -> bytes:
     """Return the stdout line for a message the app sent, reusing its bytes when possible.
 
     Args:
         raw: the message exactly as the app sent it (UTF-8, already known to parse as
             ``message``); leading and trailing white space allowed.
         message: the parsed value of ``raw``.
+        twice: ``raw`` names a top-level member twice (:func:`loads_members`): it is never
+            forwarded as it is, since a reader that keeps the first member would read
+            another message than ``message`` (json keeps the last).
 
     Returns:
         ``raw`` stripped plus ``\\n`` when it is already one line; otherwise (raw line
-        breaks from pretty-printing, U+2028/U+2029) the compact re-serialization. A ``raw``
-        that is already exactly one such line, ``\n`` included, is returned as it is.
+        breaks from pretty-printing, U+2028/U+2029, a member named twice) the compact
+        re-serialization. A ``raw`` that is already exactly one such line, ``\n``
+        included, is returned as it is.
     """
+    if twice:
+        return encode_message(message)
     if (
         raw[-1:] == b"\n"
         and raw[:1] not in _LINE_START_TO_CHECK

@@ -5,7 +5,7 @@ Pure: imports only the standard library and the core; no I/O, no ``await``.
 
 Every request read from stdin is opened here, alone or as part of a batch, and closed
 exactly once: **answered** (its line is returned for stdout once; a batch's replies as one
-array once all are in, SPEC-CHECKLIST item 13) or **cancelled** by the client (nothing is
+array once all are in, JSON-RPC 2.0 §6) or **cancelled** by the client (nothing is
 written for it: MCP basic/utilities/cancellation, "receivers SHOULD NOT send a response
 for the cancelled request"). The ledger never writes: it returns the line to write, or
 says why nothing is written (the caller logs it).
@@ -250,7 +250,14 @@ class Ledger:
         if pending.remaining:
             return None
         self.held_bytes -= pending.held_bytes
-        return pending.line()
+        line = pending.line()
+        # Pending and its slots refer to each other (a cycle, freed only by a cyclic
+        # collection, which an idle bridge never runs): let go of the reply's bytes now,
+        # so that they go as soon as the line is written (200 replies of 512 KiB kept
+        # about 100 MiB alive).
+        pending.replies = [None] * len(pending.replies)
+        pending.extra = []
+        return line
 
 
 def _id_in_use(request_id: Any) -> InvalidRequestError:

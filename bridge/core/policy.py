@@ -6,7 +6,7 @@ tested without any I/O and the driver (``bridge/serve/driver.py``) only performs
 flow yields the request itself, an action carries what the driver needs to perform it
 (the token or session generation that failed), taken from the error that asked for it.
 
-Rules (DESIGN.md §2.8–§2.10, SPEC-CHECKLIST D3 and item 69):
+Rules (docs/discovery.md, "Tokens", "Starting the app" and "App restarts"):
 
 - **401** → refresh the token once, send again. A second 401 ends it (``auth_rejected``).
 - **connection refused** (nothing reached the app) → ``ensure_running`` once (start the

@@ -8,14 +8,14 @@ task of its own (waiting for one of ``max_concurrent_requests`` slots, except ``
 responses are delivered in tasks that never wait for a slot. Every other line from the
 app passes :meth:`Dispatcher.relay`, the ``emit`` the driver gets.
 
-**Cancellation** (README, "Concurrency, cancellation, backpressure"). A client's
+**Cancellation** (docs/behaviour.md, "Cancellation"). A client's
 ``notifications/cancelled`` for an open request closes it in the ledger: no reply is ever
 written for it (MCP basic/utilities/cancellation: the receiver SHOULD NOT reply; the
 client ignores a late one anyway), and a late response from the app is dropped. Its
 exchange stops at once, which frees its slot and its connection; one still waiting to start
-is never sent. 2026-07-28 cancels by closing the exchange alone (SPEC-CHECKLIST item 67).
-Earlier revisions POST the notification first (item 63; a dropped connection is no
-cancellation there, item 39) and close the exchange once that POST is done, within
+is never sent. 2026-07-28 cancels by closing the exchange alone (its basic/patterns/cancellation).
+Earlier revisions POST the notification first (basic/utilities/cancellation; a dropped
+connection is no cancellation there, basic/transports) and close the exchange once that POST is done, within
 :data:`CANCEL_NOTICE_SECONDS`. A request answered by a line outside its own exchange (B's
 response on A's stream) is stopped the same way.
 """
@@ -47,7 +47,7 @@ from ..core.jsonrpc import (
     encode_message,
     error_line,
     is_valid_id,
-    loads_strict,
+    loads_members,
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
@@ -61,8 +61,8 @@ __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
-#: Requests that never wait for a slot: a ping must not queue behind slow calls (DESIGN.md
-#: §2.7), and a subscription stays open for as long as the client listens.
+#: Requests that never wait for a slot: a ping must not queue behind slow calls
+#: (docs/behaviour.md, "Concurrency"), and a subscription stays open for as long as the client listens.
 _OUTSIDE_THE_LIMIT = frozenset({"ping", "subscriptions/listen"})
 #: Before 2026-07-28, how long a cancelled request's exchange stays open at most while the
 #: app is told with ``notifications/cancelled`` (seconds).
@@ -80,7 +80,7 @@ class _Exchange:
 
     def __init__(self, scope: CancelScope, cancel_by_closing: bool) -> None:
         self.scope = scope
-        self.cancel_by_closing = cancel_by_closing  # request.era.cancel_by_closing (2026-07-28, item 67)
+        self.cancel_by_closing = cancel_by_closing  # request.era.cancel_by_closing (2026-07-28)
 
 
 class Dispatcher:
@@ -226,7 +226,7 @@ class Dispatcher:
     def _cancel(self, message: Notification, gate: asyncio.Event) -> bool:
         """The client cancelled a request: close it without a reply and stop its exchange
         (freeing its slot and connection). Returns whether the notification is done with
-        here; else it is POSTed (before 2026-07-28: SPEC-CHECKLIST item 63)."""
+        here; else it is POSTed (before 2026-07-28: MCP basic/utilities/cancellation)."""
         request_id = message.params.get("requestId") if isinstance(message.params, dict) else None
         outcome = self._ledger.cancel(request_id) if is_valid_id(request_id) else Outcome()
         slot = outcome.answered
@@ -240,10 +240,10 @@ class Dispatcher:
         if not isinstance(exchange, _Exchange):
             return True  # it was still waiting: it never reached the app
         if exchange.cancel_by_closing:
-            exchange.scope.cancel()  # 2026-07-28: closing the exchange is the cancellation (item 67)
+            exchange.scope.cancel()  # 2026-07-28: closing the exchange is the cancellation
             return True
         # Earlier revisions: the app hears of it from the notification first (a dropped
-        # connection is no cancellation there, item 39); the exchange closes once that POST
+        # connection is no cancellation there); the exchange closes once that POST
         # is done, and CANCEL_NOTICE_SECONDS later at most.
         exchange.scope.deadline = min(exchange.scope.deadline, current_time() + CANCEL_NOTICE_SECONDS)
         self._deliver_soon(message, gate, then_cancel=exchange.scope)
@@ -265,7 +265,7 @@ class Dispatcher:
             if slot.state == "open":
                 log.warning("request %r (%s): %s", request.id, request.method, exc.message)
             if isinstance(exc, UpstreamTimeoutError) and request.method != "initialize" and request.era.sends_timeout_cancellation:
-                # The bridge gave up: tell the app to stop working on it (SPEC-CHECKLIST item 64;
+                # The bridge gave up: tell the app to stop working on it (MCP basic/utilities/cancellation;
                 # 2026-07-28: the closed stream says it).
                 self._deliver_soon(_cancellation(request.id))
             line = error_line(request.id, exc)
@@ -353,10 +353,12 @@ class Dispatcher:
         parsed, when the caller has it."""
         if message is None:
             try:
-                message = loads_strict(line.decode("utf-8"))
+                message, twice = loads_members(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError):
                 log.warning("dropped a message from the app that is not UTF-8 JSON (%d bytes)", len(line))
                 return
+            if twice:  # never forwarded as it is: a first-member reader would read another message
+                line = encode_message(message)
         self._heartbeats.heard(message)
         outcome = self._ledger.relay(line, message)
         slot = outcome.answered

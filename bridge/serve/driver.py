@@ -8,7 +8,8 @@ each resource, given to it by the composition root (``bridge/serve/parts.py``):
 - :class:`~bridge.app.tokenstore.TokenStore` — the bearer token, refreshed single-flight;
 - :class:`~bridge.app.launcher.Launcher` — ``ensure_running``, single-flight across bridges;
 - :class:`~bridge.streamable.upstream.Upstream` — the HTTP exchange and the MCP session;
-- the session rebuild itself (DESIGN.md §2.10, SPEC-CHECKLIST item 45): replay the
+- the session rebuild itself (MCP basic/transports, "Session Management": a 404 means start
+  a new session; docs/discovery.md, "App restarts"): replay the
   client's stored ``initialize`` under a private id whose reply never reaches stdout, POST
   ``notifications/initialized``, then let the session loop reopen the GET stream and tell
   the client its lists may have changed. Many requests failing together cause one rebuild;
@@ -138,7 +139,7 @@ class Driver:
 
     async def _relist_tools(self, call: Request) -> None:
         """List the tools again, privately, after the app said a call's headers do not match
-        its tool schemas (SPEC-CHECKLIST item 69), to learn their annotations anew.
+        its tool schemas (2026-07-28's ``x-mcp-header``), to learn their annotations anew.
 
         Raises:
             UpstreamError: the listing failed (logged; the client gets the app's reply).

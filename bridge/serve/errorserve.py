@@ -5,7 +5,7 @@ or "Disconnected"; what the server wrote on stderr goes to a log the user rarely
 So when the configuration is unusable (``--token-env`` names an unset variable, say) and a
 client started the bridge (stdin is not a terminal), the bridge stays on stdio instead:
 every request (``initialize`` first) gets a JSON-RPC error carrying the message, reason
-``not_configured`` (DESIGN.md §3); notifications and client responses get nothing. It
+``not_configured`` (docs/behaviour.md, "Errors"); notifications and client responses get nothing. It
 ends on stdin EOF or a signal, with the status it would have exited with at once.
 
 Synchronous on purpose: nothing here talks to the app, and nothing may fail before the

@@ -1,4 +1,4 @@
-"""The loop that wires stdin, the app and stdout together (DESIGN.md §2).
+"""The loop that wires stdin, the app and stdout together (docs/behaviour.md).
 
 Plain asyncio tasks (no anyio on the serving path: bench/README.md, "Start-up"): the **reader** (stdin chunks into a
 :class:`~bridge.core.framing.LineFramer`; each line classified, its requests opened in the
@@ -8,13 +8,14 @@ message** (requests wait for one of ``max_concurrent_requests`` slots; notificat
 wait, so a ``notifications/cancelled`` is never stuck behind the call it cancels); the
 :class:`~bridge.stdio.outbox.Outbox`, the only writer of stdout; and the **GET stream** once
 ``notifications/initialized`` was accepted. After an ``initialize`` request later messages
-wait (in their tasks) until its reply set the session (SPEC-CHECKLIST item 23).
+wait (in their tasks) until its reply set the session (MCP basic/lifecycle: nothing but
+pings before the ``initialize`` reply; a message sent earlier would carry no session id).
 
 Every request gets exactly one reply, or none once the client cancelled it: the ledger
-decides, for replies, for every other line from the app (:meth:`Bridge._relay`) and at
+decides, for replies, for every other line from the app (:meth:`~bridge.serve.dispatch.Dispatcher.relay`) and at
 shutdown. A client's cancellation closes the request in the ledger and stops its exchange
-at once, freeing its slot and its connection (README, "Concurrency, cancellation,
-backpressure").
+at once, freeing its slot and its connection (docs/behaviour.md,
+"Cancellation").
 
 Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP), within the kill schedules of real clients
 (Claude Code: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s after the first; Codex: SIGTERM,
@@ -257,7 +258,8 @@ def run_stdio(config: BridgeConfig) -> int:
 
     Claims the wire first (:func:`~bridge.stdio.fds.claim_stdio`): a stray ``print()`` from
     the app's own code, a library or a warning then goes to stderr and can never corrupt
-    the JSON-RPC stream (DESIGN.md §2.2, HAZARDS B09). In a PyInstaller one-file
+    the JSON-RPC stream (MCP basic/transports, "stdio": nothing but MCP messages on stdout).
+    In a PyInstaller one-file
     executable a watchdog also ends the process when its bootloader is killed.
 
     Returns:

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..app.discovery import Endpoint
 from ..app.launcher import Launcher, default_lock_path
 from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
-from ..streamable.upstream import Upstream
 from ..streamable.headers import USER_AGENT
+from ..streamable.upstream import Upstream
 from ..transport import AuthRouteClient
 from ..transport.byscheme import ByScheme
 from ..transport.verifiedconnect import verified_probe
@@ -42,6 +42,8 @@ from .driver import Driver
 
 if TYPE_CHECKING:
     import httpx
+
+    from ..app.listener import ListenerCheck
 
 __all__ = ["Parts", "build_parts", "build_driver"]
 
@@ -54,6 +56,24 @@ class Parts:
     tokens: TokenStore
     upstream: Upstream
     launcher: Launcher
+
+
+def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[ListenerCheck, Callable[[Any], object]]:
+    """The checks made on every new connection to the app, before a byte is written:
+    ``(listener_check, verify)``. ``listener_check`` is the TCP listener check
+    (``bridge/app/listener.py``: the port's listener is this user's socket, held by the
+    discovery file's pid); ``verify(sock)`` runs it on a TCP socket, and on a Unix socket
+    (``http+unix://``) the peer check instead (``bridge/app/unixpeer.py``: the OS names
+    the peer). The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
+    from ..app.listener import ListenerCheck
+    from ..app.unixpeer import UnixPeerCheck
+    from ..transport.unixlink import verify_by_family
+
+    listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
+    unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
+    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection)
+    assert verify is not None
+    return listener_check, verify
 
 
 def build_parts(
@@ -77,13 +97,9 @@ def build_parts(
     endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
     source = token_source_for(config, endpoint)
     tokens = TokenStore(source, timeout_seconds=config.token_timeout_seconds, app_name=config.app_name)
-    # The listener check, once per new `http://` connection and before a token source sends
-    # a secret; an injected transport is a test's stand-in, with no socket to check.
-    listener_check = None
-    if config.verify_listener and http_transport is None:
-        from ..app.listener import ListenerCheck
-
-        listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
+    listener_check = connection_verifier = None
+    if config.verify_listener and http_transport is None:  # an injected transport has no socket
+        listener_check, connection_verifier = connection_checks(config, endpoint)
     transport = ByScheme(
         config.url,
         max_connections=config.max_concurrent_requests + 2,  # + the GET stream and DELETE
@@ -91,7 +107,7 @@ def build_parts(
         pool_timeout_seconds=config.request_timeout_seconds,
         write_timeout_seconds=config.request_timeout_seconds,
         injected=http_transport,
-        verify_connection=listener_check.verify_connection if listener_check is not None else None,
+        verify_connection=connection_verifier,
     )
     upstream = Upstream(
         config,
@@ -102,7 +118,7 @@ def build_parts(
         auth_client=AuthRouteClient(
             http_transport,
             timeout_seconds=config.token_timeout_seconds,
-            verify_connection=listener_check.verify_connection if listener_check is not None else None,
+            verify_connection=connection_verifier,
             user_agent=USER_AGENT,
         ),
     )
@@ -116,10 +132,11 @@ def build_parts(
         app_name=config.app_name,
         lock_path=default_lock_path(lock_key) if configured else None,
         log_file=config.launch_log_file,
-        # Whether the app is up, by the road every connection takes: an address whose
-        # listener is not the app's does not count (another user on [::1] must not keep the
-        # app from being started on 127.0.0.1).
-        probe=app_probe or verified_probe(listener_check.verify_connection if listener_check is not None else None),
+        # Whether the app is up, by the road every connection takes (a Unix socket's file
+        # and peer, or each TCP address's listener): an address whose listener is not the
+        # app's does not count (another user on [::1] must not keep the app from being
+        # started on 127.0.0.1).
+        probe=app_probe or verified_probe(connection_verifier),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)

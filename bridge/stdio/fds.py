@@ -1,8 +1,9 @@
 """The stdio ends: raw file-descriptor reads and writes, on the event loop where they
 cannot block it, else each in its own daemon thread.
 
-Why raw descriptors, and threads as the general path (DESIGN.md §2.1–§2.2, HAZARDS B05–B07,
-B10, B16, B17):
+Why raw descriptors, and threads as the general path (docs/behaviour.md, "stdin framing" and
+"stdout"; public reports: python/cpython#87694, pyinstaller/pyinstaller#8426 and #9368,
+modelcontextprotocol/python-sdk#2433):
 
 - ``os.read(fd, n)`` returns whatever one read yields, so a message is seen as soon as its
   newline arrives. ``sys.stdin.buffer.read(n)`` would wait for ``n`` bytes or EOF, and
@@ -285,11 +286,11 @@ def claim_stdio() -> tuple[int, int]:
 
     fd 1 is duplicated for the bridge's private use, then pointed at stderr (or at the null
     device when there is no stderr), so that a stray ``print()`` from any code in the
-    process lands in the log instead of corrupting the JSON-RPC stream (HAZARDS B09).
+    process lands in the log instead of corrupting the JSON-RPC stream.
 
     On Windows, a program built without a console (a windowed desktop app offering
     ``--mcp-stdio``) starts with no C-runtime descriptors 0/1/2 even when the AI client gave
-    it pipes (HAZARDS B16). The pipes are still there as OS handles, so descriptors are
+    it pipes (pyinstaller/pyinstaller#7217). The pipes are still there as OS handles, so descriptors are
     made from ``GetStdHandle`` before anything else.
 
     Raises:
@@ -342,7 +343,7 @@ def is_onefile_child() -> bool:
     Such a process is the child of the executable's bootloader, which extracted it to a
     ``_MEI…`` folder. When an AI client kills the bootloader outright (SIGKILL), nothing
     tells the child: its stdin stays open because the client still holds the pipe
-    (HAZARDS B14).
+    (pyinstaller/pyinstaller#4858).
     """
     bundle = getattr(sys, "_MEIPASS", None)
     return bool(getattr(sys, "frozen", False)) and bundle is not None and os.path.basename(bundle).startswith("_MEI")

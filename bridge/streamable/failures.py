@@ -126,8 +126,8 @@ class StatusCheck:
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
         session id → ``SessionLostError`` (rebuild the session), and so is a 400 whose body
-        talks about the session, when ``session_400_heuristic`` is on (SPEC-CHECKLIST D4:
-        some servers answer an unknown session id with 400, not 404).
+        talks about the session, when ``session_400_heuristic`` is on (some servers, the
+        reference server-everything among them, answer an unknown session id with 400, not 404).
         """
         status = response.status_code
         if status == 401:
@@ -169,7 +169,7 @@ _SESSION_GONE_WORDS = (b"not found", b"no valid", b"invalid", b"unknown", b"expi
 
 
 def _says_session_unknown(body: bytes) -> bool:
-    """Whether a 400's body says the session is unknown (SPEC-CHECKLIST D4), as some
+    """Whether a 400's body says the session is unknown (see ``check_status``), as some
     servers answer instead of 404: "session" next to "not found", "invalid", "expired"…"""
     text = body.lower()
     return b"session" in text and any(word in text for word in _SESSION_GONE_WORDS)

@@ -1,6 +1,6 @@
 """What one HTTP request to the app carries: its URL and headers, and what they said.
 
-MCP Streamable HTTP (2025-03-26 … 2025-11-25, basic/transports; SPEC-CHECKLIST items 28–55):
+MCP Streamable HTTP (2025-03-26 … 2025-11-25, basic/transports, "Sending Messages to the Server"):
 every POST carries ``Content-Type: application/json`` and
 ``Accept: application/json, text/event-stream``; ``Mcp-Session-Id`` once the server
 assigned one on a successful ``initialize``; ``MCP-Protocol-Version`` once negotiated (left

@@ -2,7 +2,7 @@
 
 The stream's reconnect loop and its backoff. It works through a :class:`GetStream`
 (``Upstream`` is one): the GET itself, the SSE relay and the session's id, so this module
-never imports ``upstream.py``. Its log records use the ``bridge.streamable.upstream`` logger's name.
+never imports ``upstream.py``. Its log records use the ``bridge.upstream`` logger, as ``upstream.py``'s do.
 
 MCP 2025-03-26 … 2025-11-25, basic/transports "Listening for Messages from the Server": the
 client may GET the endpoint with ``Accept: text/event-stream``; 405 means the server offers

@@ -14,7 +14,7 @@ the upstream, written from the driver as well. Here the rules sit in one place:
   carries the generation it sent (``SessionLostError.session_generation``), so many
   requests failing together cause one rebuild, and a restore never brings an old
   generation back (a stale failure could otherwise trigger a second rebuild);
-- the **gate** is closed while a rebuild runs (DESIGN.md §2.10). A request that carries the
+- the **gate** is closed while a rebuild runs (docs/discovery.md, "App restarts"). A request that carries the
   session waits at it right before it reads the id and version, so it never goes out with
   no session id (the app's "missing session" -32600, which no recovery can repair) nor
   with a new session whose ``notifications/initialized`` has not been sent yet. The old
@@ -22,8 +22,8 @@ the upstream, written from the driver as well. Here the rules sit in one place:
   it just before the gate closed gets the app's 404 and waits for that rebuild
   (``tests/serve/test_restart_race.py``).
 - values from the app are kept only when safe to send back as a header: a session id or a
-  version that is not visible ASCII is dropped (SPEC-CHECKLIST item 49: logs show the id
-  shortened, never whole).
+  version that is not visible ASCII is dropped (MCP 2025-11-25, basic/transports, "Session
+  Management": the client handles the id securely; logs show it shortened, never whole).
 """
 
 from __future__ import annotations
@@ -150,5 +150,5 @@ def _is_visible_ascii(value: str) -> bool:
 
 
 def _short(session_id: str) -> str:
-    """A session id shortened for logs (SPEC-CHECKLIST item 49: never log it whole)."""
+    """A session id shortened for logs: never log it whole."""
     return session_id[:4] + "…" if len(session_id) > 4 else "…"

@@ -4,7 +4,7 @@ This module owns what the bridge does with the bytes of a reply once its HTTP re
 open; ``upstream.py`` owns the requests. The SSE resume loop is here too: it is the reading
 of one reply that spans GETs; it opens them with the ``prepare_get`` and ``exchange`` it is
 given and maps each try's transport failures with the one table (``failures.py``). Log
-records use the ``bridge.streamable.upstream`` logger's name.
+records use the ``bridge.upstream`` logger, as ``upstream.py``'s do.
 
 Rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
@@ -44,7 +44,7 @@ from ..system.cancelscope import CancelScope, current_time, move_on_after
 from ..transport.base import Response
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
-from .jsonparse import expect, loads_strict_bytes
+from .jsonparse import expect, loads_message_bytes
 
 __all__ = [
     "ReplyReader",
@@ -68,8 +68,8 @@ MAX_LISTEN_DELAY_SECONDS = 30.0
 
 #: After the response on an SSE stream, how long the bridge waits for the stream's end, so
 #: that the connection can serve the next request: the official SDK's server ends it about
-#: 0.1 ms after the response, and a new connection per call costs more (README,
-#: Benchmarks). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
+#: 0.1 ms after the response, and a new connection per call costs more
+#: (docs/benchmarks.md). After a wait in vain the next 1, 2, 4 … (at most :data:`SSE_END_SKIPS`)
 #: replies are not waited for, so a server that keeps its streams open costs little.
 SSE_END_WAIT_SECONDS = 0.002
 SSE_END_SKIPS = 64
@@ -95,24 +95,26 @@ class ReplyReader:
         self._sse_end_skips = 0  # SSE replies left whose stream's end is not waited for
         self._sse_end_misses = 0  # waits in vain in a row
 
-    def parse(self, raw: bytes) -> Any:
-        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout."""
+    def parse(self, raw: bytes) -> tuple[Any, bool]:
+        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout. Returns
+        the value, and whether ``raw`` names a top-level member twice (then it is
+        re-encoded, never forwarded as it is: ``to_wire_line``)."""
         try:
             if raw.lstrip(b" \t\r\n").startswith(_BYTE_ORDER_MARK):
                 raw = raw.lstrip(b" \t\r\n")[3:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
-            value = loads_strict_bytes(raw)
+            value, twice = loads_message_bytes(raw)
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
         for message in value if isinstance(value, list) else [value]:
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
                 raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC 2.0 message.")
-        return value
+        return value, twice
 
 
     def answer_from_json(
         self, request: Request, raw: bytes, extras: list[tuple[bytes, Any]]
     ) -> tuple[bytes, dict[str, Any]]:
-        value = self.parse(raw)
+        value, twice = self.parse(raw)
         if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
             answer: tuple[bytes, dict[str, Any]] | None = None
             for item in value:
@@ -130,7 +132,7 @@ class ReplyReader:
             # (servers answer errors with id null). Put the request's id back.
             value = {**value, "id": request.id}
             return encode_message(value), value
-        return to_wire_line(raw, value), value
+        return to_wire_line(raw, value, twice=twice), value
 
     async def read_body(
         self,
@@ -235,13 +237,13 @@ class ReplyReader:
                         raw = event.data_with_newline
                         if event.event_type != "message" or not raw or raw.isspace():
                             continue  # priming events, event types MCP does not define
-                        message = self.parse(raw)
+                        message, twice = self.parse(raw)
                         if not isinstance(message, dict):
                             raise BadUpstreamResponseError(
                                 f"{self._app} sent an SSE event that is not one JSON-RPC message."
                             )
                         scope.deadline = math.inf  # stdout's pace is not the app's silence
-                        if await handle(to_wire_line(raw, message), message):
+                        if await handle(to_wire_line(raw, message, twice=twice), message):
                             if self._sse_end_skips:
                                 self._sse_end_skips -= 1
                                 return True
@@ -321,7 +323,7 @@ class ReplyReader:
                     if state.last_event_id is None or not resumable:
                         raise
                 if state.last_event_id is None or not resumable:
-                    break  # no event ids (or 2026-07-28): it cannot be resumed (SPEC-CHECKLIST items 41, 70)
+                    break  # no event ids (or 2026-07-28): it cannot be resumed (MCP basic/transports, "Resumability")
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
 

@@ -8,8 +8,7 @@ GET stream's reconnects are ``listen.py``'s. The transport, the listener check a
 client are given by the composition root (``bridge/serve/parts.py``). Everything this
 module returns to the loop is already a stdout line (UTF-8 bytes ending in ``\\n``).
 
-Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP";
-SPEC-CHECKLIST items 28–55):
+Transport rules followed (MCP 2025-03-26 … 2025-11-25, basic/transports "Streamable HTTP"):
 
 - every message is its own POST (headers: ``headers.py``);
 - a request's reply is ``application/json`` or ``text/event-stream`` (``replies.py``); a
@@ -70,7 +69,7 @@ class Upstream:
             sources as a look at an address (the auth client checks its own connections), or
             ``None`` when it is off or there is no socket to check.
         auth_client: the client for token sources that talk to the app's auth route
-            (``bridge.transport.AuthClient``); closed by :meth:`aclose`.
+            (``bridge.transport.AuthRouteClient``); closed by :meth:`aclose`.
 
     Attributes:
         session: the MCP session (``mcpsession.py``): its id, version, capabilities and
@@ -187,7 +186,7 @@ class Upstream:
             the response line (its id is the request's, same type and value).
 
         Raises:
-            UpstreamError: one subclass per reason (DESIGN.md §3). Nothing is retried here.
+            UpstreamError: one subclass per reason (docs/behaviour.md, "Errors"). Nothing is retried here.
         """
         initialize = request.method == "initialize"
         url, headers, sent = await self._headers.prepare_post(for_initialize=initialize, modern_headers=modern_headers)
@@ -271,7 +270,8 @@ class Upstream:
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:
         """Best-effort ``DELETE`` of the MCP session, bounded by ``delete_timeout_seconds``
         or ``timeout_seconds`` (seconds), whichever is shorter; 0 or less: no ``DELETE``.
-        A 405 or any failure is ignored (SPEC-CHECKLIST item 47)."""
+        A 405 or any failure is ignored (MCP basic/transports, "Session Management": the server
+        may answer 405)."""
         bound = self._config.delete_timeout_seconds
         if timeout_seconds is not None:
             bound = min(bound, timeout_seconds)

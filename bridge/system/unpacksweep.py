@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import threading
 import time
 
 __all__ = ["GRACE_SECONDS", "LOCK_NAME", "hold_own_folder", "sweep_dead_folders", "start_sweep"]
@@ -48,6 +49,11 @@ LOCK_NAME = ".mcp-app-bridge.running"
 #: unpacks and starts Python in well under a second, so this leaves a wide margin for a
 #: live but slow start whose bootloader alone was killed.
 GRACE_SECONDS = 10.0
+#: How deep the sweep looks into a folder: a PyInstaller bundle's tree is about ten deep. A
+#: folder with anything deeper is never taken for one without a lock file, and a dead run's
+#: folder keeps what lies deeper (so a folder nested thousands deep costs neither recursion
+#: nor thousands of open descriptors).
+MAX_DEPTH = 64
 
 _PREFIX = "_MEI"
 _NAME_LENGTH = 18  # "_MEI" + 8 hex digits of the bootloader's pid + 6 from mkdtemp
@@ -113,21 +119,28 @@ def _parent_is_safe(parent: str) -> bool:
 
 def _relative_files(folder: str) -> set[str] | None:
     """Every entry under ``folder`` as a path relative to it (directories end with "/"), or
-    None if any is a symbolic link or cannot be read."""
+    None if any is a symbolic link, cannot be read, or lies deeper than :data:`MAX_DEPTH`.
+    Iterative: a folder nested thousands deep costs no recursion."""
     found: set[str] = set()
-    for root, dirs, files in os.walk(folder, onerror=_raise):
-        relative = os.path.relpath(root, folder)
-        prefix = "" if relative == "." else relative + "/"
-        for name in dirs:
-            if os.path.islink(os.path.join(root, name)):
+    pending = [("", 0)]
+    while pending:
+        prefix, depth = pending.pop()
+        try:
+            with os.scandir(os.path.join(folder, prefix) if prefix else folder) as listing:
+                entries = list(listing)
+        except OSError:
+            return None
+        for entry in entries:
+            if entry.is_symlink():
                 return None
-            found.add(prefix + name + "/")
-        found.update(prefix + name for name in files)
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > MAX_DEPTH:
+                    return None
+                found.add(prefix + entry.name + "/")
+                pending.append((prefix + entry.name + "/", depth + 1))
+            else:
+                found.add(prefix + entry.name)
     return found
-
-
-def _raise(error: OSError) -> None:
-    raise error
 
 
 def _remove(path: str, checked: os.stat_result) -> bool:
@@ -162,115 +175,168 @@ def _remove(path: str, checked: os.stat_result) -> bool:
 
 def _empty(folder: int, *, lock_last: bool = False) -> None:
     """Delete everything in the directory open as ``folder`` (best effort), never through a
-    link; with ``lock_last`` the lock file goes after everything else."""
+    link; with ``lock_last`` the lock file goes after everything else. Iterative, and no
+    deeper than :data:`MAX_DEPTH` (so at most that many descriptors are open): what lies
+    deeper stays, with the folders above it."""
     if sys.platform == "win32":
         return
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    # (descriptor, entries still to delete, its name in the folder above); entries are taken
+    # from the end, so the lock file, sorted first, goes last.
+    stack: list[tuple[int, list[os.DirEntry[str]], str]] = [(folder, _listing(folder, lock_last), "")]
     try:
-        entries = sorted(os.scandir(folder), key=lambda entry: lock_last and entry.name == LOCK_NAME)
+        while stack:
+            fd, entries, name = stack[-1]
+            if not entries:
+                stack.pop()
+                if stack:  # a subfolder, now empty (or as empty as it gets)
+                    os.close(fd)
+                    try:
+                        os.rmdir(name, dir_fd=stack[-1][0])
+                    except OSError:
+                        pass
+                continue
+            entry = entries.pop()
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if len(stack) > MAX_DEPTH:
+                        continue
+                    inner = os.open(entry.name, flags, dir_fd=fd)
+                    stack.append((inner, _listing(inner, False), entry.name))
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+    finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+
+
+def _listing(folder: int, lock_last: bool) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as listing:
+            return sorted(listing, key=lambda entry: not (lock_last and entry.name == LOCK_NAME))
     except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                inner = os.open(entry.name, flags, dir_fd=folder)
-                try:
-                    _empty(inner)
-                finally:
-                    os.close(inner)
-                os.rmdir(entry.name, dir_fd=folder)
-            else:
-                os.unlink(entry.name, dir_fd=folder)
-        except OSError:
-            pass
+        return []
 
 
 def sweep_dead_folders(own_folder: str, *, grace_seconds: float = GRACE_SECONDS, now: float | None = None) -> list[str]:
     """Remove the unpack folders of dead runs next to ``own_folder`` (this run's
     ``sys._MEIPASS``); returns the names removed. Never raises: a folder that cannot be
-    checked or removed is left as it is. See the module docstring for the rules."""
+    checked or removed is left as it is, whatever the failure (a lock file that is a FIFO,
+    a folder nested thousands deep: :data:`MAX_DEPTH`). See the module docstring for the rules."""
     if sys.platform == "win32":
         return []
-    import fcntl
-
     parent, own_name = os.path.split(os.path.abspath(own_folder))
     if not _parent_is_safe(parent):
         return []
     uid = os.geteuid()
     now = time.time() if now is None else now
-    own_files: set[str] | None = None
+    own_files_cache: list[set[str]] = []  # this run's files, listed once when needed
     removed: list[str] = []
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return []
     for entry in entries:
-        name = entry.name
-        pid = bootloader_pid(name)
-        if pid is None or name == own_name:
-            continue
         try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
+            if _sweep_one(entry, own_name, uid, now, grace_seconds, own_folder, own_files_cache):
+                removed.append(entry.name)
+        except Exception:  # noqa: BLE001 (whatever one folder does, the others are still swept)
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
-            continue
-        if not _process_gone(pid):
-            continue
-        path = entry.path
-        try:
-            fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            fd = None
-        except OSError:
-            continue
-        try:
-            if fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # its Python process still runs
-                if os.fstat(fd).st_nlink == 0:
-                    continue  # another sweep took this folder first and unlinked its lock
-            else:
-                if now - info.st_mtime < grace_seconds:
-                    continue
-                if own_files is None:
-                    own_files = _relative_files(own_folder) or set()
-                theirs = _relative_files(path)
-                if theirs is None or not theirs <= own_files:
-                    continue
-            if _remove(path, info):
-                removed.append(name)
-        except OSError:
-            continue
-        finally:
-            if fd is not None:
-                os.close(fd)
     return removed
+
+
+def _sweep_one(
+    entry: os.DirEntry[str],
+    own_name: str,
+    uid: int,
+    now: float,
+    grace_seconds: float,
+    own_folder: str,
+    own_files_cache: list[set[str]],
+) -> bool:
+    """Remove ``entry`` if it is a dead run's folder (the module docstring's rules); return
+    whether it was removed. Raises ``OSError`` where a check cannot be made."""
+    if sys.platform == "win32":  # nothing is swept there
+        return False
+    import fcntl
+
+    name = entry.name
+    pid = bootloader_pid(name)
+    if pid is None or name == own_name:
+        return False
+    info = entry.stat(follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
+        return False
+    if not _process_gone(pid):
+        return False
+    path = entry.path
+    try:
+        # O_NONBLOCK: a FIFO put in the lock file's place would block a plain open for ever.
+        fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        fd = None
+    try:
+        if fd is not None:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False  # not a lock file this bundle makes: never a run of ours
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # its Python process still runs
+            if os.fstat(fd).st_nlink == 0:
+                return False  # another sweep took this folder first and unlinked its lock
+        else:
+            if now - info.st_mtime < grace_seconds:
+                return False
+            if not own_files_cache:
+                own_files_cache.append(_relative_files(own_folder) or set())
+            theirs = _relative_files(path)
+            if theirs is None or not theirs <= own_files_cache[0]:
+                return False
+        return _remove(path, info)
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 #: The interpreter's thread switch interval while the sweep runs (seconds; default 0.005).
 SWEEP_SWITCH_INTERVAL_SECONDS = 0.0001
 
 
-def start_sweep(own_folder: str) -> None:
+def start_sweep(own_folder: str) -> threading.Thread:
     """Run :func:`sweep_dead_folders` in a daemon thread, beside the start-up: deleting a
     left-over folder takes some milliseconds that the first reply need not wait for. A sweep
-    cut short at exit leaves a folder the next run's sweep finishes."""
-    import threading
+    cut short at exit leaves a folder the next run's sweep finishes. Returns the thread.
 
+    While it runs, the interpreter's switch interval is :data:`SWEEP_SWITCH_INTERVAL_SECONDS`;
+    the thread puts the previous value back when the sweep ends, however it ends (unless
+    something else changed it meanwhile: that value stays). The sweep itself cannot block:
+    it opens nothing that could wait (``O_NONBLOCK``), walks no deeper than :data:`MAX_DEPTH`,
+    and catches every failure.
+    """
     # The main thread imports while the sweep runs, holding the GIL; with the default 5 ms
     # switch interval the sweep waits up to that long after every system call and was cut
     # short by Codex's SIGKILL (~0.1 s after start) before removing a single folder. A short
     # interval while it runs lets it finish first.
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWEEP_SWITCH_INTERVAL_SECONDS)
+    ours = sys.getswitchinterval()  # as the interpreter rounds it
 
     def sweep() -> None:
         try:
             sweep_dead_folders(own_folder)
+        except BaseException:  # noqa: BLE001 (never a traceback at start-up; it cannot happen)
+            pass
         finally:
-            sys.setswitchinterval(previous)
+            if sys.getswitchinterval() == ours:
+                sys.setswitchinterval(previous)
 
-    threading.Thread(target=sweep, name="unpack-sweep", daemon=True).start()
+    thread = threading.Thread(target=sweep, name="unpack-sweep", daemon=True)
+    try:
+        thread.start()
+    except BaseException:
+        sys.setswitchinterval(previous)
+        raise
+    return thread

@@ -4,7 +4,7 @@ Each function takes the Win32 API it needs as an argument (``kernel32``, ``popen
 ``get_std_handle``): the bridge passes the real one on Windows, and the tests of every OS
 pass stand-ins, so a name error or a wrong decision shows up in CI on Linux too. The one
 function that calls Windows itself, :func:`adopt_std_handles`, is checked by
-``mypy --platform win32`` (README, "CI on three operating systems").
+``mypy --platform win32`` (CONTRIBUTING.md, "CI on three operating systems").
 
 The constants are the values of the Win32 headers named beside them (the same values as
 ``subprocess``'s constants on Windows, which a Windows-only test checks).
@@ -43,7 +43,7 @@ STILL_ACTIVE = 259
 def std_handles_to_adopt(
     fd_is_open: Callable[[int], bool], get_std_handle: Callable[[int], int | None], invalid_handle: int
 ) -> list[tuple[int, int]]:
-    """Which standard handles to turn into C-runtime descriptors (HAZARDS B16).
+    """Which standard handles to turn into C-runtime descriptors (pyinstaller/pyinstaller#7217).
 
     A windowed program (no console) starts without descriptors 0/1/2 even when the AI
     client gave it pipes; the pipes are still there as ``GetStdHandle`` handles.
@@ -112,7 +112,7 @@ def spawn_outside_job(popen: Callable[..., Any], command: list[str], options: di
 
 
 def parent_waiter(kernel32: Any, parent_pid: int, on_parent_gone: Callable[[], None]) -> Callable[[], None] | None:
-    """The parent watchdog's body on Windows (HAZARDS B14).
+    """The parent watchdog's body on Windows (pyinstaller/pyinstaller#4858).
 
     Returns:
         A function that waits on a handle to the parent process (``OpenProcess(SYNCHRONIZE)``,

@@ -7,8 +7,11 @@ module                 what it holds
 ``http1.py``           sans-I/O HTTP/1.1: encode a request head, parse a response (pure)
 ``verifiedconnect``    the one road to the app: each address in turn, the listener
                        checked on the very connection (``connect_first_verified``)
+``unixlink.py``        a Unix domain socket (``http+unix://``): its file checked, then
+                       connected; the peer check goes through ``connect_first_verified``
 ``connection.py``      one keep-alive connection on an asyncio protocol
-``pool.py``            the bridge's own keep-alive pool on asyncio, for ``http://``
+``pool.py``            the bridge's own keep-alive pool on asyncio, for ``http://`` and
+                       ``http+unix://``
 ``httpx_adapter``      httpx for ``https://`` and injected test transports
 ``memory.py``          ``MemoryTransport(handler)``: an in-memory transport for tests
 ``byscheme.py``        ``make_transport``, and ``ByScheme``: the transport picked by URL

@@ -7,7 +7,7 @@ pool for ``http://`` (``pool.py``), httpx for ``https://`` (``httpx_adapter.py``
 inject an httpx transport (respx) or a :class:`~bridge.transport.memory.MemoryTransport`.
 
 Every transport raises only the classes below, whatever client is underneath (the httpx
-adapter translates httpx's). ``bridge.streamable.upstream.map_transport_errors`` turns each into
+adapter translates httpx's). ``bridge.streamable.failures.map_transport_errors`` turns each into
 one of the bridge's errors with one table. No message holds a header value.
 
 Hierarchy (what the bridge answers; the connection is closed after any of them)::

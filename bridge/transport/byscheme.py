@@ -98,7 +98,7 @@ class ByScheme:
             "injected": injected,
             "verify_connection": verify_connection,
         }
-        self._scheme = "https:" if (url or "").startswith("https:") else "http:"
+        self._scheme = _family(url or "")
         self._transport: Transport = make_transport(self._scheme + "//", **self._options)
         self._stale: list[Transport] = []
 
@@ -113,9 +113,9 @@ class ByScheme:
         bounded: bool = True,
     ) -> Response:
         """Send one request on the transport of ``url``'s scheme (see ``Transport.request``)."""
-        if not url.startswith(self._scheme):
+        if _family(url) != self._scheme:
             self._stale.append(self._transport)
-            self._scheme = "https:" if url.startswith("https:") else "http:"
+            self._scheme = _family(url)
             self._transport = make_transport(self._scheme + "//", **self._options)
         return await self._transport.request(
             method, url, headers, body, read_timeout_seconds=read_timeout_seconds, bounded=bounded
@@ -125,3 +125,9 @@ class ByScheme:
         """Close the transports this object opened (an injected transport stays open)."""
         for transport in [*self._stale, self._transport]:
             await transport.aclose()
+
+
+def _family(url: str) -> str:
+    """``"https:"`` for httpx's pool; ``"http:"`` for the own pool, which serves
+    ``http://`` and ``http+unix://`` alike."""
+    return "https:" if url.startswith("https:") else "http:"

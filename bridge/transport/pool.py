@@ -3,7 +3,7 @@
 Why it exists: measured with ``bench/profile_bridge.py``, about three quarters of the
 bridge's CPU per call went to httpx's default transport (httpcore's pool, h11's
 event machinery and anyio cancel scopes around every socket operation), which capped
-the bridge at a quarter of a direct client's throughput (issue 7, README "Benchmarks").
+the bridge at a quarter of a direct client's throughput (docs/benchmarks.md).
 The bridge needs a small part of HTTP: one request at a time per keep-alive
 connection, no TLS, no proxies, no redirects, no compression, no ``Expect``. This
 module does the I/O of that part on ``asyncio`` protocols; the bytes are made and read by
@@ -33,9 +33,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
+from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
+from .unixlink import connect_unix
 from .verifiedconnect import connect_first_verified
 
 __all__ = ["Http11Pool", "Http11Response", "Headers", "MAX_HEAD_BYTES", "HIGH_WATER_BYTES"]
@@ -310,16 +312,21 @@ class Http11Pool:
         :func:`~bridge.transport.verifiedconnect.connect_first_verified`: a refused
         connection, or one the verifier refuses (another user's listener on ``::1`` while
         the app has ``127.0.0.1``), is closed unused and the next address is tried. The
-        connect timeout bounds the whole."""
+        connect timeout bounds the whole. A Unix domain socket (``http+unix://``, its path
+        as the key's host) is its one address; its file is checked first (``unixlink.py``)."""
         loop = asyncio.get_running_loop()
         host, port = key
+        unix = host.startswith("/")
 
         async def connect(address: str) -> Connection:
-            _transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
+            if unix:
+                _transport, connection = await connect_unix(address, lambda: Connection(key), check_file=self._verify_connection is not None)
+            else:
+                _transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
             return connection
 
         connection, _address, _skipped = await connect_first_verified(
-            host, port, connect=connect, verify=None if self._verify_connection is None else self._verify,
+            host, None if unix else port, connect=connect, verify=None if self._verify_connection is None else self._verify,
             close=Connection.close, timeout_seconds=self._connect_timeout,
         )
         return connection
@@ -358,7 +365,14 @@ class Http11Pool:
 
 
 def _parse_url(url: str) -> tuple[tuple[str, int], str, str]:
-    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port")."""
+    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
+    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost")."""
+    if is_unix_url(url):
+        try:
+            socket_path, target = split_unix_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (socket_path, 0), target, UNIX_HOST
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")

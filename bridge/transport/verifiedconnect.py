@@ -35,10 +35,12 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
+from ..core.unixurl import is_unix_url, split_unix_url
 from ..system.cancelscope import fail_after
 from .base import ConnectFailed, ConnectTimeout, TransportError
+from .unixlink import connect_unix_socket
 
-__all__ = ["connect_first_verified", "connect_socket", "resolve_addresses", "pick_failure", "verified_probe", "VERIFY_REFUSALS"]
+__all__ = ["connect_first_verified", "connect_socket", "open_verified_socket", "resolve_addresses", "pick_failure", "verified_probe", "VERIFY_REFUSALS"]
 
 log = logging.getLogger("bridge.listener")
 
@@ -191,28 +193,52 @@ async def connect_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
+async def open_verified_socket(
+    url: str, *, verify: Callable[[Any], object] | None, timeout_seconds: float | None
+) -> tuple[socket.socket, str, tuple[str, ...]]:
+    """A plain socket to ``url``'s app by :func:`connect_first_verified`, for callers that
+    only need to know who listens (the launcher's probe, ``check``): each address of an
+    ``http://`` or ``https://`` URL's host in turn, or the one socket of an
+    ``http+unix://`` URL (its file checked first when ``verify`` is given). The caller
+    closes the socket; nothing is written on it.
+
+    Returns and raises as :func:`connect_first_verified` (``ValueError`` too, for an
+    ``http+unix://`` URL that is not valid).
+    """
+    if is_unix_url(url):
+        path, _target = split_unix_url(url)
+
+        async def connect_unix(address: str) -> socket.socket:
+            return await connect_unix_socket(address, check_file=verify is not None)
+
+        return await connect_first_verified(
+            path, None, connect=connect_unix, verify=verify, close=socket.socket.close, timeout_seconds=timeout_seconds
+        )
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+
+    async def connect(address: str) -> socket.socket:
+        return await connect_socket(address, port)
+
+    return await connect_first_verified(
+        parts.hostname or "127.0.0.1", port, connect=connect, verify=verify, close=socket.socket.close,
+        timeout_seconds=timeout_seconds,
+    )
+
+
 def verified_probe(verify: Callable[[Any], object] | None, *, timeout_seconds: float = 1.0) -> Callable[[str], Awaitable[bool]]:
-    """An ``async (url) -> bool`` for the launcher: whether :func:`connect_first_verified`
-    gets a connection to ``url``'s host and port whose listener passes ``verify``
-    (``None``: any listener counts). A listener that is not the app's does not count; an
-    app that is going away does (it is there: its restart is waited for by the request).
+    """An ``async (url) -> bool`` for the launcher: whether :func:`open_verified_socket`
+    gets a connection to ``url``'s app whose listener passes ``verify`` (``None``: any
+    listener counts). A listener that is not the app's does not count; an app that is
+    going away does (it is there: its restart is waited for by the request).
     ``timeout_seconds`` bounds the whole probe. The connection is closed unused."""
 
     async def probe(url: str) -> bool:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-
-        async def connect(address: str) -> socket.socket:
-            return await connect_socket(address, port)
-
         try:
-            sock, _address, _skipped = await connect_first_verified(
-                parts.hostname or "127.0.0.1", port, connect=connect, verify=verify, close=socket.socket.close,
-                timeout_seconds=timeout_seconds,
-            )
+            sock, _address, _skipped = await open_verified_socket(url, verify=verify, timeout_seconds=timeout_seconds)
         except AppUnreachableError:
             return True
-        except (TransportError, ListenerUnverifiedError):
+        except (TransportError, ListenerUnverifiedError, ValueError):
             return False
         sock.close()
         return True

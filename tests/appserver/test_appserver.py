@@ -14,11 +14,12 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -109,12 +110,12 @@ async def test_the_right_token_reaches_the_app_on_every_path(scheme: str, path: 
 async def test_lifespan_passes_through_and_a_websocket_without_token_is_closed_unaccepted() -> None:
     inner = Inner()
     middleware = TokenAuthMiddleware(inner, token=TOKEN)
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "websocket.connect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     await middleware({"type": "lifespan"}, receive, send)
@@ -510,17 +511,20 @@ def test_host_and_origin_must_be_loopback_for_the_app_and_the_auth_route(tmp_pat
     if status == 200:
         assert auth.json()["token"] == server.token and app.text == "inner"
     else:
-        assert server.token not in auth.text and app.text != "inner"
+        assert server.token is not None and server.token not in auth.text and app.text != "inner"
         assert auth.json()["error"]["code"] == -32000 and "id" not in auth.json()
 
 
 def test_uvicorn_gets_header_idle_and_connection_bounds(tmp_path: Path) -> None:
     from bridge.appserver.server import KEEP_ALIVE_SECONDS, MAX_CONNECTIONS, MAX_HEADER_BYTES
 
-    config = AppServer(Inner())._uvicorn_config()
+    server = AppServer(Inner())
+    config = server._uvicorn_config()
     assert config.h11_max_incomplete_event_size == MAX_HEADER_BYTES
     assert config.timeout_keep_alive == KEEP_ALIVE_SECONDS
-    assert config.limit_concurrency == MAX_CONNECTIONS
+    # The connection limit is kept behind the token check, not by uvicorn (which counts
+    # every open connection, idle or not).
+    assert config.limit_concurrency is None and server._admission.limit == MAX_CONNECTIONS
 
 
 def test_connections_that_drip_or_never_finish_their_head_are_closed(tmp_path: Path) -> None:
@@ -561,6 +565,96 @@ def test_connections_that_drip_or_never_finish_their_head_are_closed(tmp_path: P
         finally:
             for sock in sockets:
                 sock.close()
+
+
+class Slowloris:
+    """``count`` connections that each send a request head's first line and then one header
+    line every ``drip_seconds``, never the end (or, ``auth_body``, a whole head for the auth
+    route and then its body a byte at a time); each one the server closes is opened again at
+    once. In a thread; bounded by leaving the ``with`` block."""
+
+    def __init__(self, port: int, count: int, drip_seconds: float = 0.5, *, auth_body: bool = False) -> None:
+        import threading
+
+        self.port, self.count, self.drip_seconds, self.auth_body = port, count, drip_seconds, auth_body
+        self.reopened = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _open(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        if self.auth_body:
+            sock.sendall(
+                f"POST /auth/token HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode()
+            )
+        else:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n".encode())
+        sock.setblocking(False)
+        return sock
+
+    def __enter__(self) -> Slowloris:
+        import time
+
+        self.sockets = []
+        for _ in range(self.count):  # a few at a time: each head is read before the next arrive
+            self.sockets.append(self._open())
+            if len(self.sockets) % 10 == 0:
+                time.sleep(0.05)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.drip_seconds):
+            for index, sock in enumerate(self.sockets):
+                try:
+                    sock.sendall(b" " if self.auth_body else b"X-Drip: 1\r\n")
+                    if sock.recv(4096) == b"":
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    sock.close()
+                    try:
+                        self.sockets[index] = self._open()
+                        self.reopened += 1
+                    except OSError:
+                        pass
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        for sock in self.sockets:
+            sock.close()
+
+
+@pytest.mark.parametrize("auth_body", [False, True], ids=["heads", "auth-route-bodies"])
+def test_idle_connections_without_a_request_cannot_deny_the_app(tmp_path: Path, auth_body: bool) -> None:
+    """Anyone on the machine may connect: 200 connections dripping their heads (reopened as
+    the header timeout closes them) took every slot of uvicorn's limit_concurrency, and a
+    real client got 8 of 100 requests served (92 x 503); 73 of 100 with the auth route's
+    bodies dripped. Only connections that had a request let in count now: at least 99 of
+    100 are served, on new connections and on one kept alive."""
+    server = AppServer(
+        Inner(), discovery_file=tmp_path / "state" / "d.json", header_timeout_seconds=1.0, secret_file=tmp_path / "secret"
+    )
+    with Running(server), Slowloris(server.port, 200, auth_body=auth_body) as attack:
+        assert server.url is not None
+        headers = {"Authorization": f"Bearer {server.token}"}
+        served = 0
+        with httpx.Client(timeout=10, headers=headers) as kept_alive:
+            for index in range(100):
+                try:
+                    if index % 2:
+                        answer = kept_alive.post(server.url)
+                    else:
+                        answer = httpx.post(server.url, headers=headers, timeout=10)  # a new connection
+                except httpx.HTTPError:
+                    continue
+                served += answer.status_code == 200 and answer.text == "inner"
+                if index == 50:  # by now the header timeout has closed (and the attack reopened) some
+                    assert wait_until(lambda: attack.reopened >= 50, 30)
+        assert served >= 99, f"{served} of 100 requests served"
 
 
 def test_a_request_slower_than_the_header_timeout_still_gets_its_answer(tmp_path: Path) -> None:

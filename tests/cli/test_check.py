@@ -26,7 +26,7 @@ from bridge.serve.parts import build_driver
 pytestmark = pytest.mark.anyio
 
 linux = pytest.mark.linux_only("the listener check reads /proc")
-as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run a process under a second uid")
+as_root = pytest.mark.skipif(sys.platform == "win32" or os.geteuid() != 0, reason="needs root to run a process under a second uid")
 #: The second user: a uid with no account (the kernel needs none to run a process).
 OTHER_UID = 54_321
 

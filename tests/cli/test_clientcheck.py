@@ -6,6 +6,7 @@ name and ``toolsError``). The pinned real Codex is in tests/test_realclients.py.
 from __future__ import annotations
 
 import json
+from typing import Any
 import os
 import subprocess
 import sys
@@ -57,7 +58,7 @@ REASON = (
     "JSON-RPC error: -32603: The app is not running. Start it and try again (nothing accepts connections at "
     'http://127.0.0.1:9/mcp).({"source":"bridge","reason":"app_unreachable"})'
 )
-FAILED = {
+FAILED: dict[str, Any] = {
     "name": "down",
     "serverInfo": None,
     "tools": {},

@@ -17,7 +17,7 @@ from bridge.cli import serve as servecli
 from bridge.cli.buildconfig import build_config
 from bridge.cli.commands import check, main
 from bridge.cli.optiontable import BRIDGE_OPTIONS, LOG_LEVELS, BridgeOption, OptionValueError, defaults
-from bridge.cli.serve import PLAIN_DEFAULTS, parse_plain_argv
+from bridge.cli.serve import PLAIN_DEFAULTS
 from bridge.core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, BridgeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_the_defaults_are_bridgeconfigs() -> None:
 def test_every_option_reaches_bridgeconfig_as_given(tmp_path: Path) -> None:
     """build_config passes every ``config`` option on: a value other than the default
     comes out in the configuration."""
-    other: dict[str, Any] = {bool: None, float: 7.5, int: 4096}
+    other: dict[type, Any] = {bool: None, float: 7.5, int: 4096}
     options = defaults() | {"url": "http://127.0.0.1:9/other", "discovery_file": tmp_path / "d.json"}
     for option in BRIDGE_OPTIONS:
         if option.config and option.dest not in ("url", "discovery_file", "launch_log_file"):

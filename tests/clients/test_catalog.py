@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -70,13 +71,14 @@ def test_an_installed_entry_reads_back_as_the_golden_one(tmp_path: Path, client:
     assert entry["env"] == {"MYAPP_TOKEN": TOKEN}
 
 
-def _load_any(path: Path) -> dict:
+def _load_any(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     if path.read_text().lstrip().startswith("["):
         import tomlkit
 
         return tomlkit.parse(text).unwrap()
-    return json.loads(text)
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 @pytest.mark.parametrize(
@@ -138,7 +140,7 @@ def test_config_paths_without_the_environment_fall_back_to_the_home_folder(platf
 
 def test_install_merges_keeping_other_servers_and_unknown_keys_and_a_backup(tmp_path: Path) -> None:
     path = tmp_path / "claude_desktop_config.json"
-    before = {
+    before: dict[str, Any] = {
         "globalShortcut": "Ctrl+Space",
         "mcpServers": {"other": {"command": "/bin/other", "args": [], "x-extra": 1}},
     }
@@ -310,7 +312,7 @@ def test_bridge_options_before_a_command_are_refused() -> None:
 
 @pytest.mark.process
 def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server: AppServer, tmp_path: Path) -> None:
-    """HAZARDS B37: a command path and an argument with spaces survive, since every part
+    """punkpeye/mcp-remote#52: a command path and an argument with spaces survive, since every part
     is its own argv element (launched here without a shell, as the clients do for a
     real executable)."""
     folder = tmp_path / "Program Files" / "My App"
@@ -439,7 +441,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
 
 def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:
     """The bridge's start-up and idle memory stay as they were: tomlkit and the config
-    writers load only for a `config` command. `bridge.clientconfig` works after `import bridge`."""
+    writers load only for a `config` command. `bridge.clients` works after `import bridge`."""
     code = (
         "import sys, bridge, bridge.cli\n"
         "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.catalog', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
@@ -22,7 +23,7 @@ TOKEN = "tok-SECRET-0123456789abcdef"
 posix_only = pytest.mark.posix_only("POSIX symlinks and modes")
 
 
-def printed_entry(*args: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
+def printed_entry(*args: str, env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
     done = CliRunner().invoke(main, ["config", "print", "--client", "claude-desktop", "--name", "x", *args], env=env)
     assert done.exit_code == 0, done.output
     return json.loads(done.stdout)["mcpServers"]["x"], done.stderr

@@ -1,4 +1,4 @@
-"""bridge.jsonc: JSONC (VS Code's and Zed's dialect) read like JSON.parse would, and one
+"""bridge.clients.jsonc: JSONC (VS Code's and Zed's dialect) read like JSON.parse would, and one
 member edited with every other byte of the file kept (issue 14, item 2)."""
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ GAPS = st.sampled_from(
 
 def render(draw: Any, value: Any) -> str:
     """``value`` as JSONC text with drawn layout, comments and trailing commas."""
-    gap = lambda: draw(GAPS)  # noqa: E731
+    def gap() -> str:
+        return str(draw(GAPS))
+
     if isinstance(value, dict):
         parts = [
             f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{render(draw, item)}{gap()}"

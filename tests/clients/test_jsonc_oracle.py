@@ -1,4 +1,4 @@
-"""bridge.jsonc reads JSONC exactly as VS Code does: a differential property test against
+"""bridge.clients.jsonc reads JSONC exactly as VS Code does: a differential property test against
 Microsoft's ``jsonc-parser`` (VS Code's own reader, pinned by tests/clients/jsonc_oracle/package-lock.json).
 
 Hypothesis generates JSONC documents (CRLF, lone CR, comments between any two tokens,
@@ -102,7 +102,9 @@ BREAKERS = st.sampled_from(
 
 @st.composite
 def rendered(draw: Any, value: Any) -> str:
-    gap = lambda: draw(GAPS)  # noqa: E731
+    def gap() -> str:
+        return str(draw(GAPS))
+
     if isinstance(value, dict):
         parts = [
             f"{gap()}{json.dumps(key, ensure_ascii=draw(st.booleans()))}{gap()}:{gap()}{draw(rendered(item))}{gap()}"

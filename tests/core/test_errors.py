@@ -1,4 +1,4 @@
-"""The error table of DESIGN.md §3, in one place, complete."""
+"""The error table of docs/behaviour.md ("Errors"), in one place, complete."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from bridge.core import errors
 from bridge.core.errors import (
     INTERNAL_ERROR,
     REASONS,
+    BridgeError,
     BridgeInternalError,
     HTTPStatusError,
     NotConfiguredError,
@@ -16,7 +17,7 @@ from bridge.core.errors import (
     error_response,
 )
 
-DESIGN_REASONS = {
+DOCUMENTED_REASONS = {
     "app_unreachable",
     "app_launch_failed",
     "tls_failed",
@@ -34,13 +35,13 @@ DESIGN_REASONS = {
 }
 
 #: Every class that answers a request with -32603 and a ``data.reason``.
-REASON_CLASSES = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
+REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), ShuttingDownError, NotConfiguredError, BridgeInternalError]
 
 
-def test_every_design_reason_has_exactly_one_error_class() -> None:
+def test_every_documented_reason_has_exactly_one_error_class() -> None:
     classes = REASON_CLASSES
-    assert sorted(cls.reason for cls in classes) == sorted(DESIGN_REASONS)
-    assert set(REASONS) == DESIGN_REASONS
+    assert sorted(cls.reason or "" for cls in classes) == sorted(DOCUMENTED_REASONS)
+    assert set(REASONS) == DOCUMENTED_REASONS
 
 
 def test_every_upstream_error_is_minus_32603_with_bridge_source_and_its_reason() -> None:

@@ -62,7 +62,9 @@ def test_result_or_error_without_method_is_a_client_response(body: bytes) -> Non
         (b'{"jsonrpc":"2.0"}', InvalidRequestError, None),
     ],
 )
-def test_unusable_lines_raise_the_error_their_reply_needs(line: bytes, error: type, request_id: object) -> None:
+def test_unusable_lines_raise_the_error_their_reply_needs(
+    line: bytes, error: type[InboundError], request_id: object
+) -> None:
     with pytest.raises(error) as caught:
         classify(line)
     assert caught.value.request_id == request_id
@@ -232,3 +234,25 @@ def test_a_bad_header_or_url_option_never_repeats_its_value() -> None:
         with pytest.raises(ConfigError) as caught:
             check_endpoint_url(url, allow_remote=False)
         assert secret not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "first_reader_id"),
+    [
+        (b'{"id":987654,"jsonrpc":"2.0","result":{},"id":5}\n', 987654),
+        (b'{"\\u0069d":987654,"jsonrpc":"2.0","result":{},"id":5}\n', 987654),
+        (b'{"jsonrpc":"1.0","id":5,"result":{},"jsonrpc":"2.0"}\n', 5),
+    ],
+)
+def test_a_line_naming_a_member_twice_is_re_encoded_never_reused(raw: bytes, first_reader_id: int) -> None:
+    from bridge.core.jsonrpc import loads_members
+
+    value, twice = loads_members(raw.decode())
+    assert twice and value == json.loads(raw)
+    line = to_wire_line(raw, value, twice=twice)
+    assert line == b'{"id":5,"jsonrpc":"2.0","result":{}}\n' or line == b'{"jsonrpc":"2.0","id":5,"result":{}}\n'
+    first = json.loads(raw, object_pairs_hook=lambda pairs: dict(reversed(pairs)))
+    assert first.get("id") == first_reader_id or first["jsonrpc"] == "1.0"  # what reusing the bytes would have given
+    assert json.loads(line, object_pairs_hook=lambda pairs: dict(reversed(pairs))) == value
+    assert loads_members('{"jsonrpc":"2.0","id":5,"result":{"id":1,"id":2}}') == (
+        {"jsonrpc": "2.0", "id": 5, "result": {"id": 2}}, False)

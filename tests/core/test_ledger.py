@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from bridge.core.errors import ShuttingDownError
 from bridge.core.jsonrpc import encode_message, error_line, message_problem
-from bridge.core.ledger import ANSWERED, CANCELLED, Ledger
+from bridge.core.ledger import ANSWERED, CANCELLED, Ledger, Slot
+
+
+def opened(ledger: Ledger, request_id: Any, held_bytes: int = 0) -> Slot:
+    """Open one request (not a batch) and return its slot."""
+    pending = ledger.open([request_id], batch=False, held_bytes=held_bytes).pending
+    assert pending is not None
+    return pending.slots[0]
 
 
 def reply(request_id: Any, result: Any = None) -> tuple[bytes, dict[str, Any]]:
@@ -22,7 +29,7 @@ def reply(request_id: Any, result: Any = None) -> tuple[bytes, dict[str, Any]]:
 
 def test_a_request_is_answered_once_and_a_second_answer_is_dropped() -> None:
     ledger = Ledger()
-    slot = ledger.open([1], batch=False, held_bytes=100).pending.slots[0]  # type: ignore[union-attr]
+    slot = opened(ledger, 1, held_bytes=100)
     assert ledger.open_requests == 1 and ledger.held_bytes == 100
     first = ledger.answer(slot, reply(1)[0])
     assert first.line == reply(1)[0] and first.dropped is None
@@ -34,8 +41,8 @@ def test_a_request_is_answered_once_and_a_second_answer_is_dropped() -> None:
 def test_a_response_relayed_for_an_open_request_answers_it_and_its_own_reply_is_dropped() -> None:
     """B's response on A's stream (or the GET stream): the first valid answer wins."""
     ledger = Ledger()
-    a = ledger.open(["A"], batch=False).pending.slots[0]  # type: ignore[union-attr]
-    b = ledger.open(["B"], batch=False).pending.slots[0]  # type: ignore[union-attr]
+    a = opened(ledger, "A")
+    b = opened(ledger, "B")
     line, message = reply("B", {"via": "A"})
     relayed = ledger.relay(line, message)
     assert relayed.line == line and relayed.answered is b and b.state == ANSWERED
@@ -72,7 +79,7 @@ def test_a_response_for_an_id_that_was_never_open_is_dropped() -> None:
 )
 def test_anything_that_is_not_json_rpc_is_dropped_even_when_an_open_request_has_its_id(message: Any) -> None:
     ledger = Ledger()
-    slot = ledger.open([1], batch=False).pending.slots[0]  # type: ignore[union-attr]
+    slot = opened(ledger, 1)
     outcome = ledger.relay(encode_message(message), message)
     assert outcome.line is None and "not a JSON-RPC 2.0 message" in (outcome.dropped or "")
     assert slot.state == "open"
@@ -116,7 +123,7 @@ def test_cancelling_the_last_open_item_returns_the_batch_line() -> None:
 
 def test_a_cancelled_request_gets_no_reply_at_all() -> None:
     ledger = Ledger()
-    slot = ledger.open([5], batch=False).pending.slots[0]  # type: ignore[union-attr]
+    slot = opened(ledger, 5)
     cancelled = ledger.cancel(5)
     assert cancelled.answered is slot and cancelled.line is None
     assert ledger.answer(slot, reply(5)[0]).line is None  # a late reply from the app

@@ -219,7 +219,7 @@ def test_many_cr_only_lines_in_one_chunk_are_decoded_in_linear_time() -> None:
 
 
 def test_the_checklist_case_split_everywhere_gives_exactly_the_expected_messages() -> None:
-    """SPEC-CHECKLIST item 36: CRLF pairs and a multi-byte character split by the chunking,
+    """WHATWG HTML §9.2 (server-sent events): CRLF pairs and a multi-byte character split by the chunking,
     comments, a three-line data and an ``event: foo``."""
     data = (b": open\r\nid: 1\r\ndata: {\"t\":\"caf\xc3\xa9\"}\r\n\r\nevent: foo\r\ndata: x\r\n\r\n"
             b"data: [1,\r\ndata: 2,\r\ndata: 3]\r\n: ping\r\n\r\n")

@@ -39,8 +39,8 @@ import anyio
 from mcp import Client
 from mcp.types import ElicitResult, Implementation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import VIA, transport  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as under pytest
+from interop.peers import VIA, transport  # noqa: E402
 
 STEP_TIMEOUT_SECONDS = 15.0
 """Bound on each request (``read_timeout_seconds``): a lost server request costs this long."""

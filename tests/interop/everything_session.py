@@ -42,6 +42,7 @@ from mcp.types import (
     Root,
     TextContent,
 )
+from pydantic import FileUrl
 
 STEP_TIMEOUT_SECONDS = 15.0
 """Bound on every step (the longest, the task tool, takes about 4 s of the server's own time)."""
@@ -99,7 +100,7 @@ class Handlers:
     async def list_roots(self, context: Any) -> ListRootsResult:
         self.roots_requests += 1
         self._changed()
-        return ListRootsResult(roots=[Root(uri=ROOT_URI, name="interop workspace")])
+        return ListRootsResult(roots=[Root(uri=FileUrl(ROOT_URI), name="interop workspace")])
 
     async def sampling(self, context: Any, params: Any) -> CreateMessageResult:
         self.sampling_requests.append(scrub(json.dumps(params.model_dump(mode="json", exclude_none=True), sort_keys=True)))
@@ -459,14 +460,14 @@ async def _task(client: Client, peer: Handlers) -> Any:
 @step(f"{CONCURRENT_CALLS} concurrent calls")
 async def _concurrent(client: Client, peer: Handlers) -> Any:
     results: dict[int, Any] = {}
-    progress: dict[int, int] = {}
+    progress_counts: dict[int, int] = {}
 
     async def one(index: int) -> None:
         if index % 3 == 0:
-            progress[index] = 0
+            progress_counts[index] = 0
 
-            async def on_progress(value: float, total: float | None, message: str | None) -> None:
-                progress[index] += 1
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                progress_counts[index] += 1
 
             result = await client.call_tool("trigger-long-running-operation", {"duration": 0.3, "steps": 3}, progress_callback=on_progress)
         elif index % 3 == 1:
@@ -478,7 +479,7 @@ async def _concurrent(client: Client, peer: Handlers) -> Any:
     async with anyio.create_task_group() as group:
         for index in range(CONCURRENT_CALLS):
             group.start_soon(one, index)
-    return {"results": [results[index] for index in range(CONCURRENT_CALLS)], "progress per call": progress}
+    return {"results": [results[index] for index in range(CONCURRENT_CALLS)], "progress per call": progress_counts}
 
 
 @step("cancel a call, then ping")
@@ -486,7 +487,7 @@ async def _cancel(client: Client, peer: Handlers) -> Any:
     started = anyio.Event()
     outcome: list[str] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         started.set()
 
     async def long_call() -> None:

@@ -29,7 +29,7 @@ posix = pytest.mark.posix_only("POSIX signals, pgrep and TMPDIR")
 
 
 def test_build_spec_bakes_in_utf8_mode_unbuffered_io_console_and_the_anyio_backend() -> None:
-    """HAZARDS B06/B10/B16: a frozen program ignores PYTHONUTF8/PYTHONUNBUFFERED given at
+    """pyinstaller/pyinstaller#9368, #8426 and #7217: a frozen program ignores PYTHONUTF8/PYTHONUNBUFFERED given at
     run time, and a windowed one has no stdio at all, so the spec must set them."""
     spec = SPEC.read_text(encoding="utf-8")
     assert '("u", None, "OPTION")' in spec
@@ -84,8 +84,10 @@ def test_onefile_exits_whole_and_removes_its_extraction_folder(app_server, priva
 @frozen
 @posix
 def test_inner_process_exits_when_the_bootloader_is_killed(app_server, private_tmpdir: Path) -> None:
-    """HAZARDS B14: SIGKILL of the bootloader leaves the client's stdin pipe open, so only
+    """pyinstaller/pyinstaller#4858: SIGKILL of the bootloader leaves the client's stdin pipe open, so only
     the parent-death watchdog can tell the inner process to go."""
+    if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("POSIX signals")
     env = {**os.environ, "TMPDIR": str(private_tmpdir)}
     bridge = start_bridge(app_server.url, env=env)
     inner = None
@@ -245,6 +247,8 @@ def initialize_request() -> dict[str, object]:
 def end_group(proc: subprocess.Popen[bytes]) -> None:
     """Whatever the pattern left running (an orphaned inner process exits by itself within
     its watchdog's 0.5 s): give it 2 s, then SIGKILL the group, and reap the bootloader."""
+    if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("POSIX signals")
     wait_until(lambda: subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode != 0, 2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -253,13 +257,16 @@ def end_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
     for pipe in (proc.stdin, proc.stdout):
         try:
-            pipe.close()  # type: ignore[union-attr]
+            if pipe is not None:
+                pipe.close()
         except OSError:
             pass
 
 
 def claude_code_kill(proc: subprocess.Popen[bytes]) -> None:
     """Claude Code ends every server: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s later, to the pid."""
+    if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("POSIX signals")
     answer_initialize(proc)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.11)
@@ -270,6 +277,8 @@ def claude_code_kill(proc: subprocess.Popen[bytes]) -> None:
 
 def codex_kill(proc: subprocess.Popen[bytes]) -> None:
     """Codex: SIGTERM to the process group, SIGKILL to it 7-9 ms later."""
+    if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("POSIX signals")
     answer_initialize(proc)
     os.killpg(proc.pid, signal.SIGTERM)
     time.sleep(0.008)
@@ -278,6 +287,8 @@ def codex_kill(proc: subprocess.Popen[bytes]) -> None:
 
 def group_kill_at_start(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL of the whole group 5 ms after start: the bootloader is still unpacking."""
+    if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("POSIX signals")
     time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
 

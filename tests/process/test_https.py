@@ -74,7 +74,7 @@ def test_https_app_answers_through_the_bridge(https_app: AppServer, certificate:
 
 
 def test_a_timed_out_call_over_tls_leaves_the_bridge_serving(https_app: AppServer, certificate: tuple[Path, Path]) -> None:
-    """HAZARDS B22 over TLS: with --request-timeout 1 a 3 s tool call gets the timeout error
+    """A bounded wait over TLS: with --request-timeout 1 a 3 s tool call gets the timeout error
     for its id (httpx's read timeout and the bridge's idle bound on the SSE stream, a cancel
     scope around reads of anyio's TLS stream, both end it: either alone suffices), and the
     next call is answered."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,9 @@ from support.processes import (
 )
 
 pytestmark = [pytest.mark.process, pytest.mark.posix_only("POSIX signals and process groups")]
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip('POSIX signals and process groups', allow_module_level=True)
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -145,7 +149,7 @@ def test_requests_in_flight_are_answered_shutting_down_before_the_sigkill(app_se
         time.sleep(0.3)
         status = play(bridge, SCHEDULES[client])
         assert status == 0, f"the bridge was still running at the SIGKILL ({status})\n{bridge.stderr_tail()}"
-        expected = {7: 1, 8: 1, **({"discover": 1, "listen": 1} if modern else {0: 1})}
+        expected: dict[Any, int] = {7: 1, 8: 1, **({"discover": 1, "listen": 1} if modern else {0: 1})}
         # (the replies read during the set-up are counted again from the lines kept)
         counts: dict[Any, int] = {}
         bridge.join_readers()

@@ -1,4 +1,4 @@
-"""The desktop-app lifecycle, with real processes (issue 3; DESIGN.md §2.8–§2.10, §4, §5).
+"""The desktop-app lifecycle, with real processes (docs/discovery.md, docs/security.md).
 
 The app is ``examples/app_server.py`` as a desktop app: it publishes a discovery file
 (``--discovery-file``), requires a bearer token that its ``/auth/token`` route issues for
@@ -11,7 +11,7 @@ client starts it: ``python -m bridge …`` (or the frozen executable), or the ap
 Every bridge gets a private HOME/XDG state folder (its cross-process launch lock lives
 there), every app a bridge launched is stopped at teardown (``reap_apps``), and every
 stdout, stderr and log file is kept for the last test, which greps them for tokens and
-secrets (HAZARDS B27).
+secrets.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ pytestmark = pytest.mark.process
     "how", ["discovery-token", "discovery+auth-route", "url+auth-route"]
 )
 def test_app_not_running_the_bridge_launches_it(desk: Desk, how: str) -> None:
-    """HAZARDS B15/B18: nothing listens; the bridge launches the app (once), waits until it
+    """Nothing listens (anthropics/claude-code#69593); the bridge launches the app (once), waits until it
     listens, and the initialize succeeds.
 
     ``discovery-token``: found by its discovery file, token from the same file.
@@ -140,7 +140,7 @@ def test_mcp_stdio_library_path_with_the_sdk_client(desk: Desk) -> None:
 
 @pytest.mark.parametrize("launch", [False, True], ids=["no-launch", "launch-configured"])
 def test_app_restarted_between_calls_on_a_new_port_with_a_new_token(desk: Desk, launch: bool) -> None:
-    """HAZARDS B24 + token rotation: the user restarts the app between two calls (new
+    """An app restart (supercorp-ai/supergateway#212) and token rotation: the user restarts the app between two calls (new
     process, new port, new token, the old session gone). The second call succeeds through
     the same bridge: the discovery file is re-read (endpoint and token) and the session is
     rebuilt without the replayed initialize reaching stdout. With ``--launch`` configured the
@@ -198,7 +198,7 @@ def test_app_killed_the_library_bridge_relaunches_it_and_gets_a_new_token(desk: 
 
 
 def test_three_bridges_started_at_once_launch_one_app(desk: Desk) -> None:
-    """HAZARDS B15, DESIGN.md §2.9: an AI client starts three copies while the app is down;
+    """docs/discovery.md, "Starting the app": an AI client starts three copies while the app is down;
     exactly one app is launched (the file lock), and all three initialize."""
     args = [
         "--discovery-file", str(desk.discovery),
@@ -228,7 +228,7 @@ def test_three_bridges_started_at_once_launch_one_app(desk: Desk) -> None:
 
 
 def test_an_app_that_never_listens_fails_within_the_launch_timeout(desk: Desk) -> None:
-    """HAZARDS B15 case 3: the launched program runs but never listens; the initialize gets
+    """A launch that never listens: the launched program runs but never listens; the initialize gets
     -32603 app_launch_failed within the launch timeout (plus a margin), never silence."""
     sleeper = shlex.join([
         sys.executable, "-c",
@@ -324,7 +324,7 @@ def test_check_launch_leaves_no_child_behind(desk: Desk) -> None:
 )
 @pytest.mark.posix_only("file modes (0666) are POSIX")
 def test_world_writable_discovery_file_is_refused(desk: Desk, launch: bool) -> None:
-    """DESIGN.md §4: a discovery file others may write (0666) could send the token
+    """docs/discovery.md: a discovery file others may write (0666) could send the token
     anywhere; the bridge refuses it with a message that says why, and sends nothing to
     the endpoint it names."""
     app = desk.start_app()
@@ -350,7 +350,7 @@ def test_world_writable_discovery_file_is_refused(desk: Desk, launch: bool) -> N
 
 @pytest.mark.parametrize("with_log", [False, True], ids=["devnull", "launch-log"])
 def test_the_launched_app_holds_none_of_the_bridges_stdio(desk: Desk, with_log: bool) -> None:
-    """HAZARDS B14/B16, DESIGN.md §5: the app the bridge launched keeps running after the
+    """pyinstaller/pyinstaller#4858, docs/discovery.md "Starting the app": the app the bridge launched keeps running after the
     bridge exits, yet the client sees EOF on the bridge's stdout and stderr at once: the
     app holds none of the bridge's pipes (its output goes to the null device or the
     --launch-log file)."""
@@ -384,7 +384,7 @@ def pieces(secret: str, width: int = 8) -> set[str]:
 
 
 def test_zz_no_token_or_secret_in_any_captured_output() -> None:
-    """HAZARDS B27: every stdout, stderr and log file captured above (bridges at debug
+    """No token anywhere: every stdout, stderr and log file captured above (bridges at debug
     level, --launch-log files, the apps' logs) holds no token and no secret, nor any
     8-character piece of one. Runs last; needs the other tests of this file."""
     if not CAPTURED.outputs or not CAPTURED.secrets:

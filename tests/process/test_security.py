@@ -24,9 +24,10 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support import processes
+from support import apps, processes
 from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
 
@@ -36,6 +37,9 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.linux_only("the listener check is tested on Linux here"),
 ]
+# mypy --platform reads this too: the rest of the module is Linux code.
+if sys.platform != "linux":
+    pytest.skip('the listener check is tested on Linux here', allow_module_level=True)
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the squatter as a second uid")
 OTHER_UID = 54_321
 
@@ -74,9 +78,9 @@ class Squatter:
 
     def __init__(self, port: int, *, uid: int | None = None, host: str = "127.0.0.1") -> None:
         python = "/usr/bin/python3" if uid is not None else sys.executable
-        options = {"user": uid, "group": uid} if uid is not None else {}
+        options: dict[str, Any] = {"user": uid, "group": uid} if uid is not None else {}
         self.proc = subprocess.Popen(
-            [python, "-c", _SQUATTER, str(port), host], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload]
+            [python, "-c", _SQUATTER, str(port), host], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline() == b"LISTENING\n", "the squatter could not take the port"
@@ -200,7 +204,7 @@ def test_another_users_squatter_on_a_fixed_url_gets_nothing_and_check_says_whose
             assert bridge_error_reason(reply) == "listener_unverified", reply
             assert f"belongs to uid {OTHER_UID}" in reply["error"]["message"], reply
         check = subprocess.run(
-            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT
+            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=apps.REPO_ROOT
         )
         report = check.stdout.decode()
         assert check.returncode == 1 and "✗ listener" in report and f"uid {OTHER_UID}" in report, report
@@ -292,7 +296,7 @@ def test_localhost_another_users_listener_on_ipv6_gets_nothing_and_requests_reac
                 log = bridge.stderr_tail()
             assert "skipped ::1" in log, log
         check = subprocess.run(
-            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=processes.REPO_ROOT
+            [*processes.bridge_command(), "check", *args], env=env, capture_output=True, timeout=60, cwd=apps.REPO_ROOT
         )
         report = check.stdout.decode()
         assert check.returncode == 0 and "at 127.0.0.1; skipped ::1" in report, report + check.stderr.decode()

@@ -5,6 +5,7 @@ SIGHUP (a closed terminal, a parent that hung up) is handled like SIGTERM and SI
 from __future__ import annotations
 
 import signal
+import sys
 import time
 
 import pytest
@@ -20,6 +21,9 @@ from support.processes import (
 )
 
 pytestmark = pytest.mark.posix_only("POSIX signals")
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip('POSIX signals', allow_module_level=True)
 
 
 @pytest.mark.process

@@ -241,7 +241,7 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
             if not line:
                 break
             seen.append(line.decode("utf-8", errors="replace").rstrip())
-            message = json.loads(line)
+            message: dict[str, object] = json.loads(line)
             if message.get("id") == request_id and "method" not in message:
                 return message
         return None
@@ -270,7 +270,8 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
         if process.stderr:
             process.stderr.close()
     output = "\n".join(seen) + "\n" + stderr
-    entries = ((reply or {}).get("result") or {}).get("data") or []  # type: ignore[union-attr]
+    result = (reply or {}).get("result")
+    entries = (result.get("data") if isinstance(result, dict) else None) or []
     entry = next((item for item in entries if isinstance(item, dict) and item.get("name") == name), None)
     tools = sorted((entry.get("tools") or {}).keys()) if entry else None
     connected = bool(entry) and not entry.get("toolsError") and bool(tools)  # type: ignore[union-attr]

@@ -28,6 +28,9 @@ import signal
 import sys
 import time
 
+if sys.platform == "win32":
+    sys.exit("siglog.py runs on POSIX only (fork, process groups)")
+
 LOG_PATH = sys.argv[1]
 SILENT_INITIALIZE = "--silent-initialize" in sys.argv[2:]
 T0 = time.monotonic()

@@ -1,5 +1,5 @@
 """MCP 2026-07-28 through the bridge: headers, x-mcp-header, cancellation by closing the
-stream, subscriptions/listen, and the era's error codes (issue 6; SPEC-CHECKLIST 52, 67-74)."""
+stream, subscriptions/listen, and the era's error codes (MCP 2026-07-28, basic/transports)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""HTTP behaviour with respx: the expected values of ../shared/HAZARDS.md as assertions.
+"""HTTP behaviour with respx: known failures of stdio bridges and MCP clients, as assertions.
 
-Each test names the hazard it pins. The bridge runs in-process with fake stdin/stdout; the
+Each section names the failure it pins. The bridge runs in-process with fake stdin/stdout; the
 app is a respx side effect, so every request the bridge sends can be inspected.
 """
 
@@ -43,7 +43,7 @@ def reasons(messages: list[dict[str, Any]]) -> list[str]:
     return [m["error"]["data"]["reason"] for m in messages if "error" in m]
 
 
-# -- B01, B02, B03, B05: what comes in on stdin reaches the app byte for byte ------------------
+# -- what comes in on stdin reaches the app byte for byte --------------------------------------
 
 
 async def test_b01_large_request_and_large_reply_pass_byte_for_byte(run_bridge: RunBridge) -> None:
@@ -130,7 +130,7 @@ async def test_session_id_version_token_and_content_headers_on_every_request_aft
         h.stdin.feed(init(0) + NOTIF_INIT + request_line(1, "tools/list"))
         await h.stdout.wait_for(2)
         await anyio.sleep(0.05)
-    first, *later = [call.request for call in h.router.calls]
+    first, *later = h.requests()
     assert "mcp-session-id" not in first.headers and "mcp-protocol-version" not in first.headers
     for request in [first, *later]:
         assert request.headers["authorization"] == f"Bearer {TOKEN}"
@@ -158,7 +158,7 @@ async def test_initialize_is_a_barrier_for_pipelined_messages(run_bridge: RunBri
     assert [("mcp-session-id" in r.headers) for r in h.posts()] == [False, True, True]
 
 
-# -- B20: HTTP errors become one error line, promptly ----------------------------------------
+# -- HTTP errors become one error line, promptly ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ async def test_transport_failures_map_to_their_reason_and_the_bridge_keeps_servi
     assert calls == 2  # a tools/call is never re-sent after a failure
 
 
-# -- B21, B31: SSE replies --------------------------------------------------------------------
+# -- SSE replies ------------------------------------------------------------------------------
 
 
 async def test_b31_sse_notifications_are_relayed_in_order_before_the_result(run_bridge: RunBridge) -> None:
@@ -295,7 +295,7 @@ async def test_b21_stream_with_event_ids_is_resumed_by_get_with_last_event_id(ru
         assert gets[0].headers["mcp-session-id"] == "sess-A"
 
 
-# -- B25: the optional GET stream -------------------------------------------------------------
+# -- the optional GET stream ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("get_status", [405, 404, 500])
@@ -308,7 +308,7 @@ async def test_b25_get_stream_refusal_never_reaches_stdout_nor_stops_posts(get_s
         assert messages[1] == {"jsonrpc": "2.0", "id": 13, "result": {}}
         await anyio.sleep(0.2)
         assert len(h.stdout.lines) == 2
-    gets = [c.request for c in h.router.calls if c.request.method == "GET"]
+    gets = h.requests("GET")
     assert 1 <= len(gets) <= 2  # 405: exactly one; others: retried with backoff, not in a loop
     if get_status == 405:
         assert len(gets) == 1
@@ -334,7 +334,7 @@ async def test_get_stream_opens_after_initialized_and_relays_server_messages(run
     assert order[:3] == ["initialize", "notifications/initialized", "GET"]
 
 
-# -- B28: notifications never get a reply -----------------------------------------------------
+# -- notifications never get a reply ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -385,7 +385,7 @@ async def test_client_responses_to_server_requests_are_posted_and_get_no_line(ru
         assert h.posted_bodies()[0] == {"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": []}}
 
 
-# -- B30: batches ----------------------------------------------------------------------------
+# -- batches ---------------------------------------------------------------------------------
 
 
 async def test_b30_batch_is_split_into_posts_and_answered_by_one_array_line(run_bridge: RunBridge) -> None:
@@ -410,7 +410,7 @@ async def test_b30_empty_batch_gets_minus_32600_and_a_notification_only_batch_ge
         assert len(h.stdout.lines) == 2
 
 
-# -- B32, B33: no head-of-line blocking; cancellation is forwarded at once --------------------
+# -- no head-of-line blocking; cancellation is forwarded at once ------------------------------
 
 
 async def test_b32_slow_call_does_not_delay_a_ping(run_bridge: RunBridge) -> None:
@@ -489,7 +489,7 @@ async def test_eof_lets_the_requests_in_flight_finish_and_deletes_the_session(ru
             while h.exit_status is None:
                 await anyio.sleep(0.01)
     assert h.exit_status == 0
-    deletes = [c.request for c in h.router.calls if c.request.method == "DELETE"]
+    deletes = h.requests("DELETE")
     assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
 
 
@@ -516,7 +516,7 @@ async def test_a_stop_after_eof_answers_open_requests_with_shutting_down_at_once
                 await anyio.sleep(0.01)
         assert anyio.current_time() - started < 2
     assert h.exit_status == 0
-    deletes = [c.request for c in h.router.calls if c.request.method == "DELETE"]
+    deletes = h.requests("DELETE")
     assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
 
 
@@ -633,7 +633,7 @@ async def test_session_id_that_is_not_visible_ascii_is_never_sent_back(run_bridg
 
 
 async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the_probe_id(run_bridge: RunBridge) -> None:
-    """SPEC-CHECKLIST item 74 / D5: the app's 400 (id null) reaches the client as the error
+    """2026-07-28's era probe (``server/discover``): the app's 400 (id null) reaches the client as the error
     for its probe, so a dual-era client falls back to initialize at once."""
     refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
 
@@ -653,7 +653,7 @@ async def test_modern_discover_probe_refused_by_a_legacy_app_comes_back_with_the
 
 
 async def test_redirects_are_never_followed_so_the_token_cannot_travel(run_bridge: RunBridge) -> None:
-    """SPEC-CHECKLIST item 57: a 307 to another host is an error, and nothing goes there."""
+    """No redirects (an ``Authorization`` header must not travel): a 307 to another host is an error, and nothing goes there."""
     visited: list[str] = []
 
     async def redirect(request: httpx.Request) -> httpx.Response:
@@ -763,7 +763,7 @@ async def test_a_ping_is_never_queued_behind_slow_calls_that_fill_every_slot(run
 
 
 async def test_a_huge_retry_hint_from_the_app_is_bounded_by_the_request_timeout(run_bridge: RunBridge) -> None:
-    """An hour-long `retry:` must not park a request past its bound (DESIGN.md §2.6)."""
+    """An hour-long `retry:` must not park a request past its bound (docs/behaviour.md, "Time bounds")."""
     resumed = anyio.Event()
 
     async def handle(request: httpx.Request) -> Any:

@@ -40,6 +40,9 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.posix_only("POSIX descriptors (pipes, socket pairs, ptys)"),
 ]
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip('POSIX descriptors (pipes, socket pairs, ptys)', allow_module_level=True)
 
 WAIT = 10.0
 """Upper bound, in seconds, on any wait (never a speed assertion)."""
@@ -274,6 +277,8 @@ async def test_eight_mib_of_input_arrives_intact_and_eof_follows(fds: Fds, kind:
 @pytest.mark.linux_only("F_GETPIPE_SZ")
 async def test_reads_grow_while_they_come_back_full_and_drop_back_when_short(fds: Fds) -> None:
     """A large message is taken in growing reads (never over 1 MiB); the next small one starts small again."""
+    if sys.platform != "linux":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("F_GETPIPE_SZ: Linux only")
     import fcntl
 
     read_fd, write_fd = fds.pipe(grow=True)
@@ -762,6 +767,8 @@ async def test_bridge_ends_on_its_own_when_the_client_closes_stdout(fds: Fds) ->
 @pytest.mark.linux_only("F_SETPIPE_SZ")
 def test_grow_pipe_grows_a_pipe_to_one_mib(fds: Fds) -> None:
     """The stdin/stdout pipes are grown to 1 MiB (where the system allows it)."""
+    if sys.platform != "linux":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("F_GETPIPE_SZ: Linux only")
     import fcntl
 
     max_size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
@@ -776,6 +783,8 @@ def test_grow_pipe_grows_a_pipe_to_one_mib(fds: Fds) -> None:
 @pytest.mark.linux_only("F_SETPIPE_SZ")
 def test_grow_pipe_leaves_anything_else_alone(fds: Fds) -> None:
     """A regular file, a socket or a closed descriptor: nothing happens and nothing is raised."""
+    if sys.platform != "linux":  # its marker skips it first; this tells mypy --platform
+        pytest.skip("F_GETPIPE_SZ: Linux only")
     import fcntl
 
     with tempfile.TemporaryFile() as file:

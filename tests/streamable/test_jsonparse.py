@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bridge.core.jsonrpc import loads_strict
 from bridge.streamable import jsonparse
-from bridge.streamable.jsonparse import FAST_PARSE_BYTES, expect, loads_strict_bytes
+from bridge.streamable.jsonparse import FAST_PARSE_BYTES, expect, loads_message_bytes, loads_strict_bytes
 
 
 def typed(value: Any) -> Any:
@@ -42,7 +42,7 @@ def every_size_fast() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(jsonparse, "FAST_PARSE_BYTES", 0)
         jsonparse.expect(str(FAST_PARSE_BYTES))
-        assert jsonparse._fast_decode is not None, "msgspec is a dependency: the fast path must be there to be tested"
+        assert jsonparse._fast_decode is not None
         yield
 
 
@@ -133,7 +133,97 @@ def test_a_large_reply_is_parsed_by_msgspec_and_its_refusals_by_json() -> None:
 @pytest.mark.parametrize("field", [None, "", "abc", "-5", "²" * 8, "9" * 5000, " 12 ", str(FAST_PARSE_BYTES - 1)])
 def test_a_content_length_that_is_not_a_large_number_imports_nothing(field: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonparse, "FAST_PARSE_BYTES", FAST_PARSE_BYTES)
-    monkeypatch.setattr(jsonparse, "_fast_tried", False)
     monkeypatch.setattr(jsonparse, "_fast_decode", None)
     expect(field)
-    assert not jsonparse._fast_tried
+
+
+# -- a top-level member named twice (never forwarded as it came) --------------------------------
+
+
+def names_twice(data: bytes) -> bool:
+    """The reference: whether the top-level object names a member twice (the outermost
+    object's hook runs last)."""
+    calls: list[list[tuple[str, Any]]] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        calls.append(pairs)
+        return dict(pairs)
+
+    value = json.loads(data.decode("utf-8"), object_pairs_hook=hook)
+    return isinstance(value, dict) and len({key for key, _ in calls[-1]}) != len(calls[-1])
+
+
+def message_outcome(data: bytes) -> Any:
+    try:
+        value, twice = loads_message_bytes(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return ("refused", type(exc).__name__)
+    return ("value", typed(value), twice)
+
+
+def rule_outcome(data: bytes) -> Any:
+    first = outcome(the_rule, data)
+    return first if first[0] == "refused" else (*first, names_twice(data))
+
+
+_KEYS = st.sampled_from(["id", "jsonrpc", "result", "a", "\u00e9"])
+_MEMBERS = st.lists(st.tuples(_KEYS, _VALUES), max_size=5)
+
+
+def object_bytes(members: list[tuple[str, Any]], spelling: list[bool], indent: int | None) -> bytes:
+    """An object with these members in this order, duplicates kept; a key spelt with
+    ``\\u`` escapes where ``spelling`` says."""
+    pad = "" if indent is None else "\n "
+    parts = []
+    for (key, value), escaped in zip(members, spelling + [False] * len(members)):
+        name = '"' + "".join(f"\\u{ord(c):04x}" for c in key) + '"' if escaped else json.dumps(key)
+        parts.append(f"{pad}{name}:{pad}" + serialize(value, False, indent).decode("utf-8", "surrogatepass"))
+    return ("{" + ",".join(parts) + pad + "}").encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["json", "msgspec"])
+@settings(max_examples=300, deadline=None)
+@given(members=_MEMBERS, spelling=st.lists(st.booleans(), max_size=5), indent=st.sampled_from([None, 1]))
+def test_a_member_named_twice_is_told_exactly_on_both_paths(
+    fast: bool, members: list[tuple[str, Any]], spelling: list[bool], indent: int | None
+) -> None:
+    raw = object_bytes(members, spelling, indent)
+    with pytest.MonkeyPatch.context() as patch:
+        if fast:
+            patch.setattr(jsonparse, "FAST_PARSE_BYTES", 0)
+            jsonparse.expect(str(FAST_PARSE_BYTES))
+        assert message_outcome(raw) == rule_outcome(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"id":987654,"jsonrpc":"2.0","result":{},"id":5}',
+        b'{"\\u0069d":987654,"jsonrpc":"2.0","result":{},"id":5}',
+        b'{"jsonrpc":"1.0","id":5,"result":{},"jsonrpc":"2.0"}',
+        b' {"id":5 , "id" : 5 } ',  # the same value twice is still twice
+        b'{"id":5,"result":{"id":1,"id":2}}',  # nested: not the top level
+        b'{"id":5,"result":"\\"id\\":6"}',
+        b'[{"id":1,"id":2}]',  # a batch: every item is re-encoded anyway
+        b'{"id":1,"id":2',
+        b'{"a":1}{"a":1}',
+    ],
+)
+@pytest.mark.parametrize("fast", [False, True], ids=["json", "msgspec"])
+def test_the_wire_examples(raw: bytes, fast: bool) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        if fast:
+            patch.setattr(jsonparse, "FAST_PARSE_BYTES", 0)
+            jsonparse.expect(str(FAST_PARSE_BYTES))
+        assert message_outcome(raw) == rule_outcome(raw)
+
+
+def test_a_large_reply_naming_a_member_twice_is_told_and_a_clean_one_reused() -> None:
+    """Over FAST_PARSE_BYTES (msgspec), as under it."""
+    text = json.dumps("x\n" * FAST_PARSE_BYTES)
+    clean = b'{"jsonrpc":"2.0","id":5,"result":{"t":' + text.encode() + b"}}"
+    assert loads_message_bytes(clean)[1] is False
+    for twice in (b'{"id":987654,' + clean[1:], clean[:-1] + b',"id":6}', clean.replace(b'"id":5', b'"\\u0069d":5,"id":5')):
+        value, told = loads_message_bytes(twice)
+        assert told is True and value == json.loads(twice)
+    assert jsonparse._fast_decode is None

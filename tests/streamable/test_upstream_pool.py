@@ -773,7 +773,7 @@ async def test_http_client_refuses_a_crlf_header_value_even_past_the_token_store
         request = Request(1, "ping", None, request_line(1, "ping")[:-1])
         emitted: list[bytes] = []
 
-        async def emit(line: bytes) -> None:
+        async def emit(line: bytes, message: object) -> None:
             emitted.append(line)
 
         try:

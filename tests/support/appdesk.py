@@ -22,7 +22,7 @@ START_TIMEOUT = 20.0
 def docs_block(starts_with: str) -> str:
     """The Python code block of the docs' "For Python apps" page that starts with ``starts_with``, exactly as printed."""
     text = (REPO_ROOT / "docs" / "python-apps.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    blocks: list[str] = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
     matching = [block for block in blocks if block.startswith(starts_with)]
     assert len(matching) == 1, f"docs/python-apps.md has {len(matching)} python blocks starting with {starts_with!r}"
     return matching[0]
@@ -66,7 +66,7 @@ class AppDesk:
                 proc.wait(10)
         for pid in self.pids:  # apps a bridge launched are not our children
             if process_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def greet_through(bridge: BridgeProcess, timeout: float = 10.0) -> str:

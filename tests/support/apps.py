@@ -157,7 +157,7 @@ def start_listening_app(
             f"(first stdout line: {line!r}, exit code {proc.returncode}); stderr:\n{stderr[-4000:]}"
         )
     url = line.split(" ", 1)[1]
-    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    port = 0 if url.startswith("http+unix://") else int(url.rsplit(":", 1)[1].split("/", 1)[0])  # a Unix socket: no port
     return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=args, _stdout=proc.stdout)
 
 
@@ -240,7 +240,7 @@ def stop_pids(pids: list[int], timeout: float = STOP_TIMEOUT) -> list[int]:
 
 def pids_mentioning(text: str) -> list[int]:
     """Processes of this user whose command line contains `text` (Linux; else none)."""
-    found = []
+    found: list[int] = []
     if not sys.platform.startswith("linux"):
         return found
     for entry in Path("/proc").iterdir():

@@ -39,7 +39,7 @@ NEVER_LISTENS_TIMEOUT = 3.0
 
 
 
-# -- what every test leaves for the final grep (HAZARDS B27) ---------------------------------
+# -- what every test leaves for the final grep for tokens -------------------------------------
 
 
 @dataclass
@@ -126,7 +126,12 @@ class Desk:
         if document.get("token"):
             return str(document["token"])
         auth_url = document["url"].rsplit("/", 1)[0] + "/auth/token"
-        with httpx.Client(trust_env=False, timeout=5) as client:
+        transport = None
+        if document["url"].startswith("http+unix://"):  # the app on its Unix socket
+            from bridge.core.unixurl import split_unix_url
+
+            transport, auth_url = httpx.HTTPTransport(uds=split_unix_url(document["url"])[0]), "http://localhost/auth/token"
+        with httpx.Client(transport=transport, trust_env=False, timeout=5) as client:
             response = client.post(auth_url, json={"secret": self.secret})
         assert response.status_code == 200, response.status_code
         return str(response.json()["token"])
@@ -195,7 +200,13 @@ def app_info(bridge: BridgeProcess, request_id: int, timeout: float = processes.
 def rejected_by(url: str, token: str) -> int:
     """The HTTP status `url` answers an initialize carrying `token` with."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    with httpx.Client(trust_env=False, timeout=5) as client:
+    transport = None
+    if url.startswith("http+unix://"):  # the app on its Unix socket
+        from bridge.core.unixurl import split_unix_url
+
+        socket_path, target = split_unix_url(url)
+        transport, url = httpx.HTTPTransport(uds=socket_path), "http://localhost" + target
+    with httpx.Client(transport=transport, trust_env=False, timeout=5) as client:
         return client.post(url, json=initialize(), headers=headers).status_code
 
 

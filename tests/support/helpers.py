@@ -51,7 +51,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def echo_ok(request: httpx.Request) -> httpx.Response:
-    """The "echo-ok upstream" of HAZARDS.md: result {} for requests, 202 for the rest."""
+    """An "echo-ok" app: result {} for requests, 202 for the rest."""
     if request.method != "POST":
         return httpx.Response(405)
     message = json.loads(request.content)
@@ -137,9 +137,13 @@ class Harness:
         self.bridge = bridge
         self.exit_status: int | None = None
 
+    def requests(self, method: str | None = None) -> list[httpx.Request]:
+        """The requests the app saw, in order; only ``method``'s when given."""
+        assert self.router is not None, "requests() needs a handler: read a scripted server's requests instead"
+        return [call.request for call in self.router.calls if method is None or call.request.method == method]
+
     def posts(self) -> list[httpx.Request]:
-        assert self.router is not None, "posts() needs a handler: read a scripted server's requests instead"
-        return [call.request for call in self.router.calls if call.request.method == "POST"]
+        return self.requests("POST")
 
     def posted_bodies(self) -> list[Any]:
         return [json.loads(request.content) for request in self.posts()]

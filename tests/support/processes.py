@@ -23,7 +23,7 @@ REPLY_TIMEOUT = 10.0
 BIG_TIMEOUT = 30.0
 """Seconds for the multi-MiB exchanges."""
 EOF_EXIT_BOUND = 2.0
-"""DESIGN.md §2.11: after stdin EOF the bridge exits within 2 s."""
+"""After stdin EOF the bridge exits within 2 s (docs/behaviour.md, "Shutdown")."""
 EXIT_TIMEOUT = 5.0
 """Seconds a bridge gets to exit on its own at the end of a test before it is killed."""
 
@@ -52,7 +52,7 @@ def free_port() -> int:
 
 def cut_down_env() -> dict[str, str]:
     """The environment an SDK client gives a stdio server without an ``env`` setting
-    (SPEC-CHECKLIST item 15): on POSIX only HOME, PATH and LOGNAME/USER when present. The
+    (MCP basic/transports "stdio"; the SDKs' default environment): on POSIX only HOME, PATH and LOGNAME/USER when present. The
     venv's Python needs nothing else (pyvenv.cfg locates the base install); on Windows
     Python needs SYSTEMROOT for sockets, so the SDK's Windows list is used there."""
     if sys.platform == "win32":
@@ -124,7 +124,7 @@ def result_text(reply: dict[str, Any]) -> str:
 
 
 def bridge_error_reason(reply: dict[str, Any]) -> str:
-    """``data.reason`` of an error made by the bridge (DESIGN.md §3); fails for anything else."""
+    """``data.reason`` of an error made by the bridge (docs/behaviour.md, "Errors"); fails for anything else."""
     assert "error" in reply, f"expected an error made by the bridge, got {str(reply)[:500]}"
     error = reply["error"]
     assert error.get("code") == -32603, error
@@ -136,7 +136,7 @@ def bridge_error_reason(reply: dict[str, Any]) -> str:
 
 def assert_stdout_is_pure_jsonrpc(lines: Sequence[bytes]) -> None:
     """Every stdout line is one UTF-8 JSON-RPC 2.0 message (or a batch array of them),
-    terminated by a single ``\\n`` (HAZARDS B09, DESIGN.md §2.2)."""
+    terminated by a single ``\\n`` (docs/behaviour.md, "stdout")."""
     for number, line in enumerate(lines, 1):
         shown = line[:300]
         assert line.endswith(b"\n"), f"stdout line {number} is not terminated by a newline: {shown!r}"

@@ -17,7 +17,7 @@ import pytest
 from bridge.system.cancelscope import CancelScope, current_time, fail_after, move_on_after
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro):
     return asyncio.run(coro)
 
 

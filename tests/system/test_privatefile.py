@@ -24,6 +24,9 @@ from bridge.system.logsink import open_log_file
 from bridge.system.privatefile import UnsafeFileError, read_private_file, write_private_file
 
 pytestmark = pytest.mark.posix_only("POSIX ownership and modes")
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip("POSIX ownership and modes", allow_module_level=True)
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to give a file to another uid")
 OTHER_UID = 54_321
 SECRET = "tok-PLACEHOLDER-0123456789"

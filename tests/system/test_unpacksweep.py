@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from bridge.system import unpacksweep
 from bridge.system.unpacksweep import LOCK_NAME, bootloader_pid, hold_own_folder, sweep_dead_folders
 
 pytestmark = pytest.mark.posix_only("flock and POSIX permissions")
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip('flock and POSIX permissions', allow_module_level=True)
 
 
 def dead_pid() -> int:
@@ -177,3 +181,101 @@ def test_a_link_put_in_place_of_a_checked_folder_is_never_followed(tmp_path: Pat
     assert not unpacksweep._remove(str(dead), checked)
     assert (victim / "precious").read_text() == "keep"
     assert dead.is_symlink()
+
+
+
+def _sweep_in_thread(own: Path) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(sweep_dead_folders(str(own)))
+        except BaseException as exc:  # noqa: BLE001 (the test reports it)
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(30)
+    return worker, outcome
+
+
+def _unblock(fifo: Path, worker: threading.Thread) -> None:
+    """Let an open stuck on ``fifo`` return (so the test run can end)."""
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+
+
+def test_a_fifo_in_place_of_the_lock_file_does_not_stall_the_sweep(tmp: Path, own: Path) -> None:
+    """A plain open of a FIFO waits for a writer for ever: the sweep stopped there."""
+    trap = unpack_folder(tmp, dead_pid(), "Fifo01")
+    os.mkfifo(trap / LOCK_NAME, 0o600)
+    dead = unpack_folder(tmp, dead_pid(), "Dead02")
+    (dead / LOCK_NAME).touch()
+    worker, outcome = _sweep_in_thread(own)
+    try:
+        assert not worker.is_alive(), "the sweep is stuck opening the FIFO"
+        assert outcome == [[dead.name]]
+        assert trap.exists()  # a lock file that is not a regular file: not a folder of ours
+    finally:
+        _unblock(trap / LOCK_NAME, worker)
+
+
+def deep_folder(top: Path, depth: int) -> Path:
+    """``top`` with ``depth`` folders nested in it (``top/d/d/…``), made relative to each
+    other so that no path passes PATH_MAX."""
+    descriptor = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", 0o700, dir_fd=descriptor)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = inner
+    finally:
+        os.close(descriptor)
+    return top
+
+
+@pytest.mark.parametrize("with_lock", [True, False], ids=["dead-run", "no-lock"])
+def test_a_folder_nested_1200_deep_does_not_break_the_sweep(tmp: Path, own: Path, with_lock: bool) -> None:
+    """Recursion into 1,200 levels raised RecursionError out of the sweep ("never raises"),
+    and the folders after it were not swept."""
+    deep = deep_folder(unpack_folder(tmp, dead_pid(), "Deep01"), 1200)
+    if with_lock:
+        (deep / LOCK_NAME).touch()
+    age(deep, 3600)
+    dead = unpack_folder(tmp, dead_pid(), "Dead03")
+    (dead / LOCK_NAME).touch()
+    worker, outcome = _sweep_in_thread(own)
+    assert not worker.is_alive()
+    assert outcome == [[dead.name]]
+    assert deep.exists()  # deeper than the sweep looks: kept (best effort), never followed down
+    if not with_lock:
+        assert (deep / "libpython.so").exists()  # not taken for a folder of this bundle
+
+
+def test_the_switch_interval_is_restored_when_the_sweep_ends_however_it_ends(
+    tmp: Path, own: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = sys.getswitchinterval()
+    trap = unpack_folder(tmp, dead_pid(), "Fifo02")
+    os.mkfifo(trap / LOCK_NAME, 0o600)
+    deep_folder(unpack_folder(tmp, dead_pid(), "Deep02"), 1200)
+    thread = unpacksweep.start_sweep(str(own))
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the sweep is stuck"
+        assert sys.getswitchinterval() == before
+    finally:
+        _unblock(trap / LOCK_NAME, thread)
+        sys.setswitchinterval(before)
+
+    def fail(*args: object, **kwargs: object) -> list[str]:
+        raise MemoryError
+
+    monkeypatch.setattr(unpacksweep, "sweep_dead_folders", fail)
+    errors: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    unpacksweep.start_sweep(str(own)).join(30)
+    assert sys.getswitchinterval() == before
+    assert errors == []  # no traceback at start-up

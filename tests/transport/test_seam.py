@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -153,7 +154,7 @@ def test_only_the_httpx_adapter_imports_httpx_outside_type_checking() -> None:
 
 
 def test_the_factory_picks_the_transport_once_by_scheme() -> None:
-    limits = {"max_connections": 4, "connect_timeout_seconds": 1.0, "pool_timeout_seconds": 1.0}
+    limits: dict[str, Any] = {"max_connections": 4, "connect_timeout_seconds": 1.0, "pool_timeout_seconds": 1.0}
     assert isinstance(make_transport("http://127.0.0.1:1/mcp", **limits), Http11Pool)
     assert isinstance(make_transport("https://127.0.0.1:1/mcp", **limits), HttpxTransport)
     mock = httpx.MockTransport(lambda request: httpx.Response(200))

@@ -1,0 +1,154 @@
+"""The server half's Unix domain socket: a private place, a safe bind, a safe clean-up.
+
+Where (:func:`socket_path_for`): beside the discovery file, as ``mcp-endpoint.sock`` in
+its folder (made 0700 and checked like the discovery file itself), when that path fits
+the OS's limit (``sun_path``: 107 bytes on Linux, 103 on macOS); otherwise, or without a
+discovery file, in a folder of this user's own in the temporary folder,
+``$TMPDIR/mcp-app-bridge-<uid>/`` (created 0700; refused unless it is a real folder, not a
+link, owned by this user and closed to others), named after a hash of the discovery
+file's path.
+
+How (:func:`bind_private_socket`): ``bind``, then ``chmod 0600`` (the folder is private,
+so nobody else can reach the socket in between), then ``listen``. A file already at that
+path is replaced only when it is a stale socket of this user: ``lstat`` says it is a
+socket (not a link, which is never followed) owned by this user, and connecting to it is
+refused (nobody listens: a run that died). A live socket is left alone (another server
+serves there: ``OSError`` ``EADDRINUSE``); anything else is :class:`UnsafeFileError`.
+
+Why not uvicorn's own ``uds`` option: it makes the socket file mode 0666 (uvicorn 0.30
+to 0.35, ``Server.startup``), and removes whatever is at the path first. The socket is
+bound here and handed to uvicorn as a ready socket (``sockets=[…]``), which it serves as
+it serves its ``uds`` one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import socket
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from ..core.unixurl import MAX_SOCKET_PATH_BYTES
+from ..system.privatefile import UnsafeFileError, check_folders, make_private_folders
+
+__all__ = ["SOCKET_FILE_NAME", "unix_sockets_supported", "socket_path_for", "bind_private_socket", "remove_socket_file"]
+
+log = logging.getLogger("bridge.appserver")
+
+SOCKET_FILE_NAME = "mcp-endpoint.sock"
+
+
+def unix_sockets_supported() -> bool:
+    """Whether this OS serves HTTP on a Unix domain socket here: Linux, macOS and the
+    BSDs (Windows has ``AF_UNIX`` since 2018, but the bridge checks its peer only on these)."""
+    return hasattr(socket, "AF_UNIX") and os.name == "posix" and sys.platform != "cygwin"
+
+
+def socket_path_for(discovery_file: Path | None, *, temp_root: str | None = None) -> Path:
+    """The socket's path for an app publishing through ``discovery_file`` (see the module).
+
+    Raises:
+        UnsafeFileError: the folder is not this user's private folder.
+        OSError: it could not be created.
+    """
+    if discovery_file is not None:
+        beside = discovery_file.with_name(SOCKET_FILE_NAME)
+        if len(os.fsencode(str(beside))) <= MAX_SOCKET_PATH_BYTES:
+            make_private_folders(beside.parent)
+            check_folders(beside)
+            _check_private_folder(beside.parent, strict=False)
+            return beside
+    uid = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    folder = Path(temp_root or tempfile.gettempdir()) / f"mcp-app-bridge-{uid}"
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+    _check_private_folder(folder, strict=True)
+    check_folders(folder / "x")
+    key = str(discovery_file.resolve()) if discovery_file is not None else f"pid-{os.getpid()}"
+    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".sock"
+    return folder / name
+
+
+def _check_private_folder(folder: Path, *, strict: bool) -> None:
+    """``folder`` is a real folder (not a link), this user's, closed to group and others
+    (``strict``: no access at all; else: nobody else may write)."""
+    status = os.lstat(folder)
+    me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    mask = 0o077 if strict else 0o022
+    if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
+        raise UnsafeFileError(f"the socket folder {folder} is a symbolic link or not a folder; remove it")
+    if status.st_uid != me:
+        raise UnsafeFileError(f"the socket folder {folder} belongs to uid {status.st_uid}, not to this user (uid {me})")
+    if status.st_mode & mask:
+        raise UnsafeFileError(f"the socket folder {folder} has mode {stat.S_IMODE(status.st_mode):04o}; run: chmod 700 {folder}")
+
+
+def bind_private_socket(path: Path, *, backlog: int = 128) -> tuple[socket.socket, int]:
+    """A listening ``AF_UNIX`` socket at ``path`` (mode 0600), replacing a stale one of
+    this user's (see the module).
+
+    Returns:
+        the socket (not inheritable) and the inode of its file (for :func:`remove_socket_file`).
+
+    Raises:
+        UnsafeFileError: ``path``'s folder is a link, another user's or open to others'
+            writes; or something else is at ``path`` (a link, a file, another user's socket).
+        OSError: ``EADDRINUSE`` when a live server accepts connections there; a bind failure.
+    """
+    _check_private_folder(path.parent, strict=False)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    try:
+        try:
+            sock.bind(str(path))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            _remove_stale(path)
+            sock.bind(str(path))
+        os.chmod(path, 0o600)  # the folder is private: nobody could reach it before this
+        inode = os.lstat(path).st_ino
+        sock.listen(backlog)
+        sock.set_inheritable(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, inode
+
+
+def _remove_stale(path: Path) -> None:
+    status = os.lstat(path)
+    me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    if stat.S_ISLNK(status.st_mode):
+        raise UnsafeFileError(f"{path} is a symbolic link, not a socket of this app; it was left alone, remove it")
+    if not stat.S_ISSOCK(status.st_mode):
+        raise UnsafeFileError(f"{path} is not a socket; it was left alone, remove it")
+    if status.st_uid != me:
+        raise UnsafeFileError(f"the socket {path} belongs to uid {status.st_uid}; it was left alone")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        log.info("replacing the stale socket %s (nothing listens on it)", path)
+        os.unlink(path)
+        return
+    except OSError as exc:
+        raise OSError(errno.EADDRINUSE, f"the socket {path} could not be probed ({exc.strerror or exc}); it was left alone") from None
+    finally:
+        probe.close()
+    raise OSError(errno.EADDRINUSE, f"another server accepts connections on {path}; stop it first")
+
+
+def remove_socket_file(path: Path, inode: int) -> None:
+    """Remove the socket file if it is still the one this server bound (same inode, a
+    socket): a later server's socket at the same path is left alone. Never raises."""
+    with contextlib.suppress(OSError):
+        status = os.lstat(path)
+        if status.st_ino == inode and stat.S_ISSOCK(status.st_mode):
+            os.unlink(path)

@@ -1,0 +1,250 @@
+"""The whole path over a Unix domain socket, with real processes (Linux): the example app
+serving on its socket, a bridge finding it through the discovery file, SSE progress, a
+restart and the session rebuilt, a launch; and the hostile cases: another user's socket,
+a planted symbolic link, a process of this user that is not the named pid, a stale socket.
+
+The hostile cases check the bytes that reached the impostor: none (no ``Authorization``,
+no token, no request). Another user needs a second uid: a root test run makes one (no
+account needed, as tests/process/test_security.py does); other runs skip those cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import processes
+from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, AppServer, start_listening_app
+from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
+from support.processes import INITIALIZED, bridge_error_reason, initialize
+
+from bridge.core.unixurl import split_unix_url
+
+
+# mypy --platform reads this too: the rest of the module is POSIX code.
+if sys.platform == "win32":
+    pytest.skip("Unix sockets", allow_module_level=True)
+
+pytestmark = [pytest.mark.process, pytest.mark.linux_only("the Unix-socket path is tested on Linux here")]
+as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the impostor as a second uid")
+OTHER_UID = 54_321
+
+_IMPOSTOR = textwrap.dedent(
+    """
+    import json, socket, sys
+    s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()
+    print("LISTENING", flush=True)
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "serverInfo": {"name": "impostor", "version": "6.6.6"}}}).encode()
+    while True:
+        c, _ = s.accept()
+        c.settimeout(2)
+        data = b""
+        try:
+            while b"\\r\\n\\r\\n" not in data:
+                more = c.recv(65536)
+                if not more:
+                    break
+                data += more
+            if data:
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nConnection: close\\r\\n"
+                          b"Content-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
+        except OSError:
+            pass
+        print("CONNECTION " + data.hex(), flush=True)
+        c.close()
+    """
+)
+
+
+class Impostor:
+    """A plain server on a Unix socket that answers like the app and records every request."""
+
+    def __init__(self, path: Path, *, uid: int | None = None) -> None:
+        python = "/usr/bin/python3" if uid is not None else sys.executable
+        options = {"user": uid, "group": uid} if uid is not None else {}
+        self.proc = subprocess.Popen(
+            [python, "-c", _IMPOSTOR, str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload,unused-ignore]
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline() == b"LISTENING\n", "the impostor could not bind"
+
+    def stop(self) -> list[bytes]:
+        self.proc.kill()
+        out, _ = self.proc.communicate(timeout=10)
+        return [bytes.fromhex(line.split(" ", 1)[1]) for line in out.decode().splitlines() if line.startswith("CONNECTION")]
+
+
+def unix_app_args(here: Desk) -> list[str]:
+    return [str(APP_SERVER_SCRIPT), "--link", "unix", *here.app_args()]
+
+
+def start_unix_app(here: Desk) -> AppServer:
+    app = start_listening_app(
+        [sys.executable, *unix_app_args(here)], log_path=here.root / f"app-{len(here.launches())}.log",
+        scheme="http+unix", what="the example app on its Unix socket",
+    )
+    here.note_token()
+    return app
+
+
+@pytest.fixture
+def running(desk: Desk) -> Iterator[tuple[Desk, AppServer, Path]]:  # noqa: F811 (the imported fixture)
+    """The app on its Unix socket: the desk, the app, the socket's path."""
+    app = start_unix_app(desk)
+    try:
+        yield desk, app, Path(split_unix_url(app.url)[0])
+    finally:
+        app.stop()
+
+
+def assert_got_nothing(received: list[bytes], *secrets: str) -> None:
+    everything = b"".join(received)
+    assert b"authorization" not in everything.lower(), everything[:300]
+    for secret in secrets:
+        assert secret.encode() not in everything
+    assert everything == b"", f"request bytes reached the impostor: {everything[:300]!r}"
+
+
+def test_sse_the_get_stream_a_restart_and_the_session_rebuilt_over_the_socket(running: tuple[Desk, AppServer, Path]) -> None:
+    here, app, socket_path = running
+    assert json.loads(here.discovery.read_text())["url"].startswith("http+unix://%2F")
+    assert socket_path.parent == here.discovery.parent and oct(socket_path.stat().st_mode & 0o777) == "0o600"
+    with here.bridge("--discovery-file", str(here.discovery), "--log-level", "info") as bridge:
+        processes.handshake(bridge)
+        bridge.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "progress", "arguments": {"steps": 3, "delay_seconds": 0.05}, "_meta": {"progressToken": "p"}}})
+        reply = bridge.read_reply(1)
+        assert "completed 3 steps" in json.dumps(reply), reply
+        progress = [m for m in bridge.messages if isinstance(m, dict) and m.get("method") == "notifications/progress"]
+        assert [m["params"]["progress"] for m in progress] == [1, 2, 3], "SSE progress over the socket"
+        assert app_info(bridge, 2)["pid"] == app.proc.pid
+        check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
+                               env=here.env, capture_output=True, timeout=60, cwd=REPO_ROOT)
+        report = check.stdout.decode()
+        assert check.returncode == 0 and f"✓ listener    Unix socket {socket_path}" in report and f"pid {app.proc.pid}" in report, report
+        app.stop()
+        assert not socket_path.exists(), "the app removes its socket file on the way out"
+        again = start_unix_app(here)
+        try:
+            assert Path(split_unix_url(again.url)[0]) == socket_path, "the same place after a restart"
+            assert app_info(bridge, 3, LAUNCH_REPLY_TIMEOUT)["pid"] == again.proc.pid, bridge.stderr_tail()
+            assert "session" in bridge.stderr_tail().lower()
+        finally:
+            again.stop()
+
+
+def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: Desk) -> None:  # noqa: F811
+    first = start_unix_app(desk)
+    socket_path = Path(split_unix_url(first.url)[0])
+    first.kill()  # a crash: the socket file and the discovery file stay behind
+    assert socket_path.exists() and desk.discovery.exists()
+    with desk.bridge("--discovery-file", str(desk.discovery)) as bridge:
+        bridge.send(initialize(0))
+        reply = bridge.read_reply(0)
+        assert bridge_error_reason(reply) == "app_unreachable" and "not running" in reply["error"]["message"], reply
+    command = shlex.join([sys.executable, *unix_app_args(desk)])
+    args = ["--discovery-file", str(desk.discovery), "--launch", command, "--launch-timeout", str(LAUNCH_TIMEOUT),
+            "--launch-log", str(desk.launch_log)]
+    try:
+        with desk.bridge(*args) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+            assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
+        assert json.loads(desk.discovery.read_text())["url"] == first.url, "the stale socket was replaced at its place"
+        assert "replacing the stale socket" in desk.launch_log.read_text()
+    finally:
+        launched = desk.launches()[-1]
+        os.kill(launched, 15)
+
+
+def _squat(socket_path: Path, *, uid: int | None) -> Impostor:
+    """An impostor takes the app's socket path (the app is gone; its discovery file stays)."""
+    if uid is None:
+        socket_path.unlink(missing_ok=True)
+        return Impostor(socket_path)
+    own = Path(tempfile.mkdtemp(prefix="impostor-"))
+    os.chown(own, uid, uid)
+    impostor = Impostor(own / "s.sock", uid=uid)
+    socket_path.unlink(missing_ok=True)
+    os.rename(own / "s.sock", socket_path)  # the listening socket follows its file
+    own.rmdir()
+    return impostor
+
+
+def test_a_process_of_this_user_that_is_not_the_named_pid_gets_nothing(running: tuple[Desk, AppServer, Path]) -> None:
+    here, app, socket_path = running
+    token = here.note_token()
+    impostor = _squat(socket_path, uid=None)  # the app still runs: its pid and start time are live
+    try:
+        with here.bridge("--discovery-file", str(here.discovery)) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "listener_unverified", reply
+            message = reply["error"]["message"]
+            assert f"served by pid {impostor.proc.pid}, not by pid {app.proc.pid}" in message, message
+    finally:
+        received = impostor.stop()
+    assert_got_nothing(received, token, here.secret)
+
+
+@as_root
+@pytest.mark.parametrize("owner", ["file", "peer"])
+def test_another_users_socket_gets_nothing(running: tuple[Desk, AppServer, Path], owner: str) -> None:
+    """``file``: the socket file is the other user's (refused before connecting); ``peer``:
+    the file was made ours, the process serving it is not (refused by SO_PEERCRED)."""
+    here, _app, socket_path = running
+    token = here.note_token()
+    impostor = _squat(socket_path, uid=OTHER_UID)
+    if owner == "peer":
+        os.lchown(socket_path, os.geteuid(), os.getegid())
+    try:
+        with here.bridge("--discovery-file", str(here.discovery)) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "listener_unverified", reply
+            message = reply["error"]["message"]
+            expected = f"belongs to uid {OTHER_UID}" if owner == "file" else f"uid {OTHER_UID}) belongs to another user"
+            assert expected in message, message
+        check = subprocess.run([*processes.bridge_command(), "check", "--discovery-file", str(here.discovery)],
+                               env=here.env, capture_output=True, timeout=60, cwd=REPO_ROOT)
+        report = check.stdout.decode()
+        # the same verdict as the bridge's, on the listener step, naming the other user
+        assert check.returncode == 1 and "✗ listener    " in report and "Unix socket" in report and str(OTHER_UID) in report, report
+    finally:
+        received = impostor.stop()
+    assert_got_nothing(received, token, here.secret)
+
+
+@pytest.mark.parametrize("uid", [None, pytest.param(OTHER_UID, marks=as_root)])
+def test_a_planted_symbolic_link_gets_nothing(running: tuple[Desk, AppServer, Path], tmp_path: Path, uid: int | None) -> None:
+    here, _app, socket_path = running
+    token = here.note_token()
+    elsewhere = Path(tempfile.mkdtemp(prefix="planted-"))
+    if uid is not None:
+        os.chown(elsewhere, uid, uid)
+    impostor = Impostor(elsewhere / "s.sock", uid=uid)
+    socket_path.unlink()
+    socket_path.symlink_to(elsewhere / "s.sock")
+    try:
+        with here.bridge("--url", json.loads(here.discovery.read_text())["url"], "--token-env", "APP_TOKEN",
+                         env=dict(here.env, APP_TOKEN=token)) as bridge:
+            bridge.send(initialize(0))
+            reply = bridge.read_reply(0)
+            assert bridge_error_reason(reply) == "listener_unverified", reply
+            assert "symbolic link" in reply["error"]["message"], reply
+    finally:
+        received = impostor.stop()
+        socket_path.unlink()
+    assert received == [], "the bridge connected through the link"
+    assert_got_nothing(received, token, here.secret)
