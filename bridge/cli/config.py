@@ -7,6 +7,7 @@ serving never imports the config face; tomlkit loads only for Codex's file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -97,10 +98,12 @@ def _entry(
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
     from ..clients.catalog import (
+        DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
         startup_timeout_for,
+        tool_timeout_for,
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
     from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
@@ -115,6 +118,9 @@ def _entry(
         command = bridge_command()
         if startup_timeout is None and options["launch"] is not None:
             startup_timeout = startup_timeout_for(options["launch_timeout_seconds"])
+        tool_timeout = tool_timeout_for(
+            options["request_timeout_seconds"], options["launch_timeout_seconds"] if options["launch"] is not None else None
+        )
     else:
         try:
             path, warnings = resolve_command(command_path)
@@ -126,17 +132,20 @@ def _entry(
             _warn(warning)
         if startup_timeout is None:  # an app's own entry may launch the app (its default bound)
             startup_timeout = startup_timeout_for(DEFAULT_LAUNCH_TIMEOUT_SECONDS)
+        tool_timeout = tool_timeout_for(DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_LAUNCH_TIMEOUT_SECONDS)
     argv = isolate_python([*command, *args])
     variables = _token_variables(args)
     if link:
         placeholders = {variable: f"<the value of {variable}>" for variable in variables}
         return ServerEntry(command=argv[0], args=tuple(argv[1:]), env=placeholders)
-    entry, remarks = client_entry(client, argv, token_variables=variables, startup_timeout_seconds=startup_timeout)
+    entry, remarks = client_entry(
+        client, argv, token_variables=variables, startup_timeout_seconds=startup_timeout, tool_timeout_seconds=tool_timeout
+    )
     for remark in remarks:
         _warn(remark)
     if not reveal:
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
-        entry = ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
+        entry = dataclasses.replace(entry, env=env)
     return entry
 
 

@@ -40,7 +40,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ __all__ = [
     "app_entry",
     "state_environment",
     "startup_timeout_for",
+    "tool_timeout_for",
     "STARTUP_MARGIN_SECONDS",
     "config_path",
     "entry_object",
@@ -244,6 +245,10 @@ class ClientRun:
             per-server key (Claude Code: ``MCP_TIMEOUT``, default 30 s).
         startup_budget_hint: how to raise that budget; ``{milliseconds}`` is filled in.
         startup_budget_max_seconds: the most the budget can be raised to.
+        tool_timeout_key: the entry's key for how long the client waits for a tool call's
+            reply, if the client has one (Codex ``tool_timeout_sec``); written sized to
+            the bridge's own bound (:func:`tool_timeout_for`), so that the bridge's
+            ``timeout`` reply comes first.
     """
 
     env_passing: str = "literal"
@@ -253,6 +258,7 @@ class ClientRun:
     startup_budget_seconds: float | None = None
     startup_budget_hint: str | None = None
     startup_budget_max_seconds: float | None = None
+    tool_timeout_key: str | None = None
 
 
 # Claude Code passes its whole environment to a stdio server, and `claude mcp get` prints
@@ -276,7 +282,8 @@ CLIENT_RUNS: dict[str, ClientRun] = {
     # LC_ALL TERM TMPDIR TZ), then the names in `env_vars`, then the literal `env`.
     # `startup_timeout_sec` bounds start-up, initialize and tools/list (unset: 30 s, as
     # measured with 0.169.0; its docs say 10 s); tool calls have their own `tool_timeout_sec`.
-    "codex": ClientRun(env_passing="env_vars", startup_timeout_key="startup_timeout_sec"),
+    # `tool_timeout_sec` bounds each tool call (unset: 60 s, its docs; openai/codex #3959).
+    "codex": ClientRun(env_passing="env_vars", startup_timeout_key="startup_timeout_sec", tool_timeout_key="tool_timeout_sec"),
     # Its stdio servers get its environment without the names matching TOKEN, SECRET, KEY,
     # AUTH, PASSWORD, CREDENTIAL… (only PATH, HOME, LANG, SHELL, TMPDIR, USER, LOGNAME… under
     # GitHub Actions); the entry's `env` is added afterwards, each value with $VAR and ${VAR}
@@ -315,7 +322,7 @@ def _with_passed_env(client: str, entry: ServerEntry) -> ServerEntry:
     if client_run(client).env_passing != "expand" or not entry.passed_env:
         return entry
     env = {**entry.env, **{variable: "$" + variable for variable in entry.passed_env}}
-    return ServerEntry(entry.command, entry.args, env, entry.passed_env, entry.startup_timeout_seconds)
+    return replace(entry, env=env)
 
 
 def _run_members(client: str, entry: ServerEntry) -> dict[str, Any]:
@@ -325,9 +332,16 @@ def _run_members(client: str, entry: ServerEntry) -> dict[str, Any]:
     members: dict[str, Any] = {}
     if run.env_passing == "env_vars" and entry.passed_env:
         members["env_vars"] = list(entry.passed_env)
-    if run.startup_timeout_key and entry.startup_timeout_seconds is not None:
-        seconds = max(entry.startup_timeout_seconds, run.startup_timeout_floor_seconds)
+    startup = entry.startup_timeout_seconds
+    tool = entry.tool_timeout_seconds
+    if run.startup_timeout_floor_seconds and tool is not None and tool > run.startup_timeout_floor_seconds:
+        # the key bounds every request (Gemini CLI): a tool call gets the bridge's bound too
+        startup = max(startup or 0.0, tool)
+    if run.startup_timeout_key and startup is not None:
+        seconds = max(startup, run.startup_timeout_floor_seconds)
         members[run.startup_timeout_key] = math.ceil(seconds * run.startup_timeout_scale)
+    if run.tool_timeout_key and entry.tool_timeout_seconds is not None:
+        members[run.tool_timeout_key] = math.ceil(entry.tool_timeout_seconds)
     return members
 
 
@@ -351,6 +365,8 @@ class ServerEntry:
             client (:attr:`ClientRun.env_passing`).
         startup_timeout_seconds: how long the client should wait for the server to start
             and answer ``initialize``; written where the client has a per-server key for it.
+        tool_timeout_seconds: how long the client should wait for a tool call's reply;
+            written where the client has a per-server key for it (``ClientRun.tool_timeout_key``).
     """
 
     command: str
@@ -358,6 +374,7 @@ class ServerEntry:
     env: Mapping[str, str] = field(default_factory=dict)
     passed_env: tuple[str, ...] = ()
     startup_timeout_seconds: float | None = None
+    tool_timeout_seconds: float | None = None
 
 
 def config_path(
@@ -526,12 +543,23 @@ STARTUP_MARGIN_SECONDS = 15.0
 #: How long the bridge gives a launched app by default (``--launch-timeout``, and
 #: ``BridgeConfig.launch_timeout_seconds``), in seconds.
 from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS  # noqa: E402  (one default, kept beside BridgeConfig's)
+#: The bridge's default bound on each reply (``--request-timeout``), in seconds.
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 300.0
 
 
 def startup_timeout_for(launch_timeout_seconds: float) -> float:
     """A client's start-up budget, in whole seconds, for a bridge that may launch the app
     within ``launch_timeout_seconds``: that plus :data:`STARTUP_MARGIN_SECONDS`."""
     return float(math.ceil(launch_timeout_seconds + STARTUP_MARGIN_SECONDS))
+
+
+def tool_timeout_for(request_timeout_seconds: float, launch_timeout_seconds: float | None = None) -> float:
+    """A client's tool-call budget, in whole seconds, for a bridge that answers every
+    request within ``request_timeout_seconds`` (``--request-timeout``), after launching the
+    app within ``launch_timeout_seconds`` when it may: their sum plus
+    :data:`STARTUP_MARGIN_SECONDS`, so the bridge's own ``timeout`` reply, which names the
+    cause, comes before the client gives up."""
+    return float(math.ceil(request_timeout_seconds + (launch_timeout_seconds or 0.0) + STARTUP_MARGIN_SECONDS))
 
 
 def state_environment(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> dict[str, str]:
@@ -561,6 +589,7 @@ def client_entry(
     environ: Mapping[str, str] | None = None,
     platform: str = sys.platform,
     startup_timeout_seconds: float | None = None,
+    tool_timeout_seconds: float | None = None,
 ) -> tuple[ServerEntry, list[str]]:
     """The entry ``config install`` writes for ``argv`` in ``client``, and remarks to show.
 
@@ -572,6 +601,7 @@ def client_entry(
       otherwise (the desktop apps, which are not started from the user's shell).
     - ``startup_timeout_seconds`` is kept for the client's per-server key; a client with a
       fixed, shorter budget gets a remark saying how to raise it.
+    - ``tool_timeout_seconds`` is kept for the client's tool-call key (Codex).
 
     Raises:
         ClientConfigError: an unknown client.
@@ -615,6 +645,7 @@ def client_entry(
         env=env,
         passed_env=tuple(passed),
         startup_timeout_seconds=startup_timeout_seconds,
+        tool_timeout_seconds=tool_timeout_seconds,
     )
     return entry, remarks
 
@@ -637,4 +668,5 @@ def app_entry(
         args=tuple(args),
         env=state_environment(environ, platform),
         startup_timeout_seconds=startup_timeout_for(launch_timeout_seconds),
+        tool_timeout_seconds=tool_timeout_for(DEFAULT_REQUEST_TIMEOUT_SECONDS, launch_timeout_seconds),
     )

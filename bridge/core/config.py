@@ -130,9 +130,14 @@ class BridgeConfig:
         max_message_bytes: the largest message accepted in either direction, in bytes.
         max_concurrent_requests: how many requests may be in flight to the app at once;
             further ones wait their turn (notifications never wait).
-        shutdown_grace_seconds: after stdin EOF, SIGINT or SIGHUP, how long requests in flight
-            may still finish before they are answered with reason ``shutting_down`` (not
-            after SIGTERM or a second signal: those answer at once). Sized to end well within
+        progress_heartbeat_seconds: for a request with a ``progressToken``, how long the
+            app may be silent before the bridge sends the client a progress notification
+            saying it waits on the app (and again after as long); 0 turns it off.
+            ``bridge/serve/heartbeat.py``.
+        shutdown_grace_seconds: after SIGINT or SIGHUP, how long requests in flight may
+            still finish before they are answered with reason ``shutting_down`` (not after
+            SIGTERM or a second signal: those answer at once; stdin EOF alone lets them
+            finish, each within ``request_timeout_seconds``). Sized to end well within
             the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
@@ -161,6 +166,7 @@ class BridgeConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_requests: int = 32
     shutdown_grace_seconds: float = 0.2
+    progress_heartbeat_seconds: float = 20.0
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
     verify_listener: bool = True
@@ -186,6 +192,8 @@ class BridgeConfig:
         ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds")
+        if not self.progress_heartbeat_seconds >= 0:
+            raise ConfigError("progress_heartbeat_seconds must not be negative")
         if self.delete_timeout_seconds < 0:
             raise ConfigError("delete_timeout_seconds must not be negative")
         if self.max_message_bytes < 1024:

@@ -54,6 +54,7 @@ from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
+from .heartbeat import Heartbeats
 from .taskset import TaskSet
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
@@ -103,6 +104,7 @@ class Dispatcher:
         self._tasks = tasks
         self._on_initialized = on_initialized
         self._slots = asyncio.Semaphore(config.max_concurrent_requests)
+        self._heartbeats = Heartbeats(config.progress_heartbeat_seconds, outbox.put, app_name=config.app_name)
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)
         self._room: asyncio.Event | None = None  # set when the reader may go on
@@ -110,7 +112,12 @@ class Dispatcher:
         self._handshake = asyncio.Event()  # set while no initialize is in flight
         self._handshake.set()
         self._stop_reason = "its input closed or it was told to stop"
+        self._stopping = False
         self._grace_over = False
+        # Set when stdin's EOF came before any other stop: the requests in flight are then
+        # finished, not cut short (see :meth:`input_closed`).
+        self._finish_work = False
+        self._finish_work_bound_seconds = config.request_timeout_seconds + config.launch_timeout_seconds
 
     async def wait_for_room(self) -> None:
         """Return once the reader may take another line: the open requests are within
@@ -281,7 +288,8 @@ class Dispatcher:
         await self._slots.acquire()  # a free one without a trip through the loop
         try:
             await self._stdout_room()
-            return await self._driver.request(request, self.relay)
+            # (progress heartbeats while the app is silent: bridge/serve/heartbeat.py)
+            return await self._heartbeats.watch(request, self._driver.request(request, self.relay))
         finally:
             self._slots.release()
 
@@ -351,6 +359,7 @@ class Dispatcher:
                 return
             if twice:  # never forwarded as it is: a first-member reader would read another message
                 line = encode_message(message)
+        self._heartbeats.heard(message)
         outcome = self._ledger.relay(line, message)
         slot = outcome.answered
         if slot is not None:  # it answered an open request: that one's own exchange may stop
@@ -369,9 +378,21 @@ class Dispatcher:
 
     # -- shutdown ----------------------------------------------------------------------------
 
+    def input_closed(self) -> None:
+        """Stdin reached its end. When nothing else began the shutdown before (no signal,
+        no :meth:`stopping`), :meth:`drain` lets the requests in flight finish, each within
+        its own ``request_timeout_seconds``, instead of the short grace: a pipeline or a
+        script that writes its requests and closes its input still gets every reply (the
+        MCP stdio transport's shutdown closes the input first, then waits for the server to
+        exit before any SIGTERM: basic/lifecycle, "Shutdown", stdio). A signal afterwards
+        ends that wait at once (:meth:`end_grace`)."""
+        if not self._stopping:
+            self._finish_work = True
+
     def stopping(self, reason: str) -> None:
         """Shutdown began; ``reason`` (``"stdin closed"``, ``"SIGTERM"``…) goes into the
         ``shutting_down`` messages."""
+        self._stopping = True
         self._stop_reason = reason
 
     def end_grace(self) -> None:
@@ -385,9 +406,17 @@ class Dispatcher:
         """Give requests in flight ``grace_seconds`` (or until :meth:`end_grace`), then
         answer every open request ``shutting_down``, lasting ones (``subscriptions/listen``)
         included, which are never waited for (bounded too: a client that stopped reading
-        stdout cannot hold the exit up)."""
+        stdout cannot hold the exit up).
+
+        After :meth:`input_closed` alone the requests in flight are waited for instead,
+        until each has its reply (each is bounded by ``request_timeout_seconds``, from the
+        upstream) or :meth:`end_grace`; in all at most ``request_timeout_seconds +
+        launch_timeout_seconds`` (a request may need the app started first)."""
         if self._ledger.working and not self._grace_over:
             self._idle = asyncio.Event()
+            if self._finish_work:
+                log.info("stdin closed; waiting for %d request(s) in flight", self._ledger.working)
+                grace_seconds = self._finish_work_bound_seconds
             with move_on_after(grace_seconds):
                 await self._idle.wait()
         exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) before the app answered.")

@@ -19,9 +19,10 @@ at once, freeing its slot and its connection (docs/behaviour.md,
 
 Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP), within the kill schedules of real clients
 (Claude Code: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s after the first; Codex: SIGTERM,
-SIGKILL milliseconds later): stop reading; let requests in flight finish for
-``shutdown_grace_seconds`` (0.2 s) after EOF, SIGINT or SIGHUP, not at all after SIGTERM or
-a second signal; answer every open request with ``shutting_down``; then cancel the tasks,
+SIGKILL milliseconds later): stop reading; after stdin EOF with no signal, let requests in
+flight finish (each within its request timeout: ``Dispatcher.drain``); after SIGINT or
+SIGHUP, for ``shutdown_grace_seconds`` (0.2 s); not at all after SIGTERM or a second
+signal (one during the wait after EOF included); answer every open request with ``shutting_down``; then cancel the tasks,
 ``DELETE`` the MCP session (best effort) and flush stdout, all within
 :data:`SHUTDOWN_TAIL_SECONDS`, and return 0. An open ``subscriptions/listen`` or GET stream
 is not work in flight: with nothing else open the run ends within the tail alone. A closed
@@ -180,6 +181,7 @@ class Bridge:
             elif event is EOF:
                 if self._stop_reason is None:
                     log.info("stdin closed; shutting down")
+                self._dispatcher.input_closed()  # (before stop: EOF first finishes the work in flight)
                 self.stop("stdin closed")
                 return
             elif isinstance(event, OverlongLine):

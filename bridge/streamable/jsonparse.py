@@ -96,8 +96,11 @@ def _loads_members_fast(data: bytes) -> tuple[Any, bool]:
     if first != b"{" and data.lstrip(b" \t\r\n")[:1] != b"{":
         return _fast_decode(data), False  # not an object: a batch, or what the caller refuses
     members = _members_decode(data)
-    value = {key: _fast_decode(raw) for key, raw in members.items()}
-    return value, not _walks_once(data, members)
+    if not _walks_once(data, members):
+        # A member named twice: its earlier values were never decoded here (the dict kept
+        # the last), so the standard library reads the whole, checking every value.
+        raise ValueError("a top-level member named twice")
+    return {key: _fast_decode(raw) for key, raw in members.items()}, False
 
 
 def _walks_once(data: bytes, members: dict[str, Any]) -> bool:

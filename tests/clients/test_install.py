@@ -292,7 +292,8 @@ def test_config_print_hides_the_token_but_shows_the_state_folder() -> None:
     [
         ([], ["--launch", "/opt/MyApp/myapp"], 45, 600_000),
         ([], ["--launch", "/opt/MyApp/myapp", "--launch-timeout", "100"], 115, 600_000),
-        ([], ["--launch", "/opt/MyApp/myapp", "--launch-timeout", "700.5"], 716, 716_000),
+        # (Gemini CLI: its `timeout` also bounds a tool call, which may wait for the launch: 300 + 700.5 + 15)
+        ([], ["--launch", "/opt/MyApp/myapp", "--launch-timeout", "700.5"], 716, 1_016_000),
         (["--startup-timeout", "20"], ["--launch", "/opt/MyApp/myapp"], 20, 600_000),
         ([], [], None, None),  # nothing to start: the clients' defaults are enough
     ],
@@ -312,6 +313,29 @@ def test_a_launch_gets_the_clients_start_up_timeout(
         if client_run(client).startup_timeout_key is None:
             _, entry = printed_entry(client, *config_options, "--app-name", "MyApp", *bridge_options, env={})
             assert not {"timeout", "startup_timeout_sec", "discoveryTimeoutMs"} & set(entry), client
+
+
+@pytest.mark.parametrize(
+    ("bridge_options", "codex_seconds"),
+    [
+        ([], 315),  # --request-timeout 300 + 15
+        (["--request-timeout", "100"], 115),
+        (["--request-timeout", "100", "--launch", "/opt/MyApp/myapp"], 145),  # + --launch-timeout 30
+        (["--request-timeout", "3600.5", "--launch", "/opt/MyApp/myapp", "--launch-timeout", "10"], 3626),
+    ],
+)
+def test_codex_gets_a_tool_timeout_sized_to_the_bridges_own(bridge_options: list[str], codex_seconds: int) -> None:
+    """Codex `tool_timeout_sec` (unset: 60 s) is sized so that the bridge's own `timeout`
+    reply comes first; no other client gets a tool-call key."""
+    _, codex = printed_entry("codex", "--app-name", "MyApp", *bridge_options, env={})
+    assert codex.get("tool_timeout_sec") == codex_seconds
+    _, gemini = printed_entry("gemini-cli", "--app-name", "MyApp", *bridge_options, env={})
+    # Gemini CLI's `timeout` bounds every request: raised only past its own 600 s
+    assert gemini.get("timeout") == (codex_seconds * 1000 if codex_seconds > 600 else (600_000 if "--launch" in bridge_options else None))
+    for client in CLIENTS:
+        if client != "codex":
+            _, entry = printed_entry(client, "--app-name", "MyApp", *bridge_options, env={})
+            assert "tool_timeout_sec" not in entry, client  # (Gemini CLI: its `timeout`, above)
 
 
 def test_the_apps_own_entry_gets_a_start_up_timeout_for_its_default_launch_bound() -> None:
@@ -403,6 +427,7 @@ def test_each_clients_launch_entry_matches_its_golden_file(tmp_path: Path, path:
         environ={"MYAPP_TOKEN": TOKEN, "XDG_STATE_HOME": "/home/ada/state"},
         platform="linux",
         startup_timeout_seconds=45.0,
+        tool_timeout_seconds=345.0,
     )
     assert render_document(client, entry_document(client, "my-app", entry)) == body
     written = tmp_path / "config"

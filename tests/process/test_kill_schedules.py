@@ -7,8 +7,10 @@ Measured with the clients themselves:
   after the SIGINT. It speaks MCP 2026-07-28 and keeps a ``subscriptions/listen`` open.
 - Codex sends SIGTERM to the server's process group and SIGKILL 7-9 ms later.
 - Gemini CLI sends SIGTERM (played here with Claude Code's SIGKILL at 0.52 s).
-- A client that closes stdin (the MCP stdio transport's own shutdown) is held to the same
-  0.52 s.
+- A client that closes stdin (the MCP stdio transport's own shutdown) plays the official
+  SDKs' schedule: close stdin, SIGTERM 2 s later, SIGKILL 2 s after that (TypeScript SDK,
+  ``StdioClientTransport.close``). At EOF the bridge finishes the requests in flight; the
+  SIGTERM ends that wait at once.
 
 An open ``subscriptions/listen`` or GET stream is not work in flight: with nothing else open
 the bridge is gone long before any SIGKILL. A request in flight is answered
@@ -71,7 +73,7 @@ SCHEDULES: dict[str, list[Step]] = {
     "claude-code": [(0.0, _signal(signal.SIGINT)), (0.11, _signal(signal.SIGTERM)), (0.52, _signal(signal.SIGKILL))],
     "codex": [(0.0, _signal_group(signal.SIGTERM)), (0.008, _signal_group(signal.SIGKILL))],
     "gemini-cli": [(0.0, _signal(signal.SIGTERM)), (0.52, _signal(signal.SIGKILL))],
-    "stdin-eof": [(0.0, _close_stdin), (0.52, _signal(signal.SIGKILL))],
+    "stdin-eof": [(0.0, _close_stdin), (2.0, _signal(signal.SIGTERM)), (4.0, _signal(signal.SIGKILL))],
 }
 
 

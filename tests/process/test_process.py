@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -37,6 +39,7 @@ from support.processes import (
     EXIT_TIMEOUT,
     INITIALIZED,
     PROXY_VARS,
+    BridgeProcess,
     REPLY_TIMEOUT,
     assert_stdout_is_pure_jsonrpc,
     base_env,
@@ -277,15 +280,49 @@ def test_stdin_at_eof_from_the_start(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
-def test_stdin_eof_during_a_call(app_server: AppServer) -> None:
-    """EOF while slow(30) is in flight → that id gets reason shutting_down; exit 0 within 2 s."""
+@pytest.mark.parametrize("call_seconds", [0.8, 3.0])
+def test_stdin_eof_keeps_the_replies_in_flight(app_server: AppServer, call_seconds: float) -> None:
+    """A pipeline: initialize, a slow tool call and a ping, then EOF at once. Every request
+    gets the app's own reply (none ``shutting_down``), then the bridge exits 0 by itself."""
+    with start_bridge(app_server.url) as bridge:
+        bridge.send(initialize(0))
+        bridge.send(INITIALIZED)
+        bridge.send(tool_call(1, "slow", {"seconds": call_seconds}))
+        bridge.send(request(2, "ping"))
+        bridge.close_stdin()
+        assert bridge.wait(call_seconds + BIG_TIMEOUT) == 0, bridge.stderr_tail()
+        bridge.join_readers()
+        replies = {m["id"]: m for m in bridge.messages if isinstance(m, dict) and "method" not in m}
+        while True:  # (the lines not read yet)
+            try:
+                message = bridge.read_message(timeout=0.01)
+            except AssertionError:
+                break
+            replies[message.get("id")] = message
+        assert sorted(replies) == [0, 1, 2], replies
+        assert "result" in replies[0], replies[0]
+        assert result_text(replies[1]) == f"done after {call_seconds:g} s", replies[1]
+        assert replies[2]["result"] == {}, replies[2]
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("POSIX signals")
+def test_a_signal_after_stdin_eof_ends_the_wait_at_once(app_server: AppServer) -> None:
+    """EOF while slow(30) is in flight: the bridge waits for it; the SIGTERM that the MCP
+    SDKs send 2 s after closing stdin answers it ``shutting_down`` and ends the run."""
     with start_bridge(app_server.url) as bridge:
         handshake(bridge)
         bridge.send(tool_call(9, "slow", {"seconds": 30}))
         time.sleep(0.5)
-        status, seconds = bridge.close_and_time_exit()
+        bridge.close_stdin()
+        time.sleep(0.5)
+        assert bridge.proc.poll() is None, "the bridge did not wait for the call in flight"
+        started = time.monotonic()
+        bridge.proc.send_signal(signal.SIGTERM)
+        status = bridge.wait(EXIT_TIMEOUT)
+        seconds = time.monotonic() - started
         assert status == 0, bridge.stderr_tail()
-        assert seconds < EOF_EXIT_BOUND, f"exit took {seconds:.2f} s after stdin EOF\n{bridge.stderr_tail()}"
+        assert seconds < EOF_EXIT_BOUND, f"exit took {seconds:.2f} s after SIGTERM\n{bridge.stderr_tail()}"
         reply = bridge.read_reply(9, timeout=1.0)  # already written: the process has exited
         assert bridge_error_reason(reply) == "shutting_down", reply
 
@@ -538,3 +575,54 @@ def test_a_non_blocking_stdin_from_the_parent_is_not_taken_for_eof(app_server: A
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- progress heartbeats: a long call outlives a client's tool-call timer ----------------------
+
+
+def _progress_of(bridge: BridgeProcess, token: object) -> list[dict[str, Any]]:
+    return [
+        m["params"]
+        for m in bridge.messages
+        if isinstance(m, dict) and m.get("method") == "notifications/progress" and m["params"].get("progressToken") == token
+    ]
+
+
+@pytest.mark.process
+def test_a_silent_call_with_a_progress_token_gets_heartbeats_and_one_without_gets_none(app_server: AppServer) -> None:
+    """slow(3) with ``--progress-heartbeat 0.5``: the call with a progress token sees the
+    bridge's progress notifications (its token, increasing values, a message naming the
+    wait), then the app's reply; the same call without a token sees none."""
+    with start_bridge(app_server.url, "--progress-heartbeat", "0.5", "--app-name", "Slow app") as bridge:
+        handshake(bridge)
+        call = tool_call(1, "slow", {"seconds": 3})
+        call["params"]["_meta"] = {"progressToken": "tok-1"}
+        bridge.send(call)
+        assert result_text(bridge.read_reply(1, timeout=BIG_TIMEOUT)) == "done after 3 s"
+        beats = _progress_of(bridge, "tok-1")
+        assert len(beats) >= 2, bridge.messages
+        values = [beat["progress"] for beat in beats]
+        assert values == sorted(values) and len(set(values)) == len(values), values
+        assert all("waiting for Slow app" in beat["message"] and "total" not in beat for beat in beats), beats
+        seen = len(bridge.messages)
+        bridge.send(tool_call(2, "slow", {"seconds": 3}))
+        assert result_text(bridge.read_reply(2, timeout=BIG_TIMEOUT)) == "done after 3 s"
+        assert not [m for m in bridge.messages[seen:] if isinstance(m, dict) and m.get("method") == "notifications/progress"]
+
+
+@pytest.mark.process
+def test_the_apps_own_progress_passes_unchanged_and_heartbeats_stay_below_it(app_server: AppServer) -> None:
+    """The app reports 3 steps 1.2 s apart, heartbeats every 0.5 s: the app's notifications
+    arrive as it sent them, and every value the client sees for the token increases."""
+    with start_bridge(app_server.url, "--progress-heartbeat", "0.5") as bridge:
+        handshake(bridge)
+        call = tool_call(1, "progress", {"steps": 3, "delay_seconds": 1.2})
+        call["params"]["_meta"] = {"progressToken": 7}
+        bridge.send(call)
+        bridge.read_reply(1, timeout=BIG_TIMEOUT)
+        notes = _progress_of(bridge, 7)
+        real = [n for n in notes if n.get("message", "").startswith("step ")]
+        assert [(n["progress"], n["total"]) for n in real] == [(1, 3), (2, 3), (3, 3)], notes
+        assert len(notes) > len(real), notes  # heartbeats came between the steps
+        values = [n["progress"] for n in notes]
+        assert all(a < b for a, b in zip(values, values[1:])), values

@@ -7,6 +7,7 @@ app is a respx side effect, so every request the bridge sends can be inspected.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -469,7 +470,33 @@ async def test_b33_cancellation_is_posted_while_the_call_runs_and_no_error_is_ma
 # -- shutdown ---------------------------------------------------------------------------------
 
 
-async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_session(run_bridge: RunBridge) -> None:
+async def test_eof_lets_the_requests_in_flight_finish_and_deletes_the_session(run_bridge: RunBridge) -> None:
+    """A pipeline closes stdin right after its requests: their replies still come (each
+    bounded by its own request timeout, not by the short grace), then the run ends."""
+
+    async def late(message: dict[str, Any], request: httpx.Request) -> Any:
+        await anyio.sleep(0.6)  # three times the grace
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "late"}]}})
+
+    async with run_bridge(app(late), shutdown_grace_seconds=0.2) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(30, "tools/call", {"name": "slow"}))
+        await anyio.sleep(0.1)
+        h.stdin.close()
+        messages = await h.stdout.wait_for(2)
+        assert messages[1]["id"] == 30 and messages[1]["result"]["content"][0]["text"] == "late", messages[1]
+        with anyio.fail_after(2):
+            while h.exit_status is None:
+                await anyio.sleep(0.01)
+    assert h.exit_status == 0
+    deletes = h.requests("DELETE")
+    assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
+
+
+async def test_a_stop_after_eof_answers_open_requests_with_shutting_down_at_once(run_bridge: RunBridge) -> None:
+    """A signal during the wait after EOF (here ``stop``, as the signal handler calls it):
+    the open request is answered ``shutting_down`` at once, the session is deleted."""
+
     async def never(message: dict[str, Any], request: httpx.Request) -> Any:
         await anyio.sleep(30)
 
@@ -477,8 +504,11 @@ async def test_eof_answers_open_requests_with_shutting_down_and_deletes_the_sess
         await h.handshake()
         h.stdin.feed(request_line(30, "tools/call", {"name": "slow"}))
         await anyio.sleep(0.1)
-        started = anyio.current_time()
         h.stdin.close()
+        await anyio.sleep(0.5)
+        assert h.exit_status is None and len(h.stdout.lines) == 1  # waiting for request 30
+        started = anyio.current_time()
+        h.bridge.stop("SIGINT")
         messages = await h.stdout.wait_for(2)
         assert messages[1]["id"] == 30 and messages[1]["error"]["data"]["reason"] == "shutting_down"
         with anyio.fail_after(2):
@@ -692,17 +722,22 @@ async def test_a_bad_line_with_a_lone_surrogate_is_answered_and_the_bridge_serve
     assert first["error"]["code"] == -32600 and second == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
-async def test_eof_during_a_slow_initialize_is_seen_at_once(run_bridge: RunBridge) -> None:
+async def test_eof_during_a_slow_initialize_is_seen_at_once(run_bridge: RunBridge, caplog: pytest.LogCaptureFixture) -> None:
     """The initialize barrier holds later messages back, not the reading of stdin."""
 
     async def slow_initialize(request: httpx.Request) -> Any:
         await anyio.sleep(30)
 
+    caplog.set_level(logging.INFO, logger="bridge")
     async with run_bridge(slow_initialize, shutdown_grace_seconds=0.2) as h:
         h.stdin.feed(init(0) + request_line(1, "tools/list"))
         await anyio.sleep(0.1)
-        started = anyio.current_time()
         h.stdin.close()
+        with anyio.fail_after(1):
+            while "stdin closed; waiting for 2 request(s) in flight" not in caplog.text:
+                await anyio.sleep(0.01)
+        started = anyio.current_time()
+        h.bridge.stop("SIGTERM", hurry=True)
         messages = await h.stdout.wait_for(2, timeout_seconds=2)
         with anyio.fail_after(2):
             while h.exit_status is None:

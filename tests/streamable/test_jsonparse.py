@@ -226,4 +226,3 @@ def test_a_large_reply_naming_a_member_twice_is_told_and_a_clean_one_reused() ->
     for twice in (b'{"id":987654,' + clean[1:], clean[:-1] + b',"id":6}', clean.replace(b'"id":5', b'"\\u0069d":5,"id":5')):
         value, told = loads_message_bytes(twice)
         assert told is True and value == json.loads(twice)
-    assert jsonparse._fast_decode is None

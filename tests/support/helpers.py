@@ -221,7 +221,11 @@ async def running_bridge(
             try:
                 yield harness
             finally:
-                stdin.close()
+                # The end of the test, not an EOF: at EOF the bridge would wait for the
+                # requests a test left open (each up to its request timeout). stop() ends
+                # the run as a SIGINT does (0.2 s grace, then shutting_down); a test of
+                # the EOF itself closes stdin in its body.
+                bridge.stop("stdin closed")
                 with anyio.fail_after(WAIT):
                     while harness.exit_status is None:
                         await anyio.sleep(0.01)
