@@ -55,9 +55,9 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: Third-party top-level packages and the only modules (or packages) that may import them.
 #: Imports under ``TYPE_CHECKING`` are exempt (a type name costs nothing at run time).
 THIRD_PARTY: dict[str, set[str]] = {
-    # The serving path and the check command are plain asyncio (system/cancelscope.py); anyio
-    # stays where httpx needs it (https://), and for the token command's process.
-    "anyio": {"transport.httpx_adapter", "app.tokens"},
+    # Everything else is plain asyncio (system/cancelscope.py, the token command's process);
+    # anyio is httpx's own, and the https:// adapter's read bound runs inside it.
+    "anyio": {"transport.httpx_adapter"},
     # https:// only; http://, the auth route's POST included, goes over the own pool.
     "httpx": {"transport.httpx_adapter"},
     "httpcore": set(),

@@ -107,7 +107,12 @@ class Upstream:
             verify_address=listener_check.verify_address if listener_check is not None else None,
         )
         self._replies = ReplyReader(config, prepare_get=self._headers.prepare_get, exchange=self._exchange)
-        self._statuses = StatusCheck(config, read_body=self._replies.read_body, token_context=self._headers.token_context)
+        self._statuses = StatusCheck(
+            config,
+            read_body=self._replies.read_body,
+            token_context=self._headers.token_context,
+            token_source=tokens.source_description if tokens.has_source else None,
+        )
 
     @property
     def app_name(self) -> str:
