@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-import anyio
 import httpx
 
+from ..system.cancelscope import move_on_after
 from .base import (
     ConnectFailed,
     ConnectionBroken,
@@ -158,7 +158,7 @@ class HttpxTransport:
             request = httpx.Request(method, url, headers=list(headers), content=body, extensions={"timeout": timeout})
         # httpx bounds each read; the head as a whole gets the read timeout too (a head
         # dripped a byte at a time must not hold a request forever).
-        scope = anyio.CancelScope(deadline=anyio.current_time() + read_timeout_seconds) if read_timeout_seconds is not None else None
+        scope = move_on_after(read_timeout_seconds) if read_timeout_seconds is not None else None
         with translate_httpx_errors(), scope or contextlib.nullcontext():
             response = await self._transport.handle_async_request(request)
         if scope is not None and scope.cancelled_caught:
