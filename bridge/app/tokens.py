@@ -284,7 +284,7 @@ def _may_be_secret(core: str) -> bool:
         return len(core) >= 6
     if not core.isalpha():
         return True  # a digit or punctuation inside
-    return len(core) >= 16 or any(a.islower() and b.isupper() for a, b in zip(core, core[1:]))
+    return len(core) >= 16 or any(a.islower() and b.isupper() for a, b in zip(core, core[1:], strict=False))
 
 
 def _masked_stderr(stderr: bytearray, stdout: bytearray) -> str:

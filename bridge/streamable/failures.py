@@ -31,11 +31,11 @@ from ..transport.base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
+    HttpResponse,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
-    Response,
     TlsFailed,
     TransportError,
     WriteTimeout,
@@ -125,7 +125,7 @@ class StatusCheck:
         self.token_context = token_context
         self._token_source = token_source
 
-    async def check_status(self, response: Response, sent: Sent) -> bytes:
+    async def check_status(self, response: HttpResponse, sent: Sent) -> bytes:
         """Raise for the statuses the recovery policy acts on; else return the (capped) body.
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
@@ -156,7 +156,7 @@ class StatusCheck:
             )
         return raw
 
-    async def error_status(self, request: Request, response: Response, sent: Sent) -> bytes:
+    async def error_status(self, request: Request, response: HttpResponse, sent: Sent) -> bytes:
         status = response.status_code
         raw = await self.check_status(response, sent)
         error = _jsonrpc_error_in(raw)

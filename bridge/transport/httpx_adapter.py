@@ -27,11 +27,11 @@ from .base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
+    HttpResponse,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
-    Response,
     TlsFailed,
     TransportError,
     WriteTimeout,
@@ -105,7 +105,7 @@ def translate_httpx_errors() -> Iterator[None]:
 
 
 class _HttpxResponse:
-    """An ``httpx.Response`` seen through the bridge's ``Response`` protocol."""
+    """An ``httpx.Response`` seen through the bridge's ``HttpResponse`` protocol."""
 
     __slots__ = ("_response", "status_code", "headers")
 
@@ -152,7 +152,7 @@ class HttpxTransport:
         *,
         read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> Response:
+    ) -> HttpResponse:
         timeout = {**self._timeouts, "read": read_timeout_seconds}
         with translate_httpx_errors():
             request = httpx.Request(method, url, headers=list(headers), content=body, extensions={"timeout": timeout})

@@ -105,7 +105,6 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
 
 
 async def test_token_command_output_is_the_token_and_a_failing_command_is_an_error(tmp_path: Path) -> None:
-    import sys
 
     context = TokenContext(base_url=URL)
     good = CommandTokenSource([sys.executable, "-c", "print('tok-from-command')"])
