@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
+from ..core.config import variable_in_message
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -146,12 +148,12 @@ def read_credential(path: Path, what: str) -> str:
 class EnvTokenSource:
     def __init__(self, variable: str) -> None:
         self.variable = variable
-        self.description = f"environment variable {variable}"
+        self.description = variable_in_message(variable)
 
     async def fetch(self, context: TokenContext) -> str | None:
         token = os.environ.get(self.variable, "").strip()
         if not token:
-            raise TokenSourceError(f"environment variable {self.variable} is not set or empty")
+            raise TokenSourceError(f"{self.description} is not set or empty")
         return token
 
 
