@@ -7,18 +7,23 @@ click is imported only to raise one, and the click command reports it.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-from ..core.config import DEFAULT_APP_NAME, BridgeConfig, ConfigError, check_endpoint_url, parse_header, variable_in_message
+from ..core.config import (
+    DEFAULT_APP_NAME,
+    BridgeConfig,
+    ConfigError,
+    check_endpoint_url,
+    is_conventional_variable,
+    parse_header,
+    variable_in_message,
+)
 from .optiontable import BRIDGE_OPTIONS
 
 __all__ = ["build_config", "check_variable_name", "split_command"]
 
-#: An environment variable's name, as POSIX shells take it (IEEE Std 1003.1, "Name").
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOKEN_OPTIONS = ("--token-env", "--token-file", "--token-command", "--auth-url")
 
 
@@ -44,15 +49,21 @@ def split_command(command: str) -> list[str]:
 def check_variable_name(name: str) -> None:
     """Check ``--token-env``'s value: a variable's name, not its value.
 
+    The name must be conventional: capital letters, digits and ``_``, not starting with a
+    digit, at most 64 characters (POSIX names the environment variables of its utilities
+    so, IEEE Std 1003.1 §8.1). A name of any letters would let through the many tokens
+    that are valid identifiers (``ghp_…``, ``sk_live_…``), which the bridge would then name
+    in its errors and ``config`` would write into a client's file.
+
     Raises:
-        click.BadParameter: not a name (letters, digits and ``_``, not starting with a
-            digit), or the value of a variable set here (a shell that expanded
-            ``--token-env $MYAPP_TOKEN``). The message does not repeat it: it may be the token.
+        click.BadParameter: not such a name, or the value of a variable set here (a shell
+            that expanded ``--token-env $MYAPP_TOKEN``). The message does not repeat it: it
+            may be the token.
     """
-    if not _VARIABLE_NAME.fullmatch(name):
+    if not is_conventional_variable(name):
         raise _click().BadParameter(
-            "the value is not a valid environment variable name (letters, digits and _, not starting with a digit), "
-            "so it is not repeated here: give the variable's name, such as MYAPP_TOKEN, not its value",
+            "it takes a variable's name in capitals, digits and _, such as MYAPP_TOKEN; the value given is not one "
+            "(the token itself?) and is not repeated here",
             param_hint="--token-env",
         )
     if name not in os.environ and any(value == name for value in os.environ.values()):

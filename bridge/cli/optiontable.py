@@ -194,7 +194,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     BridgeOption("--app-name", "app_name", "The app's name: used in messages and for its default discovery file.", metavar="NAME", echo="name"),
     BridgeOption("--discovery-file", "discovery_file", "The app's discovery file (endpoint, pid, token), re-read on every reconnect.", convert=file_path, metavar="PATH", echo="path"),
     BridgeOption("--header", "headers", "Extra HTTP header for every request (repeatable).", default=(), metavar="'NAME: VALUE'", multiple=True),
-    BridgeOption("--token-env", "token_env", "Bearer token from environment variable VAR (its name, not its value).", metavar="VAR", echo="name"),
+    BridgeOption("--token-env", "token_env", "Bearer token from environment variable VAR (its name in capitals, digits and _, not its value).", metavar="VAR", echo="name"),
     BridgeOption("--token-file", "token_file", "Bearer token from a file (mode 0600).", convert=file_path, metavar="PATH", echo="path"),
     BridgeOption("--token-command", "token_command", "Bearer token printed by a command (run without a shell).", metavar="CMD", echo="program"),
     BridgeOption("--auth-url", "auth_url", "The app's auth route (a URL, or a path on the MCP endpoint): POST the --secret-file, get a token.", metavar="URL"),

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "is_conventional_variable",
     "variable_in_message",
     "BridgeConfig",
     "HTTP_TOKEN",
@@ -217,16 +218,21 @@ def is_loopback_host(host: str) -> bool:
 _CONVENTIONAL_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
 
+def is_conventional_variable(name: str) -> bool:
+    """Whether ``name`` is a conventional environment variable name: capital letters,
+    digits and ``_``, not starting with a digit, at most 64 characters."""
+    return _CONVENTIONAL_VARIABLE.fullmatch(name) is not None
+
+
 def variable_in_message(name: str) -> str:
     """How ``--token-env``'s variable is named in a message, a reply or a log line:
-    ``environment variable NAME`` for a conventional name (capital letters, digits and
-    ``_``, at most 64 characters); otherwise without the name, since it may be the token
-    itself given by mistake (``ghp_…``, ``sk_live_…`` and many other tokens are valid
-    identifiers)."""
-    if _CONVENTIONAL_VARIABLE.fullmatch(name):
+    ``environment variable NAME`` for a conventional name (:func:`is_conventional_variable`);
+    otherwise without the name, since it may be the token itself given by mistake
+    (``ghp_…``, ``sk_live_…`` and many other tokens are valid identifiers). The command
+    line refuses such a name; this guards the library's own callers too."""
+    if is_conventional_variable(name):
         return f"environment variable {name}"
-    return ("the environment variable --token-env names (not repeated here: it does not look like a variable's "
-            "name, such as MYAPP_TOKEN; was the token itself given?)")
+    return "the environment variable given by name (not a conventional name, so not repeated)"
 
 
 def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:

@@ -226,3 +226,22 @@ def test_a_token_that_is_a_valid_identifier_is_not_named_as_a_variable() -> None
     with pytest.raises(TokenSourceError) as caught:
         asyncio.run(source.fetch(None))  # type: ignore[arg-type]
     assert token not in str(caught.value) and "not set" in str(caught.value)
+
+
+@pytest.mark.parametrize("command", [["config", "print", "--client", "codex"], ["config", "install", "--client", "claude-code", "--path", "client.json"]])
+def test_config_refuses_a_token_given_to_token_env_and_writes_nothing(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token of letters, digits and _ (``ghp_…``) passed the name check, and ``config``
+    wrote it into the client's file and repeated it in its warnings."""
+    token = "ghp_" + secrets.token_hex(16)
+    target = tmp_path / "client.json"
+    monkeypatch.chdir(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "bridge", *command, "--name", "t", "--app-name", "DemoApp", "--token-env", token],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert token not in result.stdout + result.stderr
+    assert "MYAPP_TOKEN" in result.stderr
+    assert not target.exists() and not (tmp_path / ".mcp.json").exists()
