@@ -45,7 +45,9 @@ from ..core.policy import (
     RefreshToken,
     RelistTools,
     Send,
+    WaitThenSend,
     forward_flow,
+    is_idempotent,
 )
 from ..streamable.upstream import Emit, Upstream
 
@@ -123,6 +125,8 @@ class Driver:
             ),
             can_rebuild=era.may_rebuild,
             relist=relist,
+            idempotent=is_idempotent(request.method),
+            remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
         )
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
 
@@ -194,11 +198,19 @@ class Driver:
         replay: bool = False,
         can_rebuild: bool = True,
         relist: Callable[[], Awaitable[None]] | None = None,
+        idempotent: bool = False,
+        remaining_seconds: Callable[[], float] | None = None,
     ) -> bytes:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
-        (a 2026-07-28 ``tools/call``), else a mismatch is the answer."""
-        flow = forward_flow(can_rebuild=can_rebuild and not replay, can_relist=relist is not None)
+        (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent`` and
+        ``remaining_seconds``: as ``forward_flow`` takes them."""
+        flow = forward_flow(
+            can_rebuild=can_rebuild and not replay,
+            can_relist=relist is not None,
+            idempotent=idempotent,
+            remaining_seconds=remaining_seconds,
+        )
         action = next(flow)
         line = b""
         while True:
@@ -218,6 +230,9 @@ class Driver:
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
                     await relist()
+                elif isinstance(action, WaitThenSend):
+                    log.info("%s asked to be retried after %.0f s (Retry-After); sending again then", self._app, action.delay_seconds)
+                    await asyncio.sleep(action.delay_seconds)
             except UpstreamError as exc:
                 outcome = exc
             try:
@@ -355,6 +370,13 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+def _time_left(timeout_seconds: float) -> Callable[[], float]:
+    """What is left, when asked, of ``timeout_seconds`` from now (the event loop's clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_seconds
+    return lambda: deadline - loop.time()
 
 
 async def _drop(line: bytes, message: Any = None) -> None:
