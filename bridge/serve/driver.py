@@ -50,6 +50,7 @@ from ..core.policy import (
     is_idempotent,
 )
 from ..streamable.upstream import Emit, Upstream
+from .eras import LegacyAppEras
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
@@ -75,6 +76,8 @@ class Driver:
         endpoint: where the app listens (the one the upstream and the launcher use).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
+        translate_eras: answer a 2026-07-28 client's ``server/discover`` from a legacy-only
+            app's ``initialize`` and translate its requests (``bridge/serve/eras.py``).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class Driver:
         *,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
+        translate_eras: bool = False,
     ) -> None:
         self._app = app_name
         #: Where the app listens (read by ``check``).
@@ -103,9 +107,22 @@ class Driver:
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
+        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
+        self.eras = LegacyAppEras(self) if translate_eras else None
 
     async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply).
+        """Forward a request; return its stdout line (the app's reply). A 2026-07-28
+        request to an app that proved legacy-only is translated (``bridge/serve/eras.py``).
+
+        Raises:
+            UpstreamError: the error that ended the recovery flow.
+        """
+        if request.era.stateless and self.eras is not None and self.eras.handles(request):
+            return await self.eras.request(request, emit)
+        return await self.forward(request, emit)
+
+    async def forward(self, request: Request, emit: Emit) -> bytes:
+        """Forward a request as it is, in its own era; return its stdout line.
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
