@@ -52,11 +52,9 @@ six; the others are performed where their state lives, with the bound named here
 
 from __future__ import annotations
 
-import email.utils
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from .errors import (
     AppUnreachableError,
@@ -276,6 +274,10 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
     text = value.strip()
     if _DELAY_SECONDS.match(text):
         return float(int(text))
+    # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
+    import email.utils
+    from datetime import datetime, timezone
+
     when: datetime | None
     try:
         when = email.utils.parsedate_to_datetime(text)

@@ -111,7 +111,7 @@ class LegacyAppEras:
             if not is_legacy_refusal(json.loads(line)):
                 return line  # a 2026-07-28 app: nothing to translate
             refusal = line
-        log.info("%s refused server/discover as a legacy-only app does; opening a legacy session for the client", "the app")
+        log.info("the app refused server/discover as a legacy-only app does; opening a legacy session for the client")
         result = await self._open_session(request)
         if result is None:
             if isinstance(refusal, bytes):
