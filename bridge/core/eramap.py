@@ -20,6 +20,8 @@ What maps (2026-07-28 → legacy):
 | ``_meta`` clientInfo, clientCapabilities       | ``initialize``'s ``clientInfo``, ``capabilities`` |
 | ``_meta`` protocolVersion, logLevel            | dropped (the session's version applies)        |
 | result ``_meta`` serverInfo                    | ``initialize``'s ``serverInfo``                |
+| result ``resultType``                          | ``"complete"`` (a legacy result always is)     |
+| list and read results' ``ttlMs``, ``cacheScope`` | ``0`` and ``"private"`` (legacy says nothing of caching) |
 | any other request                              | the same request, within the session           |
 | ``subscriptions/listen``                       | none yet: a JSON-RPC error names what is missing |
 """
@@ -41,6 +43,7 @@ __all__ = [
     "initialize_params",
     "discover_result",
     "legacy_params",
+    "modern_result",
     "untranslated",
 ]
 
@@ -95,13 +98,28 @@ def initialize_params(discover_params: Any, bridge_version: str) -> dict[str, An
     }
 
 
+#: 2026-07-28 results that carry caching advice (``ttlMs``, ``cacheScope``): the lists,
+#: ``resources/read`` and ``server/discover``.
+_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
+
+
+def modern_result(method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A legacy app's result to ``method`` as a 2026-07-28 result must be: ``resultType``
+    ``"complete"``, and for a cacheable result ``ttlMs`` 0 and ``cacheScope`` ``"private"``
+    (do not cache: the legacy app gave no advice), each only where the app set none."""
+    added: dict[str, Any] = {"resultType": "complete"}
+    if method in _CACHEABLE:
+        added.update(ttlMs=0, cacheScope="private")
+    return {**added, **result}
+
+
 def discover_result(initialize_result: dict[str, Any], version: str) -> dict[str, Any]:
     """The ``server/discover`` result for a client asking for ``version``, from a legacy
     app's ``initialize`` result: its capabilities, instructions and serverInfo (in ``_meta``)."""
-    result: dict[str, Any] = {
+    result: dict[str, Any] = modern_result("server/discover", {
         "supportedVersions": [version],
         "capabilities": initialize_result.get("capabilities") or {},
-    }
+    })
     if isinstance(initialize_result.get("instructions"), str):
         result["instructions"] = initialize_result["instructions"]
     if isinstance(initialize_result.get("serverInfo"), dict):

@@ -4,7 +4,9 @@ the app's ``initialize``, and sends the client's requests within that legacy ses
 The rules, and the table of what maps, are pure (``bridge/core/eramap.py``); this module
 performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "Protocol eras").
 
-- The first ``server/discover`` goes to the app. When the app refuses it as a legacy app
+- The first 2026-07-28 request probes: a ``server/discover`` goes to the app (for a client
+  that pinned its version and sends something else first, the bridge sends its own
+  ``server/discover`` first, with that request's ``_meta``). When the app refuses it as a legacy app
   does (:func:`~bridge.core.eramap.is_legacy_refusal`, or an HTTP 4xx status), the bridge
   sends ``initialize`` itself (under a private id whose reply never reaches stdout), POSTs
   ``notifications/initialized`` and answers the probe from that result. If the app refuses
@@ -13,7 +15,8 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   dropped, re-encoded, with the session's headers; a lost session is rebuilt as for a
   legacy client. A method with no legacy equivalent yet is answered with a JSON-RPC error
   naming what is missing (never a guess).
-- Requests that come while the probe is being answered wait for its outcome.
+- Requests that come while the probe is being answered wait for its outcome. Once the app
+  answered a probe as a 2026-07-28 app does, requests go straight to it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import logging
 from typing import Any, Protocol
 
 from .._version import __version__
-from ..core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, untranslated
-from ..core.errors import HTTPStatusError
+from ..core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, modern_result, untranslated
+from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..streamable.upstream import Emit
 
@@ -56,27 +59,36 @@ class LegacyAppEras:
         self._driver = driver
         #: The legacy app's ``initialize`` result once the translation is on, else ``None``.
         self.initialize_result: dict[str, Any] | None = None
+        #: Whether the app answered a probe as a 2026-07-28 app does (nothing to translate).
+        self._modern = False
         self._probing: asyncio.Lock = asyncio.Lock()
         self._opened = 0
 
     def handles(self, request: Request) -> bool:
-        """Whether a 2026-07-28 ``request`` goes through :meth:`request` (a probe, one that
-        may wait for a probe's outcome, or any once the translation is on)."""
-        return request.method == "server/discover" or self.initialize_result is not None or self._probing.locked()
+        """Whether a 2026-07-28 ``request`` goes through :meth:`request`: all of them until
+        the app answered a probe as a 2026-07-28 app does."""
+        return not self._modern
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a 2026-07-28 request, translated when the app proved legacy-only; return
-        its stdout line.
+        its stdout line. The first one is the probe: the client's own ``server/discover``,
+        or, for a client that pinned its version and never probes, one the bridge sends
+        first (its reply goes nowhere).
 
         Raises:
             UpstreamError: as ``Driver.forward``.
         """
-        if self.initialize_result is None:
+        if self.initialize_result is None and not self._modern:
             async with self._probing:
-                if self.initialize_result is None:
-                    if request.method != "server/discover":
-                        return await self._driver.forward(request, emit)
-                    return await self._probe(request, emit)
+                if self.initialize_result is None and not self._modern:
+                    if request.method == "server/discover":
+                        return await self._probe(request, emit)
+                    try:
+                        await self._probe(_discover_like(request), _drop)
+                    except UpstreamError as exc:  # the request itself then says what is wrong
+                        log.info("the bridge's server/discover probe failed: %s", exc.message)
+        if self.initialize_result is None:
+            return await self._driver.forward(request, emit)  # a 2026-07-28 app, or the probe failed
         if request.method == "server/discover":
             return self._discover_line(request)
         error = untranslated(request.method, self._app_version)
@@ -87,7 +99,11 @@ class LegacyAppEras:
         if params is not None:
             message["params"] = params
         legacy = Request(request.id, request.method, params, encode_message(message)[:-1])
-        return await self._driver.forward(legacy, emit)
+        line = await self._driver.forward(legacy, emit)
+        reply = json.loads(line)
+        if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
+            return encode_message({**reply, "result": modern_result(request.method, reply["result"])})
+        return line
 
     @property
     def _app_version(self) -> str | None:
@@ -109,6 +125,7 @@ class LegacyAppEras:
             refusal: BaseException | bytes = exc
         else:
             if not is_legacy_refusal(json.loads(line)):
+                self._modern = True
                 return line  # a 2026-07-28 app: nothing to translate
             refusal = line
         log.info("the app refused server/discover as a legacy-only app does; opening a legacy session for the client")
@@ -137,6 +154,16 @@ class LegacyAppEras:
             log.warning("opening a legacy session for a 2026-07-28 client failed: %s", getattr(exc, "message", exc))
             return None
         return result
+
+
+def _discover_like(request: Request) -> Request:
+    """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
+    version, client info and capabilities)."""
+    meta = request.params.get("_meta") if isinstance(request.params, dict) else None
+    params = {"_meta": meta if isinstance(meta, dict) else {}}
+    probe_id = "mcp-app-bridge-era-probe"
+    body = encode_message({"jsonrpc": "2.0", "id": probe_id, "method": "server/discover", "params": params})[:-1]
+    return Request(probe_id, "server/discover", params, body)
 
 
 async def _drop(line: bytes, message: Any = None) -> None:

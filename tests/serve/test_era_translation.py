@@ -12,7 +12,7 @@ import pytest
 from support.helpers import RunBridge, json_response, request_line
 from support.mcp_app import McpApp
 
-from bridge.core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, untranslated
+from bridge.core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, modern_result, untranslated
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 MODERN = "2026-07-28"
@@ -64,12 +64,26 @@ async def test_discover_is_answered_from_initialize_and_requests_go_within_the_s
     assert discovered["result"]["supportedVersions"] == [MODERN]
     assert discovered["result"]["capabilities"] == {"tools": {"listChanged": True}}
     assert discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "legacy-app"
-    assert replies[2]["result"]["tools"][0]["name"] == "echo" and "result" in replies[3]
+    assert replies[2]["result"] == {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+                                    "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert replies[3]["result"]["resultType"] == "complete"
     init = [body for body in app.bodies if body.get("method") == "initialize"]
     assert len(init) == 1 and init[0]["params"]["clientInfo"] == CLIENT_INFO
     assert init[0]["params"]["capabilities"] == {"elicitation": {}}
     sessions = {r.headers.get("mcp-session-id") for r in app.posts if json.loads(r.content).get("method") in ("tools/list", "tools/call")}
     assert sessions == {"sess-1"}
+
+
+async def test_a_client_that_pinned_its_version_is_probed_for_by_the_bridge(run_bridge: RunBridge) -> None:
+    """A client that adopts 2026-07-28 without a probe (the official SDK's ``mode="2026-07-28"``)
+    sends tools/list first: the bridge probes on its behalf, then translates."""
+    app = LegacyOnlyApp(tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "tools/list"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["id"] == 1 and reply["result"]["tools"][0]["name"] == "echo"
+    methods = [json.loads(r.content).get("method") for r in app.posts]
+    assert methods == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
 
 
 async def test_a_second_discover_is_answered_without_another_initialize(run_bridge: RunBridge) -> None:
@@ -104,7 +118,7 @@ async def test_a_lost_session_is_rebuilt_for_the_translated_client(run_bridge: R
         h.stdin.feed(modern(2, "tools/list"))
         messages = await h.stdout.wait_for(3)  # the reply, and the app's lists may have changed
     (reply,) = [m for m in messages if m.get("id") == 2]
-    assert reply["result"] == {"instance": 2}
+    assert reply["result"]["instance"] == 2
     assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in messages
     assert sum(body.get("method") == "initialize" for body in app.bodies) == 2
 
@@ -160,6 +174,7 @@ def test_the_mapping_both_ways() -> None:
     init = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "a", "version": "1"}, "instructions": "hi"}
     assert discover_result(init, MODERN) == {
         "supportedVersions": [MODERN], "capabilities": {"tools": {}}, "instructions": "hi",
+        "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "a", "version": "1"}},
     }
     assert legacy_params({"name": "t", "_meta": {**META, "progressToken": 3}}) == {"name": "t", "_meta": {"progressToken": 3}}
@@ -167,3 +182,11 @@ def test_the_mapping_both_ways() -> None:
     assert untranslated("tools/list", "2025-06-18") is None
     error = untranslated("subscriptions/listen", "2025-06-18")
     assert error is not None and error["data"]["missing"] == "subscriptions/listen"
+
+
+def test_legacy_results_get_the_fields_2026_requires() -> None:
+    """The official SDK's 2026-07-28 client refuses a list result without ``resultType``,
+    ``ttlMs`` and ``cacheScope`` (found by the process test with the real client)."""
+    assert modern_result("tools/list", {"tools": []}) == {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert modern_result("tools/call", {"content": []}) == {"content": [], "resultType": "complete"}
+    assert modern_result("resources/read", {"contents": [], "ttlMs": 5})["ttlMs"] == 5  # the app's own kept
