@@ -210,6 +210,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _from_config("--max-message-bytes", "max_message_bytes", "Largest message accepted in either direction.", convert=whole_number(1024), metavar="N"),
     _from_config("--max-concurrent-requests", "max_concurrent_requests", "Requests in flight to the app at once.", convert=whole_number(1), metavar="N"),
     _switch("--allow-remote", "allow_remote", "Allow a non-loopback --url (https only)."),
+    _switch("--translate-eras", "translate_eras", "For a client that speaks only 2026-07-28: answer its server/discover from a legacy-only app's initialize and send its requests within that session.", off_flag="--no-translate-eras"),
     _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
     BridgeOption("--log-level", "log_level", f"Diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),

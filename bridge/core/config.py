@@ -149,6 +149,12 @@ class BridgeConfig:
             or a child of it (``bridge/app/listener.py``). ``False`` (``--no-verify-listener``)
             is for setups where the OS cannot tell: a container or network namespace, an
             app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
+        translate_eras: for a client that speaks only 2026-07-28, answer its
+            ``server/discover`` from a legacy-only app's ``initialize`` and send its requests
+            within that session (``bridge/serve/eras.py``). Off by default: the app's refusal
+            then reaches the client, and a dual-era client falls back to ``initialize``,
+            keeping what the translation does not map yet (``subscriptions/listen``,
+            server requests).
     """
 
     url: str | None = None
@@ -172,6 +178,7 @@ class BridgeConfig:
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
     verify_listener: bool = True
+    translate_eras: bool = False
 
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:

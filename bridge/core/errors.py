@@ -199,9 +199,12 @@ class HTTPStatusError(UpstreamError):
 
     reason = "http_status"
 
-    def __init__(self, message: str, http_status: int) -> None:
+    def __init__(self, message: str, http_status: int, *, retry_after_seconds: float | None = None) -> None:
         super().__init__(message, recoverable=False)
         self.http_status = http_status
+        #: For a 429 or 503: the delay its ``Retry-After`` field asked for (seconds, RFC
+        #: 9110 §10.2.3), or ``None`` when it sent none (``policy.forward_flow`` waits it, once).
+        self.retry_after_seconds = retry_after_seconds
 
     def data(self) -> dict[str, Any]:
         return {"source": "bridge", "reason": self.reason, "httpStatus": self.http_status}

@@ -27,6 +27,7 @@ from typing import Any
 
 from .era import LEGACY, Era, era_of
 from .errors import BridgeError, InboundError, InvalidRequestError, ParseError, error_response
+from .quirks import smoothed_request
 
 __all__ = [
     "loads_strict",
@@ -286,6 +287,10 @@ def _classify_object(value: Any, body: bytes) -> Message:
     if "method" in value:
         if "id" not in value:
             return Notification(value["method"], value.get("params"), body)
+        if value["method"] == "tools/call":  # (the only method with a quirk to smooth)
+            smoothed = smoothed_request(value)
+            if smoothed is not None:
+                value, body = smoothed, encode_message(smoothed)[:-1]
         return Request(value["id"], value["method"], value.get("params"), body)
     return Response(value["id"], body)
 

@@ -16,8 +16,18 @@ Rules (docs/discovery.md, "Tokens", "Starting the app" and "App restarts"):
 - **header mismatch** (2026-07-28: a ``tools/call`` answered with error -32020, the app's
   tool schemas changed since the client listed them) → list the tools again once, send
   again. If the listing fails, or the app still says so, the client gets the app's reply.
-- anything else — a timeout, a reset mid-exchange, an HTTP error — is final: a request that
-  may have reached the app is never sent twice.
+- **429 or 503 with ``Retry-After``** (RFC 9110 §10.2.3, §15.6.4; RFC 6585 §4: the app
+  says it did not act on the request, and when to come back) → wait that long, send again,
+  once, whatever the method. Only when the delay fits: at most
+  :data:`MAX_RETRY_AFTER_SECONDS`, and less than what is left of the request's timeout;
+  otherwise the error is answered at once, naming the Retry-After. Without the field, a
+  429 or 503 is final.
+- **the connection broke after the request was sent** (``StreamClosedError``: the app may
+  have acted on it) → send again once, only for an idempotent method
+  (:func:`is_idempotent`: reading or listing, ``ping``, ``server/discover``,
+  ``completion/complete``). A ``tools/call`` is never sent twice: the tool may have run.
+- anything else — a timeout, an HTTP error, a reply that is not JSON-RPC — is final. A
+  timeout is never retried, idempotent or not: the request's time is spent.
 
 Each recovery happens at most once per message, and they combine: an app that was down
 and comes back with a new session is recovered by relaunch, then rebuild. A recovery that
@@ -25,7 +35,7 @@ itself fails ends the flow with the recovery's own error (the tools listing exce
 above).
 
 Every retry in the bridge and its bound, readable in one place. The flow drives the first
-four; the others are performed where their state lives, with the bound named here:
+six; the others are performed where their state lives, with the bound named here:
 
 | what failed                           | what is tried                      | how often                        | where        |
 |---------------------------------------|------------------------------------|----------------------------------|--------------|
@@ -33,6 +43,8 @@ four; the others are performed where their state lives, with the bound named her
 | connection refused                    | ``ensure_running``, send again     | once per message                 | this flow    |
 | session gone (not 2026-07-28)         | replay ``initialize``, send again  | once per message                 | this flow    |
 | -32020 on a 2026-07-28 ``tools/call`` | list the tools, send again         | once; ``MAX_TOOL_PAGES`` pages   | this flow    |
+| 429/503 with ``Retry-After``          | wait, send again                   | once; ``MAX_RETRY_AFTER_SECONDS``| this flow    |
+| connection broke after sending        | send again (idempotent methods)    | once per message                 | this flow    |
 | SSE reply stream broke (with ids)     | GET with ``Last-Event-ID``         | ``MAX_RESUME_ATTEMPTS``          | replies.py   |
 | GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py    |
 | a token fetch or app start failed     | those who waited get that failure  | never re-run for them            | tokens, launcher |
@@ -40,10 +52,18 @@ four; the others are performed where their state lives, with the bound named her
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import re
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from .errors import AppUnreachableError, AuthRejectedError, SessionLostError, UpstreamError
+from .errors import (
+    AppUnreachableError,
+    AuthRejectedError,
+    HTTPStatusError,
+    SessionLostError,
+    StreamClosedError,
+    UpstreamError,
+)
 
 __all__ = [
     "Action",
@@ -52,6 +72,7 @@ __all__ = [
     "EnsureRunning",
     "RebuildSession",
     "RelistTools",
+    "WaitThenSend",
     "SEND",
     "ENSURE_RUNNING",
     "RELIST_TOOLS",
@@ -63,6 +84,10 @@ __all__ = [
     "MAX_RESUME_ATTEMPTS",
     "MAX_LISTEN_FAILURES",
     "MAX_TOOL_PAGES",
+    "MAX_RETRY_AFTER_SECONDS",
+    "RETRY_AFTER_STATUSES",
+    "retry_after_seconds",
+    "is_idempotent",
 ]
 
 #: Tries to resume a broken SSE response stream by GET + ``Last-Event-ID`` (both official
@@ -72,6 +97,16 @@ MAX_RESUME_ATTEMPTS = 2
 MAX_LISTEN_FAILURES = 5
 #: Pages of ``tools/list`` read when the tools are listed again after a header mismatch.
 MAX_TOOL_PAGES = 50
+#: The longest ``Retry-After`` delay the bridge waits before sending once more (seconds).
+MAX_RETRY_AFTER_SECONDS = 60.0
+#: The statuses whose ``Retry-After`` is honoured: 429 Too Many Requests (RFC 6585 §4) and
+#: 503 Service Unavailable (RFC 9110 §15.6.4).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+#: Methods that only read: sending one twice changes nothing in the app, so one whose
+#: connection broke after it was sent may be sent again. Besides these, every ``*/list``
+#: and ``*/get`` (``tools/list``, ``prompts/get``, ``tasks/get``…).
+_IDEMPOTENT = frozenset({"ping", "resources/read", "server/discover", "completion/complete"})
 
 
 class _Marker:
@@ -118,11 +153,18 @@ class RelistTools(_Marker):
     """List the app's tools again (privately) to learn their header annotations anew."""
 
 
+@dataclass(frozen=True)
+class WaitThenSend:
+    """Wait ``delay_seconds`` (the app's ``Retry-After``), then the flow sends again."""
+
+    delay_seconds: float
+
+
 class HeaderMismatch(_Marker):
     """An outcome of a ``Send``: it worked, but the app's reply is error -32020."""
 
 
-Action = Send | RefreshToken | EnsureRunning | RebuildSession | RelistTools
+Action = Send | RefreshToken | EnsureRunning | RebuildSession | RelistTools | WaitThenSend
 SEND, ENSURE_RUNNING, RELIST_TOOLS = Send(), EnsureRunning(), RelistTools()
 HEADER_MISMATCH_REPLY = HeaderMismatch()
 
@@ -134,7 +176,13 @@ AttemptOutcome = UpstreamError | HeaderMismatch | None
 Flow = Generator[Action, AttemptOutcome, None]
 
 
-def forward_flow(*, can_rebuild: bool = True, can_relist: bool = False) -> Flow:
+def forward_flow(
+    *,
+    can_rebuild: bool = True,
+    can_relist: bool = False,
+    idempotent: bool = False,
+    remaining_seconds: Callable[[], float] | None = None,
+) -> Flow:
     """Return the flow for one message.
 
     Args:
@@ -142,11 +190,15 @@ def forward_flow(*, can_rebuild: bool = True, can_relist: bool = False) -> Flow:
             replayed ``initialize`` of a rebuild itself, nor in the stateless era).
         can_relist: whether a header mismatch is recovered by listing the tools again (a
             2026-07-28 ``tools/call``); otherwise that reply is the answer.
+        idempotent: whether the message may be sent again after its connection broke
+            once it was sent (:func:`is_idempotent` of its method).
+        remaining_seconds: what is left of the request's timeout, in seconds, when asked;
+            ``None``: no ``Retry-After`` is waited for (a message owed no reply).
 
     Raises (from the generator, to the driver):
         UpstreamError: the error that ends the flow: the last send's, or a recovery's.
     """
-    tried: set[type[Action]] = set()
+    tried: set[type[Action] | type[UpstreamError]] = set()
     while True:
         outcome = yield SEND
         if outcome is None:
@@ -158,6 +210,21 @@ def forward_flow(*, can_rebuild: bool = True, can_relist: bool = False) -> Flow:
             if (yield RELIST_TOOLS) is not None:
                 return  # listing failed: the client gets the app's reply (the driver logs why)
             continue
+        if isinstance(outcome, HTTPStatusError) and outcome.retry_after_seconds is not None:
+            if WaitThenSend in tried:
+                raise outcome
+            delay = outcome.retry_after_seconds
+            left = remaining_seconds() if remaining_seconds is not None else None
+            if delay > MAX_RETRY_AFTER_SECONDS or left is None or delay >= left:
+                raise _not_waited(outcome, delay, left)
+            tried.add(WaitThenSend)
+            yield WaitThenSend(delay)
+            continue
+        if isinstance(outcome, StreamClosedError) and outcome.recoverable:
+            if not idempotent or StreamClosedError in tried:
+                raise outcome  # it may have reached the app: only a read is sent twice
+            tried.add(StreamClosedError)
+            continue
         recovery = _recovery_for(outcome)
         if recovery is None or type(recovery) in tried or (isinstance(recovery, RebuildSession) and not can_rebuild):
             raise outcome
@@ -166,6 +233,68 @@ def forward_flow(*, can_rebuild: bool = True, can_relist: bool = False) -> Flow:
         if recovery_error is not None:
             assert isinstance(recovery_error, UpstreamError), "a recovery's outcome is None or its error"
             raise recovery_error
+
+
+def is_idempotent(method: str) -> bool:
+    """Whether sending ``method`` twice changes nothing in the app: ``*/list``, ``*/get``,
+    ``resources/read``, ``ping``, ``server/discover`` and ``completion/complete`` (it only
+    suggests values). Not ``initialize`` (a new session each time), ``tools/call`` (the tool
+    runs), ``logging/setLevel``, ``resources/subscribe`` nor ``subscriptions/listen``."""
+    return method.endswith(("/list", "/get")) or method in _IDEMPOTENT
+
+
+def _not_waited(error: HTTPStatusError, delay: float, left: float | None) -> HTTPStatusError:
+    """The error answered at once for a ``Retry-After`` the bridge does not wait for."""
+    if delay > MAX_RETRY_AFTER_SECONDS:
+        why = f"longer than the {MAX_RETRY_AFTER_SECONDS:g} s the bridge waits at most"
+    elif left is None:
+        why = "not waited for on a message owed no reply"
+    else:
+        why = f"longer than the {max(left, 0.0):.0f} s left of the request timeout"
+    answer = HTTPStatusError(f"{error.message} That delay is {why}, so the bridge did not send it again.", error.http_status)
+    answer.__cause__ = error
+    return answer
+
+
+_DELAY_SECONDS = re.compile(r"^[0-9]+$")
+_OBSOLETE_DATES = ("%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y")  # RFC 850, asctime
+
+
+def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
+    """Read a ``Retry-After`` field (RFC 9110 §10.2.3): how many seconds from now to wait.
+
+    Args:
+        value: the field's value: ``delay-seconds`` (decimal digits) or an HTTP-date (RFC
+            9110 §5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms).
+        now_epoch_seconds: the current time (``time.time()``).
+
+    Returns:
+        the delay in seconds, 0 for a date already past, ``None`` when the value is neither form.
+    """
+    text = value.strip()
+    if _DELAY_SECONDS.match(text):
+        return float(int(text))
+    # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
+    import email.utils
+    from datetime import datetime, timezone
+
+    when: datetime | None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        when = None
+    if when is None:
+        for form in _OBSOLETE_DATES:
+            try:
+                when = datetime.strptime(" ".join(text.split()), form)
+                break
+            except ValueError:
+                continue
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)  # HTTP-dates are in GMT
+    return max(0.0, when.timestamp() - now_epoch_seconds)
 
 
 def _recovery_for(error: UpstreamError) -> Action | None:

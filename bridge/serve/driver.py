@@ -45,9 +45,12 @@ from ..core.policy import (
     RefreshToken,
     RelistTools,
     Send,
+    WaitThenSend,
     forward_flow,
+    is_idempotent,
 )
 from ..streamable.upstream import Emit, Upstream
+from .eras import LegacyAppEras
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
@@ -73,6 +76,8 @@ class Driver:
         endpoint: where the app listens (the one the upstream and the launcher use).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
+        translate_eras: answer a 2026-07-28 client's ``server/discover`` from a legacy-only
+            app's ``initialize`` and translate its requests (``bridge/serve/eras.py``).
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class Driver:
         *,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
+        translate_eras: bool = False,
     ) -> None:
         self._app = app_name
         #: Where the app listens (read by ``check``).
@@ -101,9 +107,22 @@ class Driver:
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
+        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
+        self.eras = LegacyAppEras(self) if translate_eras else None
 
     async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply).
+        """Forward a request; return its stdout line (the app's reply). A 2026-07-28
+        request to an app that proved legacy-only is translated (``bridge/serve/eras.py``).
+
+        Raises:
+            UpstreamError: the error that ended the recovery flow.
+        """
+        if request.era.stateless and self.eras is not None and self.eras.handles(request):
+            return await self.eras.request(request, emit)
+        return await self.forward(request, emit)
+
+    async def forward(self, request: Request, emit: Emit) -> bytes:
+        """Forward a request as it is, in its own era; return its stdout line.
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
@@ -123,6 +142,8 @@ class Driver:
             ),
             can_rebuild=era.may_rebuild,
             relist=relist,
+            idempotent=is_idempotent(request.method),
+            remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
         )
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
 
@@ -194,11 +215,19 @@ class Driver:
         replay: bool = False,
         can_rebuild: bool = True,
         relist: Callable[[], Awaitable[None]] | None = None,
+        idempotent: bool = False,
+        remaining_seconds: Callable[[], float] | None = None,
     ) -> bytes:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
-        (a 2026-07-28 ``tools/call``), else a mismatch is the answer."""
-        flow = forward_flow(can_rebuild=can_rebuild and not replay, can_relist=relist is not None)
+        (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent`` and
+        ``remaining_seconds``: as ``forward_flow`` takes them."""
+        flow = forward_flow(
+            can_rebuild=can_rebuild and not replay,
+            can_relist=relist is not None,
+            idempotent=idempotent,
+            remaining_seconds=remaining_seconds,
+        )
         action = next(flow)
         line = b""
         while True:
@@ -218,6 +247,9 @@ class Driver:
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
                     await relist()
+                elif isinstance(action, WaitThenSend):
+                    log.info("%s asked to be retried after %.0f s (Retry-After); sending again then", self._app, action.delay_seconds)
+                    await asyncio.sleep(action.delay_seconds)
             except UpstreamError as exc:
                 outcome = exc
             try:
@@ -355,6 +387,13 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+def _time_left(timeout_seconds: float) -> Callable[[], float]:
+    """What is left, when asked, of ``timeout_seconds`` from now (the event loop's clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_seconds
+    return lambda: deadline - loop.time()
 
 
 async def _drop(line: bytes, message: Any = None) -> None:

@@ -159,4 +159,5 @@ def build_driver(
         parts.endpoint,
         app_name=config.app_name,
         on_session_rebuilt=on_session_rebuilt,
+        translate_eras=config.translate_eras,
     )

@@ -9,6 +9,7 @@ policy acts on (401, a lost session), the app's own JSON-RPC error, else ``HTTPS
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from ..core.errors import (
     UpstreamTimeoutError,
 )
 from ..core.jsonrpc import Request, encode_message, loads_strict
+from ..core.policy import RETRY_AFTER_STATUSES, retry_after_seconds
 from ..transport.base import (
     ConnectFailed,
     ConnectionBroken,
@@ -157,9 +159,24 @@ class StatusCheck:
         return raw
 
     async def error_status(self, request: Request, response: HttpResponse, sent: Sent) -> bytes:
+        """Turn a request's non-2xx reply into its stdout line (the app's own JSON-RPC error,
+        with the request's id) or raise the bridge's error for it. A 429 or 503 with a
+        ``Retry-After`` (RFC 9110 §10.2.3) raises ``HTTPStatusError`` with the delay even
+        when its body holds a JSON-RPC error (its message goes into the bridge's), so the
+        recovery policy may wait and send it once more."""
         status = response.status_code
         raw = await self.check_status(response, sent)
         error = _jsonrpc_error_in(raw)
+        field = response.headers.get("retry-after") if status in RETRY_AFTER_STATUSES else None
+        delay = retry_after_seconds(field, time.time()) if isinstance(field, str) else None
+        if delay is not None:
+            said = f" It said: {str(error['message'])[:200]}" if error is not None else ""
+            raise HTTPStatusError(
+                f"{self._app} answered the request with HTTP status {status} and Retry-After: {str(field).strip()[:64]} "
+                f"(wait {delay:.0f} s).{said}",
+                status,
+                retry_after_seconds=delay,
+            )
         if error is not None:
             # The app's own JSON-RPC error passes through unchanged, with the request's id.
             return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})

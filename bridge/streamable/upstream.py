@@ -145,6 +145,12 @@ class Upstream:
         """What a token source gets: the current endpoint (if known) and the auth client."""
         return self._headers.token_context()
 
+    @property
+    def request_timeout_seconds(self) -> float:
+        """The bound of one request, in seconds (``BridgeConfig.request_timeout_seconds``):
+        the recovery policy waits a ``Retry-After`` only within what is left of it."""
+        return self._config.request_timeout_seconds
+
     def _exchange(
         self,
         method: str,

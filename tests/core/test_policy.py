@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bridge.core.errors import (
     AppLaunchFailedError,
     AppUnreachableError,
     AuthRejectedError,
+    HTTPStatusError,
     SessionLostError,
     StreamClosedError,
     UpstreamError,
@@ -16,20 +19,24 @@ from bridge.core.errors import (
 from bridge.core.policy import (
     ENSURE_RUNNING,
     HEADER_MISMATCH_REPLY,
+    MAX_RETRY_AFTER_SECONDS,
     RELIST_TOOLS,
     SEND,
     Action,
     AttemptOutcome,
     RebuildSession,
     RefreshToken,
+    WaitThenSend,
     forward_flow,
+    is_idempotent,
+    retry_after_seconds,
 )
 
 #: A refresh or rebuild asked for by an error that did not say which generation failed.
 REFRESH_TOKEN, REBUILD_SESSION = RefreshToken(None), RebuildSession(None)
 
 
-def drive(outcomes: list[AttemptOutcome], **kwargs: bool) -> tuple[list[Action], UpstreamError | None]:
+def drive(outcomes: list[AttemptOutcome], **kwargs: Any) -> tuple[list[Action], UpstreamError | None]:
     """Feed ``outcomes`` to the flow in order; return the actions it asked for and the
     error it ended with (None for success)."""
     flow = forward_flow(**kwargs)
@@ -147,3 +154,94 @@ def test_relist_combines_with_the_other_recoveries() -> None:
     ]
     actions, error = drive(outcomes, can_relist=True)
     assert actions == [SEND, ENSURE_RUNNING, SEND, RELIST_TOOLS, SEND, RefreshToken(4), SEND] and error is None
+
+
+# -- Retry-After (RFC 9110 §10.2.3) and what is sent twice --------------------------------------
+
+
+def too_many(delay_seconds: float | None, status: int = 429) -> HTTPStatusError:
+    return HTTPStatusError(f"HTTP {status} and Retry-After", status, retry_after_seconds=delay_seconds)
+
+
+def plenty() -> float:
+    return 1000.0
+
+
+def test_retry_after_is_waited_once_then_sent_again() -> None:
+    actions, error = drive([too_many(2.0), None, None], remaining_seconds=plenty)
+    assert actions == [SEND, WaitThenSend(2.0), SEND] and error is None
+    second = too_many(2.0, 503)
+    actions, error = drive([too_many(2.0), None, second], remaining_seconds=plenty)
+    assert actions == [SEND, WaitThenSend(2.0), SEND] and error is second
+
+
+@pytest.mark.parametrize(
+    ("delay", "left", "why"),
+    [(MAX_RETRY_AFTER_SECONDS + 1, 1000.0, "60 s the bridge waits at most"), (30.0, 29.0, "29 s left of the request timeout")],
+)
+def test_a_retry_after_that_does_not_fit_is_answered_at_once_naming_it(delay: float, left: float, why: str) -> None:
+    actions, error = drive([too_many(delay)], remaining_seconds=lambda: left)
+    assert actions == [SEND] and isinstance(error, HTTPStatusError)
+    assert error.http_status == 429 and "Retry-After" in error.message and why in error.message
+
+
+def test_retry_after_is_not_waited_for_a_message_owed_no_reply() -> None:
+    actions, error = drive([too_many(0.0)])
+    assert actions == [SEND] and isinstance(error, HTTPStatusError)
+
+
+def test_a_status_without_retry_after_is_final() -> None:
+    refused = HTTPStatusError("HTTP 429", 429)
+    assert drive([refused], remaining_seconds=plenty) == ([SEND], refused)
+
+
+def test_a_broken_connection_resends_a_read_once() -> None:
+    broken, again = StreamClosedError("broke"), StreamClosedError("broke again")
+    assert drive([broken, None], idempotent=True) == ([SEND, SEND], None)
+    assert drive([broken, again], idempotent=True) == ([SEND, SEND], again)
+
+
+def test_a_broken_connection_never_resends_what_is_not_idempotent() -> None:
+    broken = StreamClosedError("broke")
+    assert drive([broken]) == ([SEND], broken)
+
+
+def test_a_timeout_is_never_retried_even_for_a_read() -> None:
+    timeout = UpstreamTimeoutError("no answer")
+    assert drive([timeout], idempotent=True, remaining_seconds=plenty) == ([SEND], timeout)
+
+
+@pytest.mark.parametrize(
+    ("method", "idempotent"),
+    [
+        ("tools/list", True), ("prompts/list", True), ("resources/list", True), ("resources/templates/list", True),
+        ("prompts/get", True), ("tasks/get", True), ("resources/read", True), ("ping", True),
+        ("server/discover", True), ("completion/complete", True),
+        ("tools/call", False), ("initialize", False), ("logging/setLevel", False), ("resources/subscribe", False),
+        ("subscriptions/listen", False), ("sampling/createMessage", False),
+    ],
+)
+def test_which_methods_are_idempotent(method: str, idempotent: bool) -> None:
+    assert is_idempotent(method) is idempotent
+
+
+NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        (" 0 ", 0.0),
+        ("Tue, 14 Nov 2023 22:14:20 GMT", 60.0),  # IMF-fixdate
+        ("Tuesday, 14-Nov-23 22:14:20 GMT", 60.0),  # RFC 850
+        ("Tue Nov 14 22:14:20 2023", 60.0),  # asctime
+        ("Tue, 14 Nov 2023 22:00:00 GMT", 0.0),  # already past
+        ("-5", None),
+        ("1.5", None),
+        ("soon", None),
+        ("", None),
+    ],
+)
+def test_retry_after_is_read_in_both_forms(value: str, seconds: float | None) -> None:
+    assert retry_after_seconds(value, NOW) == seconds

@@ -1,0 +1,192 @@
+"""A 2026-07-28 client with a legacy-only app (issue: "every client with every app"): the
+bridge answers ``server/discover`` from the app's ``initialize`` and keeps the session
+behind it (docs/behaviour.md, "Protocol eras")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from support.helpers import RunBridge, json_response, request_line
+from support.mcp_app import McpApp
+
+from bridge.core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, modern_result, untranslated
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
+MODERN = "2026-07-28"
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO = {"name": "claude-code", "version": "3.0"}
+META = {META_VERSION: MODERN, "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+def modern(request_id: Any, method: str, params: dict[str, Any] | None = None) -> bytes:
+    return request_line(request_id, method, {**(params or {}), "_meta": dict(META)})
+
+
+class LegacyOnlyApp(McpApp):
+    """A stateful app of the 2025 era (``McpApp``) that knows nothing of 2026-07-28: it
+    refuses ``server/discover`` as ``refusal`` says, refuses any other request without a
+    session as the official SDK v1 server does (400 "Missing session ID"), and fails the
+    test if a request reaches it with the 2026 era's ``_meta`` or headers inside a session."""
+
+    def __init__(self, refusal: str = "-32601", **kwargs: Any) -> None:
+        super().__init__(capabilities={"tools": {"listChanged": True}}, server_name="legacy-app", **kwargs)
+        self.refusal = refusal
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            message = json.loads(request.content)
+            meta = message.get("params", {}).get("_meta", {}) if isinstance(message.get("params"), dict) else {}
+            modern_request = META_VERSION in meta or "mcp-method" in request.headers
+            if modern_request and "mcp-session-id" not in request.headers:
+                self.requests.append(request)
+                if message.get("method") == "server/discover" and self.refusal == "-32601":
+                    return json_response({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+                if self.refusal == "405":
+                    return httpx.Response(405)
+                return json_response({"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}, 400)
+            assert not modern_request, f"a 2026-07-28 request reached the legacy session: {message}"
+        return await super().__call__(request)
+
+
+@pytest.mark.parametrize("refusal", ["-32601", "400", "405"])
+async def test_discover_is_answered_from_initialize_and_requests_go_within_the_session(run_bridge: RunBridge, refusal: str) -> None:
+    app = LegacyOnlyApp(refusal, tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (discovered,) = await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "tools/list") + modern(3, "tools/call", {"name": "echo", "arguments": {}}))
+        replies = {m["id"]: m for m in await h.stdout.wait_for(3)}
+    assert discovered["id"] == 1
+    assert discovered["result"]["supportedVersions"] == [MODERN]
+    assert discovered["result"]["capabilities"] == {"tools": {"listChanged": True}}
+    assert discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "legacy-app"
+    assert replies[2]["result"] == {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+                                    "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert replies[3]["result"]["resultType"] == "complete"
+    init = [body for body in app.bodies if body.get("method") == "initialize"]
+    assert len(init) == 1 and init[0]["params"]["clientInfo"] == CLIENT_INFO
+    assert init[0]["params"]["capabilities"] == {"elicitation": {}}
+    sessions = {r.headers.get("mcp-session-id") for r in app.posts if json.loads(r.content).get("method") in ("tools/list", "tools/call")}
+    assert sessions == {"sess-1"}
+
+
+async def test_a_client_that_pinned_its_version_is_probed_for_by_the_bridge(run_bridge: RunBridge) -> None:
+    """A client that adopts 2026-07-28 without a probe (the official SDK's ``mode="2026-07-28"``)
+    sends tools/list first: the bridge probes on its behalf, then translates."""
+    app = LegacyOnlyApp(tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "tools/list"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["id"] == 1 and reply["result"]["tools"][0]["name"] == "echo"
+    methods = [json.loads(r.content).get("method") for r in app.posts]
+    assert methods == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
+
+
+async def test_a_second_discover_is_answered_without_another_initialize(run_bridge: RunBridge) -> None:
+    app = LegacyOnlyApp()
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "server/discover"))
+        again = (await h.stdout.wait_for(2))[-1]
+    assert again["id"] == 2 and again["result"]["supportedVersions"] == [MODERN]
+    assert sum(body.get("method") == "initialize" for body in app.bodies) == 1
+
+
+async def test_a_method_without_a_legacy_equivalent_gets_an_error_naming_it(run_bridge: RunBridge) -> None:
+    app = LegacyOnlyApp()
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+        reply = (await h.stdout.wait_for(2))[-1]
+    assert reply["id"] == 2 and reply["error"]["code"] == -32601
+    assert "subscriptions/listen" in reply["error"]["message"] and "2025-06-18" in reply["error"]["message"]
+    assert not any(body.get("method") == "subscriptions/listen" for body in app.bodies)
+
+
+async def test_a_lost_session_is_rebuilt_for_the_translated_client(run_bridge: RunBridge) -> None:
+    app = LegacyOnlyApp()
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        await h.stdout.wait_for(1)
+        app.restart()
+        h.stdin.feed(modern(2, "tools/list"))
+        messages = await h.stdout.wait_for(3)  # the reply, and the app's lists may have changed
+    (reply,) = [m for m in messages if m.get("id") == 2]
+    assert reply["result"]["instance"] == 2
+    assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in messages
+    assert sum(body.get("method") == "initialize" for body in app.bodies) == 2
+
+
+async def test_a_modern_app_is_not_translated(run_bridge: RunBridge) -> None:
+    app = McpApp(result={"supportedVersions": [MODERN], "capabilities": {}})
+    async with run_bridge(app, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (reply,) = await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "tools/list"))
+        await h.stdout.wait_for(2)
+    assert reply["result"]["supportedVersions"] == [MODERN]
+    assert not any(body.get("method") == "initialize" for body in app.bodies)
+    assert all("mcp-session-id" not in r.headers for r in app.posts)
+
+
+async def test_an_app_that_refuses_initialize_too_leaves_the_probe_refused(run_bridge: RunBridge) -> None:
+    def refuses_everything(request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content)
+        return json_response({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32601, "message": "Method not found"}})
+
+    async with run_bridge(refuses_everything, translate_eras=True) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}
+
+
+async def test_without_the_option_the_refusal_reaches_the_client(run_bridge: RunBridge) -> None:
+    """Off by default: a dual-era client gets the app's refusal and falls back to
+    ``initialize``, keeping what the translation does not map yet."""
+    app = LegacyOnlyApp()
+    async with run_bridge(app) as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["error"]["code"] == -32601
+    assert not any(body.get("method") == "initialize" for body in app.bodies)
+
+
+# -- the pure rules ------------------------------------------------------------------------------------------
+
+
+def test_which_discover_refusals_mean_legacy() -> None:
+    assert is_legacy_refusal({"error": {"code": -32601, "message": "Method not found"}})
+    assert is_legacy_refusal({"error": {"code": -32600, "message": "Bad Request: Missing session ID"}})
+    assert not is_legacy_refusal({"error": {"code": -32022, "message": "Unsupported", "data": {"supported": [MODERN]}}})
+    assert not is_legacy_refusal({"result": {"supportedVersions": [MODERN]}})
+
+
+def test_the_mapping_both_ways() -> None:
+    params = initialize_params({"_meta": META}, "0.1.0")
+    assert params == {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": CLIENT_INFO}
+    assert initialize_params(None, "0.1.0")["clientInfo"] == {"name": "mcp-app-bridge", "version": "0.1.0"}
+    init = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "a", "version": "1"}, "instructions": "hi"}
+    assert discover_result(init, MODERN) == {
+        "supportedVersions": [MODERN], "capabilities": {"tools": {}}, "instructions": "hi",
+        "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "a", "version": "1"}},
+    }
+    assert legacy_params({"name": "t", "_meta": {**META, "progressToken": 3}}) == {"name": "t", "_meta": {"progressToken": 3}}
+    assert legacy_params({"name": "t", "_meta": dict(META)}) == {"name": "t"}
+    assert untranslated("tools/list", "2025-06-18") is None
+    error = untranslated("subscriptions/listen", "2025-06-18")
+    assert error is not None and error["data"]["missing"] == "subscriptions/listen"
+
+
+def test_legacy_results_get_the_fields_2026_requires() -> None:
+    """The official SDK's 2026-07-28 client refuses a list result without ``resultType``,
+    ``ttlMs`` and ``cacheScope`` (found by the process test with the real client)."""
+    assert modern_result("tools/list", {"tools": []}) == {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert modern_result("tools/call", {"content": []}) == {"content": [], "resultType": "complete"}
+    assert modern_result("resources/read", {"contents": [], "ttlMs": 5})["ttlMs"] == 5  # the app's own kept
