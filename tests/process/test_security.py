@@ -24,12 +24,12 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import apps, processes
 from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
+from support.squatter import Squatter
 
 from bridge.app.discovery import process_start_time
 
@@ -42,56 +42,6 @@ if sys.platform != "linux":
     pytest.skip('the listener check is tested on Linux here', allow_module_level=True)
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the squatter as a second uid")
 OTHER_UID = 54_321
-
-_SQUATTER = textwrap.dedent(
-    """
-    import json, socket, sys
-    port, host = int(sys.argv[1]), sys.argv[2]
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port)); s.listen()
-    print("LISTENING", flush=True)
-    body = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"token": "squatter-token", "protocolVersion": "2025-06-18",
-                       "capabilities": {}, "serverInfo": {"name": "squatter", "version": "6.6.6"}}}).encode()
-    while True:
-        c, _ = s.accept()
-        c.settimeout(2)
-        data = b""
-        try:
-            while b"\\r\\n\\r\\n" not in data:
-                more = c.recv(65536)
-                if not more:
-                    break
-                data += more
-            if data:
-                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nConnection: close\\r\\n"
-                          b"Content-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
-        except OSError:
-            pass
-        print("CONNECTION " + data.hex(), flush=True)
-        c.close()
-    """
-)
-
-
-class Squatter:
-    """A plain server on ``port`` that answers like the app and records every request."""
-
-    def __init__(self, port: int, *, uid: int | None = None, host: str = "127.0.0.1") -> None:
-        python = "/usr/bin/python3" if uid is not None else sys.executable
-        options: dict[str, Any] = {"user": uid, "group": uid} if uid is not None else {}
-        self.proc = subprocess.Popen(
-            [python, "-c", _SQUATTER, str(port), host], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == b"LISTENING\n", "the squatter could not take the port"
-        self.port = port
-
-    def stop(self) -> list[bytes]:
-        """Stop it; return what each connection carried."""
-        self.proc.kill()
-        out, _ = self.proc.communicate(timeout=10)
-        return [bytes.fromhex(line.split(" ", 1)[1]) for line in out.decode().splitlines() if line.startswith("CONNECTION")]
-
 
 @pytest.fixture
 def crashed(desk: Desk) -> Iterator[tuple[Desk, int, str]]:  # noqa: F811 (the imported fixture)

@@ -16,7 +16,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from support import processes
 from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, AppServer, start_listening_app
 from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
+from support.squatter import Squatter
 
 from bridge.core.unixurl import split_unix_url
 
@@ -35,52 +35,6 @@ if sys.platform == "win32":
 pytestmark = [pytest.mark.process, pytest.mark.linux_only("the Unix-socket path is tested on Linux here")]
 as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root to run the impostor as a second uid")
 OTHER_UID = 54_321
-
-_IMPOSTOR = textwrap.dedent(
-    """
-    import json, socket, sys
-    s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()
-    print("LISTENING", flush=True)
-    body = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "serverInfo": {"name": "impostor", "version": "6.6.6"}}}).encode()
-    while True:
-        c, _ = s.accept()
-        c.settimeout(2)
-        data = b""
-        try:
-            while b"\\r\\n\\r\\n" not in data:
-                more = c.recv(65536)
-                if not more:
-                    break
-                data += more
-            if data:
-                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nConnection: close\\r\\n"
-                          b"Content-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
-        except OSError:
-            pass
-        print("CONNECTION " + data.hex(), flush=True)
-        c.close()
-    """
-)
-
-
-class Impostor:
-    """A plain server on a Unix socket that answers like the app and records every request."""
-
-    def __init__(self, path: Path, *, uid: int | None = None) -> None:
-        python = "/usr/bin/python3" if uid is not None else sys.executable
-        options = {"user": uid, "group": uid} if uid is not None else {}
-        self.proc = subprocess.Popen(
-            [python, "-c", _IMPOSTOR, str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/", **options  # type: ignore[call-overload,unused-ignore]
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == b"LISTENING\n", "the impostor could not bind"
-
-    def stop(self) -> list[bytes]:
-        self.proc.kill()
-        out, _ = self.proc.communicate(timeout=10)
-        return [bytes.fromhex(line.split(" ", 1)[1]) for line in out.decode().splitlines() if line.startswith("CONNECTION")]
-
 
 def unix_app_args(here: Desk) -> list[str]:
     return [str(APP_SERVER_SCRIPT), "--link", "unix", *here.app_args()]
@@ -167,14 +121,14 @@ def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: 
         os.kill(launched, 15)
 
 
-def _squat(socket_path: Path, *, uid: int | None) -> Impostor:
+def _squat(socket_path: Path, *, uid: int | None) -> Squatter:
     """An impostor takes the app's socket path (the app is gone; its discovery file stays)."""
     if uid is None:
         socket_path.unlink(missing_ok=True)
-        return Impostor(socket_path)
+        return Squatter(unix_path=socket_path)
     own = Path(tempfile.mkdtemp(prefix="impostor-"))
     os.chown(own, uid, uid)
-    impostor = Impostor(own / "s.sock", uid=uid)
+    impostor = Squatter(unix_path=own / "s.sock", uid=uid)
     socket_path.unlink(missing_ok=True)
     os.rename(own / "s.sock", socket_path)  # the listening socket follows its file
     own.rmdir()
@@ -232,7 +186,7 @@ def test_a_planted_symbolic_link_gets_nothing(running: tuple[Desk, AppServer, Pa
     elsewhere = Path(tempfile.mkdtemp(prefix="planted-"))
     if uid is not None:
         os.chown(elsewhere, uid, uid)
-    impostor = Impostor(elsewhere / "s.sock", uid=uid)
+    impostor = Squatter(unix_path=elsewhere / "s.sock", uid=uid)
     socket_path.unlink()
     socket_path.symlink_to(elsewhere / "s.sock")
     try:
