@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support.helpers import NOTIF_INIT, init, request_line
 from support.mcp_app import LAST_CHUNK, SSE_HEAD, McpApp, chunk, compact, json_reply, sse_event
+from support.processes import status_kib
 from support.scripted import Peer, Seen, serve
 
 pytestmark = pytest.mark.anyio
@@ -39,13 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
 
 
 @pytest.mark.process
@@ -72,11 +66,11 @@ async def test_an_idle_bridge_keeps_little_of_a_burst_of_large_replies(tmp_path:
         try:
             proc.stdin.write(init(0) + NOTIF_INIT)
             assert json.loads(await asyncio.wait_for(proc.stdout.readline(), BOUND_SECONDS))["id"] == 0
-            idle_kib = rss_kib(proc.pid)
+            idle_kib = status_kib(proc.pid, "VmRSS")
             proc.stdin.write(b"".join(request_line(index, "tools/call", {"name": "big"}) for index in range(1, COUNT + 1)))
             replies = [json.loads(await asyncio.wait_for(proc.stdout.readline(), BOUND_SECONDS)) for _ in range(COUNT)]
             await asyncio.sleep(2.0)  # idle: nothing more is asked of it
-            after_kib = rss_kib(proc.pid)
+            after_kib = status_kib(proc.pid, "VmRSS")
             proc.stdin.close()
             assert await asyncio.wait_for(proc.wait(), BOUND_SECONDS) == 0
         finally:

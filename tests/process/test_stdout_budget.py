@@ -22,6 +22,7 @@ import anyio
 import pytest
 from support.helpers import NOTIF_INIT, CountingStdin, init, request_line, settled
 from support.mcp_app import McpApp, compact, json_reply
+from support.processes import status_kib
 from support.scripted import Peer, Seen, serve
 
 import bridge.stdio.outbox
@@ -104,13 +105,6 @@ async def test_a_client_that_stops_reading_stops_the_bridge_reading_stdin_and_th
     ids = [json.loads(line)["id"] for line in stdout.lines]
     assert sorted(ids) == list(range(count)), "exactly one reply each"
     assert sorted(served) == list(range(count))
-
-
-def status_kib(pid: int, name: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {name} in /proc/{pid}/status")
 
 
 @pytest.mark.process

@@ -25,6 +25,7 @@ import anyio
 import pytest
 from support.helpers import NOTIF_INIT, init, request_line, running_bridge
 from support.mcp_app import SSE_HEAD, McpApp, chunk, compact, progress
+from support.processes import status_kib
 from support.scripted import WAIT, Peer, Seen, serve
 
 pytestmark = pytest.mark.anyio
@@ -254,13 +255,6 @@ async def test_an_event_over_the_cap_is_refused_while_it_arrives_and_the_next_ca
 
 
 # -- the real process: memory, and no httpx ---------------------------------------------------------
-
-
-def status_kib(pid: int, name: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {name} in /proc/{pid}/status")
 
 
 @contextlib.asynccontextmanager

@@ -423,3 +423,13 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 # -- 1, 2: the official SDK as the client ----------------------------------------------------
+
+
+def status_kib(pid: int, name: str) -> int:
+    """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``); Linux only."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        lines = status.read().splitlines()
+    for line in lines:
+        if line.startswith(name + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {name} in /proc/{pid}/status")
