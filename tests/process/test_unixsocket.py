@@ -168,6 +168,34 @@ def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: 
         os.kill(launched, 15)
 
 
+def test_a_relative_auth_url_is_served_on_the_socket_and_never_sent_to_an_impostor(desk: Desk) -> None:  # noqa: F811
+    """``--auth-url /auth/token`` on an ``http+unix://`` endpoint: the secret goes to the
+    app's own socket (the same path, the same peer check), and a process squatting the
+    socket gets neither the secret nor anything else."""
+    app = start_listening_app(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--link", "unix", *desk.app_args(auth="secret")],
+        log_path=desk.root / "app-secret.log", scheme="http+unix", what="the example app on its Unix socket",
+    )
+    socket_path = Path(split_unix_url(app.url)[0])
+    auth = ["--discovery-file", str(desk.discovery), "--auth-url", "/auth/token", "--secret-file", str(desk.secret_file)]
+    try:
+        assert "token" not in json.loads(desk.discovery.read_text()), "only the auth route gives the token"
+        with desk.bridge(*auth) as bridge:
+            processes.handshake(bridge)
+            assert app_info(bridge, 1)["pid"] == app.proc.pid
+        impostor = _squat(socket_path, uid=None)  # the app still runs: its pid and start time are live
+        try:
+            with desk.bridge(*auth) as bridge:
+                bridge.send(initialize(0))
+                reply = bridge.read_reply(0)
+                assert bridge_error_reason(reply) == "listener_unverified", reply
+        finally:
+            received = impostor.stop()
+        assert_got_nothing(received, desk.secret)
+    finally:
+        app.stop()
+
+
 def _squat(socket_path: Path, *, uid: int | None) -> Impostor:
     """An impostor takes the app's socket path (the app is gone; its discovery file stays)."""
     if uid is None:
