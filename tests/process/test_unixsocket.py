@@ -10,6 +10,7 @@ account needed, as tests/process/test_security.py does); other runs skip those c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -194,6 +195,36 @@ def test_a_relative_auth_url_is_served_on_the_socket_and_never_sent_to_an_impost
         assert_got_nothing(received, desk.secret)
     finally:
         app.stop()
+
+
+def test_two_bridges_started_against_the_down_app_launch_it_once_on_its_socket(desk: Desk) -> None:  # noqa: F811
+    """The launch lock holds over the socket: two bridges meet a down app (no socket yet)
+    at once; exactly one app process is started, both initialize, both reach it."""
+    args = ["--discovery-file", str(desk.discovery), "--launch", shlex.join([sys.executable, *unix_app_args(desk)]),
+            "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(desk.launch_log), "--log-level", "info"]
+    bridges = [desk.bridge(*args) for _ in range(2)]
+    try:
+        for bridge in bridges:
+            bridge.send(initialize(0))
+        for bridge in bridges:
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert "result" in reply, f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+        (pid,) = desk.launches()
+        assert json.loads(desk.discovery.read_text())["url"].startswith("http+unix://%2F")
+        for number, bridge in enumerate(bridges, 1):
+            assert app_info(bridge, number)["pid"] == pid
+        for bridge in bridges:
+            bridge.finish()
+        starting = [line for bridge in bridges for line in bridge.stderr_text().splitlines() if "starting the app" in line.lower()]
+        assert len(starting) == 1, "\n".join(line[:160] for line in starting)
+        assert desk.launches() == [pid]
+    finally:
+        for bridge in bridges:
+            bridge.__exit__(RuntimeError, None, None)  # kill if still alive, close pipes
+        for launched in desk.launches():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(launched, 15)
 
 
 def _squat(socket_path: Path, *, uid: int | None) -> Impostor:
