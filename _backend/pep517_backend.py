@@ -11,14 +11,14 @@ what to do. Everything else is ``setuptools.build_meta``.
 import sys
 
 #: The oldest Python the project supports: pyproject's ``requires-python`` (a test checks they agree).
-REQUIRES_PYTHON = (3, 10)
+REQUIRES_PYTHON = (3, 11)
 
 if tuple(sys.version_info[:2]) < REQUIRES_PYTHON:
     found = ".".join(str(part) for part in tuple(sys.version_info)[:3])
     raise SystemExit(
         f"mcp-app-bridge needs Python >= {REQUIRES_PYTHON[0]}.{REQUIRES_PYTHON[1]}, "
         f"and this is Python {found} ({sys.executable}). "
-        "Install Python 3.10 or newer and make the venv with it, for example "
+        f"Install Python {REQUIRES_PYTHON[0]}.{REQUIRES_PYTHON[1]} or newer and make the venv with it, for example "
         "`python3.12 -m venv .venv` (on macOS, /usr/bin/python3 is 3.9: take Python from python.org or Homebrew)."
     )
 

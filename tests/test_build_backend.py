@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomlkit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,10 +19,13 @@ def import_backend(version: tuple[int, int, int] | None) -> subprocess.Completed
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
-def test_python_3_9_is_refused_with_the_reason_and_the_fix() -> None:
-    result = import_backend((3, 9, 18))
+@pytest.mark.parametrize("version", [(3, 9, 18), (3, 10, 19)], ids=["3.9", "3.10"])
+def test_an_older_python_is_refused_with_the_reason_and_the_fix(version: tuple[int, int, int]) -> None:
+    result = import_backend(version)
+    found = ".".join(map(str, version))
     assert result.returncode == 1 and result.stdout == ""
-    assert "mcp-app-bridge needs Python >= 3.10, and this is Python 3.9.18" in result.stderr
+    assert f"mcp-app-bridge needs Python >= 3.11, and this is Python {found}" in result.stderr
+    assert "Install Python 3.11 or newer" in result.stderr
     assert "venv" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -36,5 +40,12 @@ def test_the_check_and_pyproject_name_the_same_oldest_python() -> None:
     project = tomlkit.parse((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert project["build-system"]["build-backend"] == "pep517_backend"
     assert project["build-system"]["backend-path"] == ["_backend"]
-    assert project["project"]["requires-python"] == ">=3.10"
-    assert "REQUIRES_PYTHON = (3, 10)" in (ROOT / "_backend" / "pep517_backend.py").read_text(encoding="utf-8")
+    assert project["project"]["requires-python"] == ">=3.11"
+    assert "REQUIRES_PYTHON = (3, 11)" in (ROOT / "_backend" / "pep517_backend.py").read_text(encoding="utf-8")
+
+
+def test_the_type_check_and_the_linter_aim_at_the_oldest_python() -> None:
+    """mypy and ruff judge the code as the oldest supported Python runs it."""
+    project = tomlkit.parse((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["tool"]["mypy"]["python_version"] == "3.11"
+    assert project["tool"]["ruff"]["target-version"] == "py311"

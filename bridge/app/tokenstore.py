@@ -41,6 +41,11 @@ class TokenStore:
         self.generation = 0
 
     @property
+    def has_source(self) -> bool:
+        """Whether a token source is configured."""
+        return self._source is not None
+
+    @property
     def source_description(self) -> str:
         """How the token source is named in messages ("no token source" when none)."""
         return self._source.description if self._source is not None else "no token source"

@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..core.config import DEFAULT_APP_NAME, BridgeConfig, ConfigError, check_endpoint_url, parse_header
+from ..core.config import DEFAULT_APP_NAME, BridgeConfig, ConfigError, check_endpoint_url, parse_header, variable_in_message
 from .optiontable import BRIDGE_OPTIONS
 
 __all__ = ["build_config", "check_variable_name", "split_command"]
@@ -82,7 +82,7 @@ def _token_source(
     if token_env is not None:
         check_variable_name(token_env)
         if not os.environ.get(token_env, "").strip():
-            raise _click().BadParameter(f"environment variable {token_env} is not set or is empty", param_hint="--token-env")
+            raise _click().BadParameter(f"{variable_in_message(token_env)} is not set or is empty", param_hint="--token-env")
         return tokens.EnvTokenSource(token_env)
     if token_file is not None:
         _refuse_open_file(token_file, "--token-file")

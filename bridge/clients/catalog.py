@@ -543,6 +543,7 @@ STARTUP_MARGIN_SECONDS = 15.0
 #: How long the bridge gives a launched app by default (``--launch-timeout``, and
 #: ``BridgeConfig.launch_timeout_seconds``), in seconds.
 from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS  # noqa: E402  (one default, kept beside BridgeConfig's)
+
 #: The bridge's default bound on each reply (``--request-timeout``), in seconds.
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 300.0
 

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "variable_in_message",
     "BridgeConfig",
     "HTTP_TOKEN",
     "ConfigError",
@@ -212,6 +213,21 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_CONVENTIONAL_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def variable_in_message(name: str) -> str:
+    """How ``--token-env``'s variable is named in a message, a reply or a log line:
+    ``environment variable NAME`` for a conventional name (capital letters, digits and
+    ``_``, at most 64 characters); otherwise without the name, since it may be the token
+    itself given by mistake (``ghp_…``, ``sk_live_…`` and many other tokens are valid
+    identifiers)."""
+    if _CONVENTIONAL_VARIABLE.fullmatch(name):
+        return f"environment variable {name}"
+    return ("the environment variable --token-env names (not repeated here: it does not look like a variable's "
+            "name, such as MYAPP_TOKEN; was the token itself given?)")
 
 
 def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:

@@ -57,7 +57,7 @@ __all__ = [
     "RELIST_TOOLS",
     "HeaderMismatch",
     "HEADER_MISMATCH_REPLY",
-    "Outcome",
+    "AttemptOutcome",
     "Flow",
     "forward_flow",
     "MAX_RESUME_ATTEMPTS",
@@ -128,10 +128,10 @@ HEADER_MISMATCH_REPLY = HeaderMismatch()
 
 #: What the driver sends back: ``None`` (the action worked), the ``UpstreamError`` it
 #: raised, or, for a ``Send`` whose reply is a header mismatch, :data:`HEADER_MISMATCH_REPLY`.
-Outcome = UpstreamError | HeaderMismatch | None
+AttemptOutcome = UpstreamError | HeaderMismatch | None
 #: The generator type: yields actions, is sent outcomes, returns when the last ``Send``'s
 #: reply is the answer, raises the final error.
-Flow = Generator[Action, Outcome, None]
+Flow = Generator[Action, AttemptOutcome, None]
 
 
 def forward_flow(*, can_rebuild: bool = True, can_relist: bool = False) -> Flow:

@@ -39,8 +39,8 @@ from ..core.jsonrpc import Request, encode_message
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
+    AttemptOutcome,
     EnsureRunning,
-    Outcome,
     RebuildSession,
     RefreshToken,
     RelistTools,
@@ -202,7 +202,7 @@ class Driver:
         action = next(flow)
         line = b""
         while True:
-            outcome: Outcome = None
+            outcome: AttemptOutcome = None
             try:
                 if isinstance(action, Send):
                     # A message that carries the session waits inside the upstream while a

@@ -34,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import BridgeConfig
 from ..core.errors import LineTooLongError
@@ -135,39 +135,39 @@ class Bridge:
         """Serve until stdin ends, a signal arrives or stdout closes; return the exit status
         (0). Never raises for anything the client or the app does."""
         loop = asyncio.get_running_loop()
-        writer = loop.create_task(self._outbox.run())
-        reader = loop.create_task(self._read_loop())
-        for part in (writer, reader):
-            part.add_done_callback(self._part_ended)
         if self._handle_signals:
             # Kept until the very end: a second signal during the bounded shutdown must
             # still find a handler (else: KeyboardInterrupt and a traceback).
             self._catch_signals(loop)
         try:
-            await self._stopping.wait()
-            if not self._outbox.gone:
-                await self._dispatcher.drain(self._config.shutdown_grace_seconds)
-            reader.cancel()
-            tail_end = loop.time() + SHUTDOWN_TAIL_SECONDS
-            await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
-            await self._driver.terminate_session(max(tail_end - loop.time(), 0.0))
-            self._outbox.close()
-            await asyncio.wait([writer], timeout=max(tail_end - loop.time(), FLUSH_TIMEOUT_SECONDS))
+            async with asyncio.TaskGroup() as parts:
+                writer = parts.create_task(self._part(self._outbox.run()))
+                reader = parts.create_task(self._part(self._read_loop()))
+                await self._stopping.wait()
+                if not self._outbox.gone:
+                    await self._dispatcher.drain(self._config.shutdown_grace_seconds)
+                reader.cancel()
+                tail_end = loop.time() + SHUTDOWN_TAIL_SECONDS
+                await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
+                await self._driver.terminate_session(max(tail_end - loop.time(), 0.0))
+                self._outbox.close()
+                await asyncio.wait([writer], timeout=max(tail_end - loop.time(), FLUSH_TIMEOUT_SECONDS))
+                writer.cancel()  # a stdout still blocked after the bound does not hold the exit
         finally:
             self._release_signals(loop)
-            reader.cancel()
-            writer.cancel()
             self._tasks.cancel()  # only left when the run itself was cancelled
             await self._driver.aclose()
         return 0
 
-    def _part_ended(self, task: asyncio.Task[None]) -> None:
-        """The reader or the stdout writer ended: a failure inside the bridge ends the run
-        (logged, never lost), as it would have ended a task group."""
-        if task.cancelled() or (exc := task.exception()) is None:
-            return
-        log.error("the bridge failed; shutting down", exc_info=exc)
-        self.stop("a failure inside the bridge", hurry=True)
+    async def _part(self, part: Coroutine[Any, Any, None]) -> None:
+        """Run the reader or the stdout writer. A failure inside the bridge ends the run
+        (logged, never lost) through the shutdown above, which still answers every open
+        request, rather than by cancelling the group."""
+        try:
+            await part
+        except Exception:
+            log.exception("the bridge failed; shutting down")
+            self.stop("a failure inside the bridge", hurry=True)
 
     # -- stdin ---------------------------------------------------------------------------
 

@@ -31,11 +31,11 @@ from ..transport.base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
+    HttpResponse,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
-    Response,
     TlsFailed,
     TransportError,
     WriteTimeout,
@@ -107,7 +107,9 @@ class map_transport_errors:  # noqa: N801 (used as a function: ``with map_transp
 class StatusCheck:
     """Reads one ``Upstream``'s non-2xx replies: ``config`` gives the app's name and the
     400 heuristic's switch, ``read_body`` reads the (capped) error body, ``token_context``
-    gives the endpoint's URL for the 404 message."""
+    gives the endpoint's URL for the 404 message, ``token_source`` names where the token
+    comes from in the 401 message (``"environment variable MYAPP_TOKEN"``, ``"token
+    command"``: never the token; ``None``: no source)."""
 
     def __init__(
         self,
@@ -115,13 +117,15 @@ class StatusCheck:
         *,
         read_body: Callable[..., Awaitable[bytes]],
         token_context: Callable[[], TokenContext],
+        token_source: str | None = None,
     ) -> None:
         self._config = config
         self._app = config.app_name
         self._read_body = read_body
         self.token_context = token_context
+        self._token_source = token_source
 
-    async def check_status(self, response: Response, sent: Sent) -> bytes:
+    async def check_status(self, response: HttpResponse, sent: Sent) -> bytes:
         """Raise for the statuses the recovery policy acts on; else return the (capped) body.
 
         401 → ``AuthRejectedError`` (refresh the token). 404 on a request that carried a
@@ -131,8 +135,12 @@ class StatusCheck:
         """
         status = response.status_code
         if status == 401:
+            source = self._token_source
             if sent.had_token:
-                text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source."
+                text = f"{self._app} rejected the bridge's token (HTTP 401); check the token source"
+                text += f": the {source}." if source else "."
+            elif source:
+                text = f"{self._app} requires a token (HTTP 401) and the {source} gave none; check it."
             else:
                 text = f"{self._app} requires a token (HTTP 401) and the bridge had none to send; configure a token source."
             raise AuthRejectedError(text, token_generation=sent.token_generation)
@@ -148,7 +156,7 @@ class StatusCheck:
             )
         return raw
 
-    async def error_status(self, request: Request, response: Response, sent: Sent) -> bytes:
+    async def error_status(self, request: Request, response: HttpResponse, sent: Sent) -> bytes:
         status = response.status_code
         raw = await self.check_status(response, sent)
         error = _jsonrpc_error_in(raw)

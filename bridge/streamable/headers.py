@@ -24,7 +24,7 @@ from ..app.tokens import TokenContext
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..core.errors import AppUnreachableError
-from ..transport.base import Response
+from ..transport.base import HttpResponse
 from .mcpsession import McpSession
 
 __all__ = [
@@ -43,7 +43,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 USER_AGENT = f"mcp-app-bridge/{__version__}"
 
 
-def media_type(response: Response) -> str | None:
+def media_type(response: HttpResponse) -> str | None:
     """The response's media type, lower case and without parameters; ``None`` if it has none."""
     value = response.headers.get("content-type")
     if value is None:

@@ -18,10 +18,9 @@ import overlaps the body's arrival.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
-
-import json
 
 from ..core.jsonrpc import loads_members, loads_strict
 

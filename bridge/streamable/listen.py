@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
-from ..transport.base import Response
+from ..transport.base import HttpResponse
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
 from .replies import DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit
@@ -42,14 +42,14 @@ class GetStream(Protocol):
         """The current MCP session's id: event ids belong to one session."""
         ...
 
-    def open_get(self, state: StreamState) -> AbstractAsyncContextManager[Response]:
+    def open_get(self, state: StreamState) -> AbstractAsyncContextManager[HttpResponse]:
         """GET the endpoint for the server's stream (``Last-Event-ID`` from ``state``), with
         no read bound; the response is closed on exit. Raises ``TransportError`` or
         ``UpstreamError``."""
         ...
 
     def relay_events(
-        self, response: Response, state: StreamState, relay: Callable[[bytes, dict[str, Any]], Awaitable[bool]]
+        self, response: HttpResponse, state: StreamState, relay: Callable[[bytes, dict[str, Any]], Awaitable[bool]]
     ) -> Awaitable[Any]:
         """Relay the stream's messages to ``relay`` until it ends (``ReplyReader.relay_events``)."""
         ...

@@ -41,7 +41,7 @@ from ..core.errors import (
 from ..core.jsonrpc import Request, encode_message, is_valid_id, message_problem, to_wire_line
 from ..core.policy import MAX_RESUME_ATTEMPTS
 from ..system.cancelscope import CancelScope, current_time, move_on_after
-from ..transport.base import Response
+from ..transport.base import HttpResponse
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
 from .jsonparse import expect, loads_message_bytes
@@ -86,7 +86,7 @@ class ReplyReader:
         config: BridgeConfig,
         *,
         prepare_get: Callable[[StreamState], Awaitable[tuple[str, dict[str, str], Any]]],
-        exchange: Callable[..., AbstractAsyncContextManager[Response]],
+        exchange: Callable[..., AbstractAsyncContextManager[HttpResponse]],
     ) -> None:
         self._config = config
         self._prepare_get = prepare_get  # the resume GET's URL and headers
@@ -136,7 +136,7 @@ class ReplyReader:
 
     async def read_body(
         self,
-        response: Response,
+        response: HttpResponse,
         limit: int,
         *,
         truncate: bool = False,
@@ -175,7 +175,7 @@ class ReplyReader:
 
     async def relay_events(
         self,
-        response: Response,
+        response: HttpResponse,
         state: StreamState,
         handle: Callable[[bytes, dict[str, Any]], Awaitable[bool]],
         idle_seconds: float | None = None,
@@ -279,7 +279,7 @@ class ReplyReader:
     async def answer_from_sse(
         self,
         request: Request,
-        response: Response,
+        response: HttpResponse,
         emit: Emit,
         *,
         resumable: bool = True,

@@ -34,7 +34,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import BadUpstreamResponseError, HTTPStatusError
 from ..core.jsonrpc import Request
 from ..system.cancelscope import move_on_after
-from ..transport.base import Response, Transport
+from ..transport.base import HttpResponse, Transport
 from .failures import TRANSPORT_ERRORS, StatusCheck, map_transport_errors
 from .headers import JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, AuthClientSource, RequestHeaders, StreamState, media_type
 from .listen import listen
@@ -107,7 +107,12 @@ class Upstream:
             verify_address=listener_check.verify_address if listener_check is not None else None,
         )
         self._replies = ReplyReader(config, prepare_get=self._headers.prepare_get, exchange=self._exchange)
-        self._statuses = StatusCheck(config, read_body=self._replies.read_body, token_context=self._headers.token_context)
+        self._statuses = StatusCheck(
+            config,
+            read_body=self._replies.read_body,
+            token_context=self._headers.token_context,
+            token_source=tokens.source_description if tokens.has_source else None,
+        )
 
     @property
     def app_name(self) -> str:
@@ -254,7 +259,7 @@ class Upstream:
         await listen(self, emit, on_open=on_open)
 
     @contextlib.asynccontextmanager
-    async def open_get(self, state: StreamState) -> AsyncIterator[Response]:
+    async def open_get(self, state: StreamState) -> AsyncIterator[HttpResponse]:
         """GET the server's stream (``listen.GetStream``); no read bound: the stream is idle
         for as long as the server has nothing to say."""
         url, headers, _ = await self._headers.prepare_get(state)
@@ -262,7 +267,7 @@ class Upstream:
             yield response
 
     async def relay_events(
-        self, response: Response, state: StreamState, relay: Callable[[bytes, dict[str, Any]], Awaitable[bool]]
+        self, response: HttpResponse, state: StreamState, relay: Callable[[bytes, dict[str, Any]], Awaitable[bool]]
     ) -> bool:
         """Relay an SSE stream's messages to ``relay`` (``ReplyReader.relay_events``)."""
         return await self._replies.relay_events(response, state, relay)
@@ -300,11 +305,11 @@ class _OpenExchange:
 
     __slots__ = ("_sending", "_response")
 
-    def __init__(self, sending: Awaitable[Response]) -> None:
+    def __init__(self, sending: Awaitable[HttpResponse]) -> None:
         self._sending = sending
-        self._response: Response | None = None
+        self._response: HttpResponse | None = None
 
-    async def __aenter__(self) -> Response:
+    async def __aenter__(self) -> HttpResponse:
         self._response = await self._sending
         return self._response
 

@@ -1,48 +1,58 @@
-"""Cancel scopes and deadlines for plain asyncio tasks.
+"""Cancel scopes and deadlines for plain asyncio tasks: a thin adapter over ``asyncio.Timeout``.
 
 The serving path runs on asyncio alone: importing anyio (its asyncio backend, and the
 ``ssl`` module it loads even for ``http://``) was about a quarter of a client's start and
-5-7 MiB of idle memory (bench/README.md, "Start-up"). What the bridge needs of anyio's
-cancel scopes is small, and here it is, on the standard library's own machinery (the same
-that ``asyncio.timeout`` uses: ``Task.cancel`` and, from Python 3.11, ``Task.uncancel``):
+5-7 MiB of idle memory (bench/README.md, "Start-up"). What the bridge needs of a cancel
+scope is CPython's own :class:`asyncio.Timeout` (``asyncio.timeout_at``), which already
+tells its own cancellation from any other by the task's count of cancel requests as of
+entry. This module only adds what the serving path asks of it beyond that:
 
-- :class:`CancelScope`: ``with scope:`` around awaits; :meth:`CancelScope.cancel` from
-  anywhere (also before the scope is entered); a :attr:`~CancelScope.deadline` that can be
-  moved while the scope runs; at exit the cancellation it caused is absorbed and
-  :attr:`~CancelScope.cancelled_caught` says so;
-- :func:`move_on_after`: a scope with a deadline ``seconds`` from now;
-- :func:`fail_after`: the same, raising :class:`TimeoutError` when the deadline ended it;
-- :func:`current_time`: the event loop's clock (``loop.time()``, seconds), which deadlines use.
+- a plain ``with`` (the bridge enters scopes in synchronous code paths and in
+  ``try``/``finally`` blocks where an ``async with`` would not read better);
+- :meth:`CancelScope.cancel` from another task, also before the block is entered (a
+  request cancelled in the same stdin chunk as it arrived): ``Timeout.reschedule`` to a
+  time already past;
+- a :attr:`~CancelScope.deadline` that may be moved while the block runs (the SSE reader's
+  idle timer): ``Timeout.reschedule`` again;
+- :attr:`~CancelScope.cancelled_caught`: the block ended because this scope cancelled it
+  (``Timeout`` turned its own ``CancelledError`` into ``TimeoutError``, absorbed here);
+- :func:`move_on_after`, :func:`fail_after` (raises :class:`TimeoutError`) and
+  :func:`current_time` (``loop.time()``, seconds, what deadlines use).
 
-Semantics, where they differ from anyio's: a scope is *edge-triggered* like
-``asyncio.timeout``: its cancellation is delivered once, as one ``CancelledError`` at the
-await where the task is suspended inside the scope (never after the scope is left: the
-delivery is a loop callback, removed at exit). Code that catches that error and awaits
-again is not cancelled again. There is no shielding: a scope only ever cancels its own
-task. Nested scopes and a cancellation from outside (``Task.cancel``) are told apart by
-the task's count of cancellation requests on Python 3.11 and later; on 3.10, which has no
-count, an outside ``Task.cancel`` that arrives in the same loop turn as a scope's own
-cancellation is absorbed with it (the task then runs on; the bridge's only outside
-cancellation is its shutdown, which is bounded again by the caller's own wait).
+Semantics are ``asyncio.Timeout``'s: edge-triggered (one ``CancelledError`` at the await
+where the task is suspended inside the block; code that catches it and awaits again is not
+cancelled again), no shielding, and a cancellation from outside (``Task.cancel``) passes
+through unchanged, also one that arrives in the same loop turn as the scope's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import sys
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = ["CancelScope", "move_on_after", "fail_after", "current_time"]
 
-#: The innermost entered scope of each task (3.10: whether an enclosing scope cancelled too).
-_INNERMOST: dict[asyncio.Task[object], CancelScope] = {}
+_T = TypeVar("_T")
 
 
 def current_time() -> float:
     """The running event loop's clock, in seconds (``loop.time()``): what deadlines use."""
     return asyncio.get_running_loop().time()
+
+
+def _at_once(step: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``Timeout.__aenter__``/``__aexit__`` to their end here: they never suspend (they
+    only arm a loop callback, or compare the task's cancel count), so a plain ``with`` can
+    use them. Raises ``RuntimeError`` on a Python where one of them would wait."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    step.close()
+    raise RuntimeError("asyncio.Timeout suspended on entry or exit; CancelScope needs a newer adapter")
 
 
 class CancelScope:
@@ -58,16 +68,13 @@ class CancelScope:
     other exception, and a cancellation from outside, propagate unchanged.
     """
 
-    __slots__ = ("_deadline", "_task", "_handle", "_cancel_called", "_delivered", "_active", "_outer", "cancelled_caught")
+    __slots__ = ("_deadline", "_cancel_called", "_timeout", "_active", "cancelled_caught")
 
     def __init__(self, *, deadline: float = math.inf) -> None:
         self._deadline = deadline
-        self._task: asyncio.Task[object] | None = None
-        self._handle: asyncio.Handle | None = None
-        self._cancel_called = False
-        self._delivered = False  # this scope called Task.cancel
+        self._cancel_called = False  # cancel() was called before or during the block
+        self._timeout: asyncio.Timeout | None = None
         self._active = False
-        self._outer: CancelScope | None = None
         #: The block ended because this scope cancelled it (set at exit).
         self.cancelled_caught = False
 
@@ -80,13 +87,13 @@ class CancelScope:
     @deadline.setter
     def deadline(self, value: float) -> None:
         self._deadline = value
-        if self._active and not self._cancel_called:
-            self._schedule()
+        if self._can_reschedule():
+            self._reschedule()
 
     @property
     def cancel_called(self) -> bool:
         """Whether :meth:`cancel` was called or the deadline passed."""
-        return self._cancel_called
+        return self._cancel_called or (self._timeout is not None and self._timeout.expired())
 
     def cancel(self) -> None:
         """Cancel the block: at once if the task is suspended inside it, at its first await
@@ -94,77 +101,45 @@ class CancelScope:
         if self._cancel_called:
             return
         self._cancel_called = True
-        if self._active:
-            self._schedule()
+        if self._can_reschedule():
+            self._reschedule()
 
     def __enter__(self) -> CancelScope:
-        task = asyncio.current_task()
-        if task is None or self._task is not None:
+        if self._timeout is not None or asyncio.current_task() is None:
             raise RuntimeError("a CancelScope is entered once, from inside a task")
-        self._task = task
+        self._timeout = asyncio.timeout_at(self._when())
+        _at_once(self._timeout.__aenter__())
         self._active = True
-        self._outer = _INNERMOST.get(task)
-        _INNERMOST[task] = self
-        if self._cancel_called or self._deadline != math.inf:
-            self._schedule()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        task = self._task
-        assert task is not None
+        assert self._timeout is not None
         self._active = False
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        if self._outer is None:
-            del _INNERMOST[task]
-        else:
-            _INNERMOST[task] = self._outer
-        if not self._delivered:
-            return False
-        if sys.version_info >= (3, 11):  # Task.cancelling() / Task.uncancel()
-            absorb = task.uncancel() == 0  # this scope's own request taken back: none left
-        else:
-            absorb = not self._outer_delivered()
-        if absorb and isinstance(exc, asyncio.CancelledError):
+        try:
+            _at_once(self._timeout.__aexit__(exc_type, exc, tb))
+        except TimeoutError:  # raised only for its own CancelledError, with no other request since entry
             self.cancelled_caught = True
             return True
         return False
 
     # -- internals -----------------------------------------------------------------------
 
-    def _schedule(self) -> None:
-        """(Re)arm the delivery: at the deadline, or in the next loop turn once cancelled.
-        A loop callback, so the task is always suspended (inside the block) when it runs."""
-        if self._delivered:
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        loop = asyncio.get_running_loop()
-        if self._cancel_called or self._deadline <= loop.time():
-            self._handle = loop.call_soon(self._deliver)
-        elif self._deadline != math.inf:
-            self._handle = loop.call_at(self._deadline, self._deliver)
+    def _can_reschedule(self) -> bool:
+        """Entered, not left, and not fired yet (``Timeout`` refuses a move after that)."""
+        return self._active and self._timeout is not None and not self._timeout.expired()
 
-    def _deliver(self) -> None:
-        self._handle = None
-        if not self._active or self._delivered:
-            return
-        assert self._task is not None
-        self._cancel_called = True
-        self._delivered = True
-        self._task.cancel()
+    def _reschedule(self) -> None:
+        assert self._timeout is not None
+        self._timeout.reschedule(self._when())
 
-    def _outer_delivered(self) -> bool:
-        scope = self._outer
-        while scope is not None:
-            if scope._delivered:
-                return True
-            scope = scope._outer
-        return False
+    def _when(self) -> float | None:
+        """The deadline in ``Timeout``'s terms: ``None`` for none; once cancelled, a time
+        long past, which ``Timeout`` delivers in the next loop turn."""
+        if self._cancel_called:
+            return -math.inf
+        return None if self._deadline == math.inf else self._deadline
 
 
 def move_on_after(seconds: float | None) -> CancelScope:

@@ -3,7 +3,7 @@
 =====================  ================================================================
 module                 what it holds
 =====================  ================================================================
-``base.py``            ``Transport``/``Response`` protocols; the ``TransportError`` tree
+``base.py``            ``Transport``/``HttpResponse`` protocols; the ``TransportError`` tree
 ``http1.py``           sans-I/O HTTP/1.1: encode a request head, parse a response (pure)
 ``verifiedconnect``    the one road to the app: each address in turn, the listener
                        checked on the very connection (``connect_first_verified``)
@@ -24,7 +24,7 @@ module                 what it holds
 from __future__ import annotations
 
 from .authroute import AuthRouteClient
-from .base import Response, Transport, TransportError
+from .base import HttpResponse, Transport, TransportError
 from .byscheme import make_transport
 
-__all__ = ["make_transport", "AuthRouteClient", "Transport", "Response", "TransportError"]
+__all__ = ["make_transport", "AuthRouteClient", "Transport", "HttpResponse", "TransportError"]

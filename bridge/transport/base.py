@@ -1,6 +1,6 @@
 """The seam between the MCP layer (``bridge/streamable/upstream.py``) and the HTTP clients.
 
-One :class:`Transport` sends a request and returns a :class:`Response` once its head has
+One :class:`Transport` sends a request and returns a :class:`HttpResponse` once its head has
 arrived; the body is read from the response. Which transport serves an endpoint is decided
 once, by URL scheme, in :func:`bridge.transport.make_transport`: the bridge's own HTTP/1.1
 pool for ``http://`` (``pool.py``), httpx for ``https://`` (``httpx_adapter.py``); tests
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "Transport",
-    "Response",
+    "HttpResponse",
     "Fields",
     "Headers",
     "TransportError",
@@ -124,7 +124,7 @@ class Headers:
         return isinstance(name, str) and name.lower() in self._by_name
 
 
-class Response(Protocol):
+class HttpResponse(Protocol):
     """A response whose head has arrived.
 
     ``aclose`` must be called on every path (``bridge/streamable/upstream.py``'s exchange does): it frees
@@ -170,7 +170,7 @@ class Transport(Protocol):
         *,
         read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> Awaitable[Response]:
+    ) -> Awaitable[HttpResponse]:
         """Send one request; return once the response's head has arrived.
 
         Args:

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .base import Response, Transport
+from .base import HttpResponse, Transport
 
 __all__ = ["ByScheme", "make_transport"]
 
@@ -111,7 +111,7 @@ class ByScheme:
         *,
         read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> Response:
+    ) -> HttpResponse:
         """Send one request on the transport of ``url``'s scheme (see ``Transport.request``)."""
         if _family(url) != self._scheme:
             self._stale.append(self._transport)

@@ -20,18 +20,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-import anyio
 import httpx
 
+from ..system.cancelscope import move_on_after
 from .base import (
     ConnectFailed,
     ConnectionBroken,
     ConnectTimeout,
+    HttpResponse,
     LocalProtocolError,
     PoolTimeout,
     ProtocolViolation,
     ReadTimeout,
-    Response,
     TlsFailed,
     TransportError,
     WriteTimeout,
@@ -105,7 +105,7 @@ def translate_httpx_errors() -> Iterator[None]:
 
 
 class _HttpxResponse:
-    """An ``httpx.Response`` seen through the bridge's ``Response`` protocol."""
+    """An ``httpx.Response`` seen through the bridge's ``HttpResponse`` protocol."""
 
     __slots__ = ("_response", "status_code", "headers")
 
@@ -152,13 +152,13 @@ class HttpxTransport:
         *,
         read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> Response:
+    ) -> HttpResponse:
         timeout = {**self._timeouts, "read": read_timeout_seconds}
         with translate_httpx_errors():
             request = httpx.Request(method, url, headers=list(headers), content=body, extensions={"timeout": timeout})
         # httpx bounds each read; the head as a whole gets the read timeout too (a head
         # dripped a byte at a time must not hold a request forever).
-        scope = anyio.CancelScope(deadline=anyio.current_time() + read_timeout_seconds) if read_timeout_seconds is not None else None
+        scope = move_on_after(read_timeout_seconds) if read_timeout_seconds is not None else None
         with translate_httpx_errors(), scope or contextlib.nullcontext():
             response = await self._transport.handle_async_request(request)
         if scope is not None and scope.cancelled_caught:

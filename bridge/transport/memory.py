@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Response
+from .base import HttpResponse
 
 __all__ = ["MemoryTransport", "MemoryRequest", "MemoryResponse"]
 
@@ -90,7 +90,7 @@ class MemoryTransport:
         *,
         read_timeout_seconds: float | None,
         bounded: bool = True,
-    ) -> Response:
+    ) -> HttpResponse:
         request = MemoryRequest(method, url, list(headers), body, read_timeout_seconds, bounded)
         self.requests.append(request)
         outcome = self._handler(request)

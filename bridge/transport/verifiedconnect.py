@@ -92,7 +92,7 @@ async def connect_first_verified(
     skipped: list[str] = []
     reason = "no address"
     nothing_listens = False
-    # A cancel scope, not asyncio.wait_for: on Python 3.10/3.11, wait_for can swallow a
+    # A cancel scope, not asyncio.wait_for: on Python 3.11, wait_for can swallow a
     # cancellation that arrives as the connection completes (CPython gh-86296).
     scope = fail_after(timeout_seconds) if timeout_seconds is not None else contextlib.nullcontext()
     try:

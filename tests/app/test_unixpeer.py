@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from bridge.app.discovery import Discovery, DiscoveryError, Endpoint, process_start_time, read_discovery_file, write_discovery_file
+from bridge.app.discovery import (
+    Discovery,
+    DiscoveryError,
+    Endpoint,
+    process_start_time,
+    read_discovery_file,
+    write_discovery_file,
+)
 from bridge.app.unixpeer import UnixPeerCheck
 from bridge.core.errors import ListenerUnverifiedError
 from bridge.core.unixurl import unix_url

@@ -23,7 +23,6 @@ from bridge.appserver import AppServer, UnsafeFileError
 from bridge.appserver.unixsocket import SOCKET_FILE_NAME, bind_private_socket, remove_socket_file, socket_path_for
 from bridge.core.unixurl import split_unix_url
 
-
 # mypy --platform reads this too: the rest of the module is POSIX code.
 if sys.platform == "win32":
     pytest.skip("Unix sockets", allow_module_level=True)

@@ -6,11 +6,11 @@ name and ``toolsError``). The pinned real Codex is in tests/test_realclients.py.
 from __future__ import annotations
 
 import json
-from typing import Any
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 

@@ -11,6 +11,7 @@ also runs against a version without the option table."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import string
@@ -209,3 +210,19 @@ def test_a_start_up_error_is_masked_again_before_it_is_served() -> None:
     masked = mask_option_values(f"bad: http://127.0.0.1:9/mcp?key={SECRET} and X-Key: {SECRET}; MyApp", argv)
     assert masked == "bad: <the --url value> and <the --header value>; MyApp"
     assert mask_option_values("at least 1024", ["--url", "1024"]) == "at least 1024"  # too short to mask
+
+
+def test_a_token_that_is_a_valid_identifier_is_not_named_as_a_variable() -> None:
+    """``--token-env ghp_…``: a token of letters, digits and ``_`` passes the name check, and
+    'environment variable <token> is not set' would repeat it in every reply and log line."""
+    from bridge.app.tokens import EnvTokenSource, TokenSourceError
+    from bridge.core.config import variable_in_message
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    assert token not in variable_in_message(token)
+    assert variable_in_message("MYAPP_TOKEN") == "environment variable MYAPP_TOKEN"
+    source = EnvTokenSource(token)
+    assert token not in source.description
+    with pytest.raises(TokenSourceError) as caught:
+        asyncio.run(source.fetch(None))  # type: ignore[arg-type]
+    assert token not in str(caught.value) and "not set" in str(caught.value)

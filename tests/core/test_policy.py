@@ -19,7 +19,7 @@ from bridge.core.policy import (
     RELIST_TOOLS,
     SEND,
     Action,
-    Outcome,
+    AttemptOutcome,
     RebuildSession,
     RefreshToken,
     forward_flow,
@@ -29,7 +29,7 @@ from bridge.core.policy import (
 REFRESH_TOKEN, REBUILD_SESSION = RefreshToken(None), RebuildSession(None)
 
 
-def drive(outcomes: list[Outcome], **kwargs: bool) -> tuple[list[Action], UpstreamError | None]:
+def drive(outcomes: list[AttemptOutcome], **kwargs: bool) -> tuple[list[Action], UpstreamError | None]:
     """Feed ``outcomes`` to the flow in order; return the actions it asked for and the
     error it ended with (None for success)."""
     flow = forward_flow(**kwargs)
@@ -87,7 +87,7 @@ def test_rebuild_can_be_switched_off_for_the_replayed_initialize() -> None:
 
 
 def test_recoveries_combine_each_at_most_once() -> None:
-    outcomes: list[Outcome] = [
+    outcomes: list[AttemptOutcome] = [
         AppUnreachableError("down"), None,  # relaunch
         SessionLostError("new instance"), None,  # rebuild
         AuthRejectedError("rotated token"), None,  # refresh
@@ -125,12 +125,12 @@ def test_header_mismatch_lists_the_tools_again_and_sends_once_more() -> None:
 
 
 def test_header_mismatch_twice_gives_the_client_the_apps_reply() -> None:
-    outcomes: list[Outcome] = [HEADER_MISMATCH_REPLY, None, HEADER_MISMATCH_REPLY]
+    outcomes: list[AttemptOutcome] = [HEADER_MISMATCH_REPLY, None, HEADER_MISMATCH_REPLY]
     assert drive(outcomes, can_relist=True) == ([SEND, RELIST_TOOLS, SEND], None)
 
 
 def test_failed_listing_gives_the_client_the_apps_reply_not_the_listing_error() -> None:
-    outcomes: list[Outcome] = [HEADER_MISMATCH_REPLY, StreamClosedError("listing broke")]
+    outcomes: list[AttemptOutcome] = [HEADER_MISMATCH_REPLY, StreamClosedError("listing broke")]
     assert drive(outcomes, can_relist=True) == ([SEND, RELIST_TOOLS], None)
 
 
@@ -139,7 +139,7 @@ def test_header_mismatch_is_the_answer_where_no_relist_is_allowed() -> None:
 
 
 def test_relist_combines_with_the_other_recoveries() -> None:
-    outcomes: list[Outcome] = [
+    outcomes: list[AttemptOutcome] = [
         AppUnreachableError("down"), None,  # relaunch
         HEADER_MISMATCH_REPLY, None,  # the restarted app has new tool schemas
         AuthRejectedError("rotated token", token_generation=4), None,  # refresh

@@ -39,8 +39,8 @@ from support.processes import (
     EXIT_TIMEOUT,
     INITIALIZED,
     PROXY_VARS,
-    BridgeProcess,
     REPLY_TIMEOUT,
+    BridgeProcess,
     assert_stdout_is_pure_jsonrpc,
     base_env,
     bridge_command,
@@ -625,4 +625,4 @@ def test_the_apps_own_progress_passes_unchanged_and_heartbeats_stay_below_it(app
         assert [(n["progress"], n["total"]) for n in real] == [(1, 3), (2, 3), (3, 3)], notes
         assert len(notes) > len(real), notes  # heartbeats came between the steps
         values = [n["progress"] for n in notes]
-        assert all(a < b for a, b in zip(values, values[1:])), values
+        assert all(a < b for a, b in zip(values, values[1:], strict=False)), values

@@ -29,7 +29,6 @@ from support.processes import INITIALIZED, bridge_error_reason, initialize
 
 from bridge.core.unixurl import split_unix_url
 
-
 # mypy --platform reads this too: the rest of the module is POSIX code.
 if sys.platform == "win32":
     pytest.skip("Unix sockets", allow_module_level=True)

@@ -105,7 +105,6 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
 
 
 async def test_token_command_output_is_the_token_and_a_failing_command_is_an_error(tmp_path: Path) -> None:
-    import sys
 
     context = TokenContext(base_url=URL)
     good = CommandTokenSource([sys.executable, "-c", "print('tok-from-command')"])
@@ -437,7 +436,7 @@ async def test_401_when_no_token_was_sent_says_a_token_source_is_needed(tmp_path
     async with run_bridge(McpApp(token="x", stateless=True), url=None, discovery_file=discovery) as h:
         h.stdin.feed(request_line(1))
         (reply,) = await h.stdout.wait_for(1)
-    assert reason(reply) == "auth_rejected" and "had none to send" in reply["error"]["message"]
+    assert reason(reply) == "auth_rejected" and "the discovery file gave none" in reply["error"]["message"]
 
 
 @pytest.mark.httpx_only
@@ -502,31 +501,3 @@ async def test_the_auth_route_client_builds_its_transport_only_when_a_source_pos
     with pytest.raises(TokenSourceError, match="no HTTP exchange"):
         await TokenContext(base_url=URL).post_json(URL, {})
 
-
-@pytest.mark.posix_only("cat and sh")
-async def test_a_failing_token_command_keeps_its_stderr_redacted_and_hints_at_the_missing_shell(tmp_path: Path) -> None:
-    """`--token-command 'cat ~/tok'` fails because no shell expands `~`: the error says what
-    cat said and why, and suggests `sh -c`. Anything token-like in stderr is redacted, and
-    only its end (1 KiB) is kept."""
-    from bridge.app.tokens import MAX_COMMAND_STDERR_BYTES, TokenSourceError
-    from bridge.cli.options import split_command
-
-    context = TokenContext(base_url=URL)
-    with pytest.raises(TokenSourceError) as raised:
-        await CommandTokenSource(split_command("cat ~/tok")).fetch(context)
-    message = str(raised.value)
-    assert "exited with status 1" in message and "~/tok" in message and "No such file" in message
-    assert "without a shell" in message and "sh -c" in message
-
-    secret = "tok-PLACEHOLDER-0123456789abcdef"
-    script = f"import sys; sys.stderr.write('x' * 5000 + ' Bearer {secret} then token={secret[::-1]} end'); sys.exit(2)"
-    with pytest.raises(TokenSourceError) as raised:
-        await CommandTokenSource([sys.executable, "-c", script]).fetch(context)
-    message = str(raised.value)
-    assert "exited with status 2" in message and message.endswith("end'") and "Bearer [redacted]" in message
-    assert secret not in message and secret[::-1] not in message
-    assert message.count("x") <= MAX_COMMAND_STDERR_BYTES and "without a shell" not in message
-
-    with pytest.raises(TokenSourceError) as raised:  # already a shell: no hint
-        await CommandTokenSource(["sh", "-c", "echo nope >&2; exit 3"]).fetch(context)
-    assert "nope" in str(raised.value) and "without a shell" not in str(raised.value)

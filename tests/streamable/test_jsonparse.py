@@ -175,7 +175,7 @@ def object_bytes(members: list[tuple[str, Any]], spelling: list[bool], indent: i
     ``\\u`` escapes where ``spelling`` says."""
     pad = "" if indent is None else "\n "
     parts = []
-    for (key, value), escaped in zip(members, spelling + [False] * len(members)):
+    for (key, value), escaped in zip(members, spelling + [False] * len(members), strict=False):
         name = '"' + "".join(f"\\u{ord(c):04x}" for c in key) + '"' if escaped else json.dumps(key)
         parts.append(f"{pad}{name}:{pad}" + serialize(value, False, indent).decode("utf-8", "surrogatepass"))
     return ("{" + ",".join(parts) + pad + "}").encode("utf-8", "surrogatepass")

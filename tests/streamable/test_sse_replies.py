@@ -288,7 +288,7 @@ async def bridge_process(url: str, *args: str) -> AsyncIterator[tuple[asyncio.su
             proc.stdin.close()
             try:
                 await asyncio.wait_for(proc.wait(), WAIT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

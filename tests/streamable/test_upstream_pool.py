@@ -745,6 +745,8 @@ class _FixedStore:
     token through, to show that the HTTP client refuses it on its own."""
 
     generation = 1
+    has_source = True
+    source_description = "test token source"
 
     def __init__(self, token: str) -> None:
         self._token = token

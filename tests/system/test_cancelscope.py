@@ -9,8 +9,10 @@ past the block (a task that goes on after its exchange was stopped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -166,7 +168,6 @@ def test_a_cancellation_from_outside_passes_through() -> None:
     assert run(main()) is True
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 cannot tell the two apart (module docstring)")
 def test_outside_cancellation_in_the_same_turn_as_the_scope_is_not_lost() -> None:
     async def main() -> bool:
         scope = CancelScope()
@@ -241,3 +242,59 @@ def test_entered_once_and_only_inside_a_task() -> None:
 
     with pytest.raises(RuntimeError):
         run(main())
+
+
+@pytest.mark.parametrize("make_scope", [move_on_after, fail_after, asyncio.timeout], ids=["move_on_after", "fail_after", "asyncio.timeout"])
+def test_a_task_already_carrying_a_cancel_request_still_gets_its_own_deadline(make_scope: Callable[[float], Any]) -> None:
+    """A shielded clean-up (``check`` ends its session in a ``finally`` after the user's ^C)
+    runs in a task that already carries one cancel request. A bound inside it ends in
+    time like any other: the scope takes back its own cancellation, the way
+    ``asyncio.timeout`` does (compared with the count at entry), and the request that
+    was there before is still there afterwards."""
+
+    async def main() -> tuple[str, int]:
+        async def clean_up() -> tuple[str, int]:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                pass  # carried on: the task's request stays counted
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 1
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    scope = make_scope(0.01)
+                    if isinstance(scope, asyncio.Timeout):
+                        await stack.enter_async_context(scope)
+                    else:
+                        stack.enter_context(scope)
+                    await asyncio.sleep(10)
+                outcome = "moved on"
+            except TimeoutError:
+                outcome = "timed out"
+            except asyncio.CancelledError:
+                outcome = "its own cancellation escaped"
+            return outcome, task.cancelling()
+
+        task = asyncio.get_running_loop().create_task(clean_up())
+        await asyncio.sleep(0)
+        task.cancel()
+        return await asyncio.wait_for(task, 5)
+
+    expected = "moved on" if make_scope is move_on_after else "timed out"
+    assert run(main()) == (expected, 1)
+
+
+def test_a_scope_that_fired_ignores_a_later_deadline_or_cancel() -> None:
+    """The dispatcher may shorten an exchange's deadline, or cancel it, after the scope has
+    already fired (a client's cancellation racing the request's own bound)."""
+
+    async def main() -> tuple[bool, bool]:
+        with move_on_after(0) as scope:
+            try:
+                await asyncio.sleep(10)
+            finally:
+                scope.deadline = min(scope.deadline, current_time() + 5)
+                scope.cancel()
+        return scope.cancel_called, scope.cancelled_caught
+
+    assert run(main()) == (True, True)

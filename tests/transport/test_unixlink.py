@@ -22,7 +22,6 @@ from bridge.transport.pool import Http11Pool
 from bridge.transport.unixlink import check_socket_file, verify_by_family
 from bridge.transport.verifiedconnect import verified_probe
 
-
 # mypy --platform reads this too: the rest of the module is POSIX code.
 if sys.platform == "win32":
     pytest.skip("Unix sockets", allow_module_level=True)
