@@ -550,7 +550,7 @@ def build_contenders(args: argparse.Namespace, log_dir: Path) -> tuple[list[Dire
     if args.only:
         contenders = [c for c in contenders if c.name == "direct" or c.name in args.only
                       or (c.name == "python -m bridge" and "bridge" in args.only)
-                      or (c.name == "python -m bridge, Unix socket" and "unix" in args.only)
+                      or (c.name == "python -m bridge, Unix socket" and ("unix" in args.only or "bridge" in args.only))
                       or (c.name == "bare Python process" and "bare" in args.only)
                       or (c.name.startswith("frozen") and "frozen" in args.only)
                       or any(c.name == extra.partition("=")[0] for extra in args.extra or [])]
@@ -614,7 +614,8 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="use installed peers only; never pip/npm install")
     parser.add_argument("--no-peers", action="store_true", help="direct, python -m bridge and frozen only")
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="contenders besides direct: bare, bridge, unix (the bridge over a Unix socket), frozen, "
+                        help="contenders besides direct: bare, bridge (over TCP and, where there is one, a Unix socket), "
+                             "unix (the bridge over a Unix socket only), frozen, "
                              "mcp-proxy, mcp-stdio, mcp-remote, supergateway")
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
     args = parser.parse_args()

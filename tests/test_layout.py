@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "serve": {"core", "system", "stdio", "app", "streamable", "transport.base"},
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
-    "clients": {"_version", "core.config"},
+    "clients": {"_version", "core.config", "core.unixurl"},
     "appserver": {"app.discovery", "system", "core.config", "core.unixurl"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.

@@ -31,7 +31,8 @@ import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import urljoin
+
+from ..core.unixurl import resolve_path
 
 from ..core.config import variable_in_message
 
@@ -343,7 +344,8 @@ class AuthRouteTokenSource:
     holding the token as ``"token"`` (or ``"access_token"``). The secret file must have
     mode 0600. The auth URL must be on loopback like the MCP endpoint; a path such as
     ``/auth/token`` is resolved against the MCP endpoint, so it follows an app whose port
-    changes with every start.
+    changes with every start (on an ``http+unix://`` endpoint: the same socket, whose peer
+    the OS checks as for every request; ``bridge/core/unixurl.py``).
 
     The secret goes only on a connection verified to be the app's: the bridge's client
     (``transport.AuthRouteClient``) resolves the route's host once, connects to each address in
@@ -360,7 +362,7 @@ class AuthRouteTokenSource:
 
     async def fetch(self, context: TokenContext) -> str | None:
         secret = read_credential(self.secret_file, "secret file")
-        auth_url = urljoin(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
+        auth_url = resolve_path(context.base_url, self.auth_url) if self.auth_url.startswith("/") else self.auth_url
         from ..transport.base import ConnectFailed, TransportError
 
         try:  # the transports raise the bridge's classes (bridge/transport/base.py)

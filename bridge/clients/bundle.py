@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..core.unixurl import is_unix_url, split_unix_url
 
 __all__ = [
     "LICENSE_ENTRY",
@@ -170,7 +171,9 @@ def bundle_manifest(
             that looks like an option is not read as one).
     Raises:
         BundleError: a bad name, an unknown platform, a credential header in
-            ``bridge_args``, or more than one ``--token-env``.
+            ``bridge_args``, more than one ``--token-env``, or an ``http+unix://``
+            ``--url`` that ``platform`` cannot reach (Windows; a socket path over
+            macOS's 103 bytes).
     """
     check_bundle_name(name)
     if platform not in PLATFORMS:
@@ -179,12 +182,16 @@ def bundle_manifest(
     user_config: dict[str, Any] = {}
     shown = display_name or name
     args: list[str] = []
+    link = "127.0.0.1"
     for option, value in _options(bridge_args, value_options):
         if value is None:
             args.append(option)
             continue
         if option == "--header":
             value = _header_setting(value, user_config)
+        elif option == "--url" and is_unix_url(value):
+            _check_unix_url_for(value, platform)
+            link = "a Unix domain socket"
         elif option == "--token-command":
             user_config["token_command"] = {
                 "type": "string",
@@ -218,7 +225,7 @@ def bundle_manifest(
         "description": description or f"Lets Claude reach {shown}'s MCP server while {shown} runs.",
         "long_description": (
             f"The bundle holds mcp-app-bridge {version}: it speaks MCP on stdio to Claude and forwards each "
-            f"message to {shown}'s own MCP server on this computer (Streamable HTTP on 127.0.0.1)."
+            f"message to {shown}'s own MCP server on this computer (Streamable HTTP on {link})."
         ),
         "author": {"name": author or shown},
         "license": "MIT",
@@ -228,6 +235,31 @@ def bundle_manifest(
     if user_config:
         manifest["user_config"] = user_config
     return manifest
+
+
+#: ``sun_path``'s room for a socket path, in bytes (without its final NUL), per platform.
+_MAX_SOCKET_PATH_BYTES = {"linux": 107, "darwin": 103}
+
+
+def _check_unix_url_for(url: str, platform: str) -> None:
+    """An ``http+unix://`` ``--url`` the bridge on ``platform`` can reach (the bundle may be
+    built on another OS than the one it is for; ``bridge/core/unixurl.py``'s own size
+    check is this OS's).
+
+    Raises:
+        BundleError: ``platform`` is ``win32`` (its bridge has no Unix-socket link), or the
+            socket path is longer than ``platform`` allows.
+    """
+    if platform == "win32":
+        raise BundleError("--url: an http+unix:// URL names a Unix domain socket, which the Windows bridge does not "
+                          "connect to (Windows apps serve on TCP); give the app's http://127.0.0.1 URL or --app-name")
+    try:
+        socket_path, _target = split_unix_url(url)
+    except ValueError as exc:
+        raise BundleError(f"--url: {exc}") from None
+    size, limit = len(os.fsencode(socket_path)), _MAX_SOCKET_PATH_BYTES[platform]
+    if size > limit:
+        raise BundleError(f"--url: the socket path of the http+unix:// URL is {size} bytes; {platform} allows {limit}")
 
 
 def _refuse_shim(executable: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,7 +247,8 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     """Check that ``url`` may be used as the app's MCP endpoint.
 
     Loopback ``http``/``https`` URLs are always allowed, and so are valid ``http+unix://``
-    URLs (a Unix domain socket, ``bridge/core/unixurl.py``). Any other host is refused unless
+    URLs (a Unix domain socket, ``bridge/core/unixurl.py``) except on Windows, where the
+    bridge does not connect to one (apps serve on TCP there). Any other host is refused unless
     ``allow_remote`` is true and the scheme is ``https`` (docs/security.md: the bearer token must
     not cross a network in clear text). User info and fragments are refused.
 
@@ -260,6 +262,9 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     from .unixurl import is_unix_url, split_unix_url
 
     if is_unix_url(url):  # a Unix domain socket: on this machine by construction
+        if sys.platform == "win32":
+            raise ConfigError("--url: an http+unix:// URL names a Unix domain socket, which the bridge on Windows "
+                              "does not connect to (apps serve on TCP there); give the app's http://127.0.0.1 URL")
         try:
             split_unix_url(url)
         except ValueError as exc:

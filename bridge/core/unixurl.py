@@ -15,6 +15,10 @@ The rules (:func:`split_unix_url` enforces them; the discovery file and ``--url`
 - the authority holds nothing but the encoded path: no user name, no port;
 - the target starts with ``/``; no fragment. A query is kept as part of the target.
 
+A path given on its own (``--auth-url /auth/token``) is resolved against such a URL by
+:func:`resolve_path`: the same socket, that path (``urllib.parse.urljoin`` knows only the
+schemes of RFC 3986's era, and returns the bare path for this one).
+
 HTTP over it is plain HTTP/1.1 with ``Host: localhost`` (:data:`UNIX_HOST`), as curl sends
 for ``curl --unix-socket PATH http://localhost/``. ``https`` has no Unix-socket form: a
 local socket whose peer is checked by the OS needs no TLS.
@@ -24,9 +28,9 @@ from __future__ import annotations
 
 import os
 import sys
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urljoin
 
-__all__ = ["UNIX_SCHEME", "UNIX_HOST", "MAX_SOCKET_PATH_BYTES", "is_unix_url", "split_unix_url", "unix_url"]
+__all__ = ["UNIX_SCHEME", "UNIX_HOST", "MAX_SOCKET_PATH_BYTES", "is_unix_url", "split_unix_url", "unix_url", "resolve_path"]
 
 UNIX_SCHEME = "http+unix"
 #: The ``Host`` header sent to an app on a Unix socket (a socket has no host name).
@@ -88,3 +92,20 @@ def unix_url(socket_path: str | os.PathLike[str], path: str = "/mcp") -> str:
     url = _PREFIX + quote(os.fspath(socket_path), safe="") + path
     split_unix_url(url)
     return url
+
+
+def resolve_path(base_url: str, path: str) -> str:
+    """``path`` (starting with ``/``) on the server of ``base_url``: for ``http+unix://``,
+    the same socket (``http+unix://%2Fs.sock/mcp`` and ``/auth/token`` →
+    ``http+unix://%2Fs.sock/auth/token``); for any other URL, ``urllib.parse.urljoin``.
+
+    Raises:
+        ValueError: ``path`` does not start with ``/``; ``base_url`` is an ``http+unix://``
+            URL that :func:`split_unix_url` refuses (as it says).
+    """
+    if not path.startswith("/"):
+        raise ValueError("the path must start with '/'")
+    if not is_unix_url(base_url):
+        return urljoin(base_url, path)
+    socket_path, _target = split_unix_url(base_url)
+    return unix_url(socket_path, path)

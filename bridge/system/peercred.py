@@ -13,7 +13,8 @@ that called ``listen()`` (for a client's socket) and its user. Each OS asks diff
 - **Windows** (named pipes): ``GetNamedPipeServerProcessId`` on the client's pipe handle
   gives the server's pid (``namedpipeapi.h``). :func:`pipe_server_pid` takes the Win32 API
   as an argument (as ``winapi.py`` does), so its logic is unit-tested on every OS; the
-  bridge does not open named pipes yet (docs/security.md says what is and is not run).
+  bridge does not open named pipes yet (docs/security.md says what is and is not run;
+  ``namedpipe.py`` has the rest of a pipe's checks: the server's user, its first instance).
 
 Each function takes an object with ``getsockopt`` (a ``socket.socket``, asyncio's
 ``TransportSocket``, or a test's stand-in) and the platform name, so every branch runs in

@@ -34,6 +34,7 @@ from support.processes import INITIALIZED, BridgeProcess, handshake, initialize,
 
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
 from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret
+from bridge.core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 
 TOKEN = "tok-Aa0_appserver-test-token"
 SECRET = "sec-Zz9_appserver-test-secret"
@@ -287,11 +288,20 @@ def test_the_readme_app_is_reached_by_mcp_app_bridge_with_only_its_name(desk: De
     app = desk.start(script)
     published = desk.published()
     assert published["pid"] == app.pid  # the process that holds the listening socket
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", published["url"]) and published["token"]
-    if os.name == "posix":
+    assert published["token"]
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    if os.name == "posix":  # link="auto" as printed: the Unix domain socket
+        assert is_unix_url(published["url"]), published["url"]
+        socket_path, mcp_path = split_unix_url(published["url"])
+        assert mcp_path == "/mcp" and stat.S_ISSOCK(os.lstat(socket_path).st_mode)
+        assert stat.S_IMODE(os.lstat(socket_path).st_mode) == 0o600
         assert stat.S_IMODE(desk.discovery.stat().st_mode) == 0o600
         assert stat.S_IMODE(desk.discovery.parent.stat().st_mode) == 0o700
-    anonymous = httpx.post(published["url"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=socket_path)) as over_socket:
+            anonymous = over_socket.post(f"http://{UNIX_HOST}{mcp_path}", json=ping, timeout=10)
+    else:  # Windows: TCP, with the log line
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", published["url"]), published["url"]
+        anonymous = httpx.post(published["url"], json=ping, timeout=10)
     assert anonymous.status_code == 401
     with BridgeProcess("--app-name", "MyApp", env=desk.env) as bridge:
         result = handshake(bridge)
@@ -319,6 +329,7 @@ def test_the_readme_app_started_by_its_own_mcp_stdio_answers(desk: Desk) -> None
         assert greet_through(bridge) == "Hello, Ada!"
     published = desk.published()
     assert published["pid"] != bridge.proc.pid and process_alive(published["pid"])  # the app outlives the bridge
+    assert is_unix_url(published["url"]) == (os.name == "posix"), published["url"]  # launched on its socket
     # a launch is a normal event: at the default log level (warning) it writes nothing
     assert "starting MyApp" not in bridge.stderr_text() and "WARNING" not in bridge.stderr_text(), bridge.stderr_text()
 

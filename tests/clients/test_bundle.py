@@ -26,6 +26,7 @@ from support.processes import BRIDGE_EXE_VAR, INITIALIZED, initialize
 from bridge import __version__
 from bridge.cli.commands import main
 from bridge.clients.bundle import MANIFEST_VERSION, read_manifest
+from bridge.core.unixurl import unix_url
 
 BUNDLE_DIR_VAR = "MCP_APP_BRIDGE_BUNDLE_DIR"
 SECRET = "tok-PLACEHOLDER-5f1e2d3c4b5a"
@@ -292,4 +293,28 @@ def test_a_binary_entry_point_in_a_venv_is_refused(tmp_path: Path, fake_exe: Pat
     out = tmp_path / "x.mcpb"
     result = run_cli("bundle", "--exe", str(launcher), "--out", str(out), "--app-name", "MyApp")
     assert result.exit_code == 1 and "virtual environment" in result.stderr, result.output
+    assert not out.exists()
+
+
+UNIX_URL = "http+unix://%2Frun%2Fuser%2F1000%2Fmyapp%2Fmcp-endpoint.sock/mcp"
+
+
+@pytest.mark.posix_only("the bridge connects to Unix domain sockets on Linux and macOS")
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+def test_an_http_unix_url_goes_into_the_bundle_as_given(fake_exe: Path, tmp_path: Path, platform: str) -> None:
+    manifest = build(fake_exe, tmp_path / "MyApp.mcpb", "--name", "myapp", "--url", UNIX_URL, "--platform", platform)
+    assert manifest["server"]["mcp_config"]["args"] == ["--url", UNIX_URL]
+    assert "Unix domain socket" in manifest["long_description"]
+
+
+@pytest.mark.posix_only("the bridge connects to Unix domain sockets on Linux and macOS")
+def test_an_http_unix_url_the_bundles_platform_cannot_reach_is_refused(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    windows = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", "myapp", "--url", UNIX_URL, "--platform", "win32")
+    assert windows.exit_code == 1 and "Windows bridge does not connect" in windows.output, windows.output
+    long_url = unix_url("/tmp/" + "d" * 92 + "/s.sock")  # 104 bytes: within Linux's 107, over macOS's 103
+    darwin = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", "myapp", "--url", long_url, "--platform", "darwin")
+    assert darwin.exit_code == 1 and "darwin allows 103" in darwin.output, darwin.output
+    relative = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", "myapp", "--url", "http+unix://s.sock/mcp")
+    assert relative.exit_code == 2 and "must be absolute" in relative.output, relative.output
     assert not out.exists()

@@ -448,3 +448,35 @@ def test_a_plain_server_entry_is_written_as_before() -> None:
         obj = entry_document(client, "x", entry)[CLIENT_INFO[client].servers_key]["x"]
         assert (obj["command"], obj["args"], obj["env"]) == ("/opt/a", ["--mcp-stdio"], {"K": "v"}), client
         assert not {"env_vars", "timeout", "startup_timeout_sec", "discoveryTimeoutMs"} & set(obj), client
+
+
+# -- an app on a Unix domain socket -------------------------------------------------------------
+
+UNIX_URL = "http+unix://%2Frun%2Fuser%2F1000%2Fmyapp%2Fmcp-endpoint.sock/mcp"
+
+
+@pytest.mark.posix_only("the bridge connects to Unix domain sockets on Linux and macOS")
+def test_an_http_unix_url_is_written_as_given_for_every_client() -> None:
+    for client in CLIENTS:
+        _text, entry = printed_entry(client, "--url", UNIX_URL, env={})
+        assert entry["args"] == ["--url", UNIX_URL], client
+
+
+def test_config_install_writes_an_http_unix_entry_and_refuses_a_bad_one_like_a_tcp_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "claude_desktop_config.json"
+    install = ["config", "install", "--client", "claude-desktop", "--name", "myapp", "--path", str(target)]
+    relative = CliRunner().invoke(main, [*install, "--url", "http+unix://run.sock/mcp"])
+    assert relative.exit_code == 2 and "must be absolute" in relative.output, relative.output
+    no_path = CliRunner().invoke(main, [*install, "--url", "http+unix://%2Frun%2Fapp.sock"])
+    assert no_path.exit_code == 2 and "needs the socket path" in no_path.output, no_path.output
+    assert not target.exists(), "nothing is written for a refused URL"
+    if sys.platform == "win32":
+        monkeypatch.setattr(sys, "platform", "linux")
+    written = CliRunner().invoke(main, [*install, "--url", UNIX_URL])
+    assert written.exit_code == 0, written.output
+    assert json.loads(target.read_text())["mcpServers"]["myapp"]["args"] == ["--url", UNIX_URL]
+    monkeypatch.setattr(sys, "platform", "win32")  # the bridge there has no Unix-socket link
+    windows = CliRunner().invoke(main, [*install, "--name", "other", "--url", UNIX_URL])
+    assert windows.exit_code == 2 and "does not connect to" in windows.output, windows.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.core.config import ConfigError, check_endpoint_url
-from bridge.core.unixurl import MAX_SOCKET_PATH_BYTES, is_unix_url, split_unix_url, unix_url
+from bridge.core.unixurl import MAX_SOCKET_PATH_BYTES, is_unix_url, resolve_path, split_unix_url, unix_url
 
 
 def test_a_socket_path_and_the_mcp_path_round_trip() -> None:
@@ -45,3 +45,15 @@ def test_url_accepts_a_unix_socket_and_https_stays_tcp_only() -> None:
     check_endpoint_url("http+unix://%2Ftmp%2Fapp.sock/mcp")
     with pytest.raises(ConfigError, match="http\\+unix://"):
         check_endpoint_url("https+unix://%2Ftmp%2Fapp.sock/mcp")
+
+
+def test_a_path_resolves_on_the_same_socket_and_a_tcp_url_as_urljoin_does() -> None:
+    """``--auth-url /auth/token`` against an ``http+unix://`` endpoint: the same socket
+    (``urljoin`` alone gave the bare path back, and the token exchange failed)."""
+    assert resolve_path("http+unix://%2Frun%2Fapp.sock/mcp?x=1", "/auth/token") == "http+unix://%2Frun%2Fapp.sock/auth/token"
+    assert resolve_path("http://127.0.0.1:8765/mcp", "/auth/token") == "http://127.0.0.1:8765/auth/token"
+    assert resolve_path("http://[::1]:9/a/b/mcp", "/auth/token") == "http://[::1]:9/auth/token"
+    with pytest.raises(ValueError, match="must start with '/'"):
+        resolve_path("http+unix://%2Frun%2Fapp.sock/mcp", "auth/token")
+    with pytest.raises(ValueError, match="absolute"):
+        resolve_path("http+unix://run.sock/mcp", "/auth/token")

@@ -10,6 +10,7 @@ account needed, as tests/process/test_security.py does); other runs skip those c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -119,6 +120,64 @@ def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: 
     finally:
         launched = desk.launches()[-1]
         os.kill(launched, 15)
+
+
+def test_a_relative_auth_url_is_served_on_the_socket_and_never_sent_to_an_impostor(desk: Desk) -> None:  # noqa: F811
+    """``--auth-url /auth/token`` on an ``http+unix://`` endpoint: the secret goes to the
+    app's own socket (the same path, the same peer check), and a process squatting the
+    socket gets neither the secret nor anything else."""
+    app = start_listening_app(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--link", "unix", *desk.app_args(auth="secret")],
+        log_path=desk.root / "app-secret.log", scheme="http+unix", what="the example app on its Unix socket",
+    )
+    socket_path = Path(split_unix_url(app.url)[0])
+    auth = ["--discovery-file", str(desk.discovery), "--auth-url", "/auth/token", "--secret-file", str(desk.secret_file)]
+    try:
+        assert "token" not in json.loads(desk.discovery.read_text()), "only the auth route gives the token"
+        with desk.bridge(*auth) as bridge:
+            processes.handshake(bridge)
+            assert app_info(bridge, 1)["pid"] == app.proc.pid
+        impostor = _squat(socket_path, uid=None)  # the app still runs: its pid and start time are live
+        try:
+            with desk.bridge(*auth) as bridge:
+                bridge.send(initialize(0))
+                reply = bridge.read_reply(0)
+                assert bridge_error_reason(reply) == "listener_unverified", reply
+        finally:
+            received = impostor.stop()
+        assert_got_nothing(received, desk.secret)
+    finally:
+        app.stop()
+
+
+def test_two_bridges_started_against_the_down_app_launch_it_once_on_its_socket(desk: Desk) -> None:  # noqa: F811
+    """The launch lock holds over the socket: two bridges meet a down app (no socket yet)
+    at once; exactly one app process is started, both initialize, both reach it."""
+    args = ["--discovery-file", str(desk.discovery), "--launch", shlex.join([sys.executable, *unix_app_args(desk)]),
+            "--launch-timeout", str(LAUNCH_TIMEOUT), "--launch-log", str(desk.launch_log), "--log-level", "info"]
+    bridges = [desk.bridge(*args) for _ in range(2)]
+    try:
+        for bridge in bridges:
+            bridge.send(initialize(0))
+        for bridge in bridges:
+            reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
+            assert "result" in reply, f"{reply}\n{bridge.stderr_tail()}"
+            bridge.send(INITIALIZED)
+        (pid,) = desk.launches()
+        assert json.loads(desk.discovery.read_text())["url"].startswith("http+unix://%2F")
+        for number, bridge in enumerate(bridges, 1):
+            assert app_info(bridge, number)["pid"] == pid
+        for bridge in bridges:
+            bridge.finish()
+        starting = [line for bridge in bridges for line in bridge.stderr_text().splitlines() if "starting the app" in line.lower()]
+        assert len(starting) == 1, "\n".join(line[:160] for line in starting)
+        assert desk.launches() == [pid]
+    finally:
+        for bridge in bridges:
+            bridge.__exit__(RuntimeError, None, None)  # kill if still alive, close pipes
+        for launched in desk.launches():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(launched, 15)
 
 
 def _squat(socket_path: Path, *, uid: int | None) -> Squatter:
