@@ -47,6 +47,14 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _private_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test gets its own per-user state folder (platformdirs reads ``XDG_STATE_HOME``
+    on Linux): the catalog an in-process bridge writes (bridge/app/servedcatalog.py) must
+    neither reach the user's real one nor answer for another test."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture
 def start_app_server(tmp_path: Path) -> Iterator[Callable[..., AppServer]]:
     """Factory: ``start_app_server(*extra_args) -> AppServer``; every server is stopped at teardown."""

@@ -18,6 +18,16 @@ each resource, given to it by the composition root (``bridge/serve/parts.py``):
 Each request's era (``request.era``, ``bridge/core/era.py``) says which rules apply: its headers,
 whether a lost session may be rebuilt, whether a header mismatch is recovered. The session
 loop and ``check`` use this class's public methods, never the parts behind it.
+
+**Lazy launch** (docs/behaviour.md, "Lazy launch"; the rules are ``bridge/core/lazylaunch.py``).
+With a :class:`~bridge.app.servedcatalog.ServedCatalog`, a request the catalog may answer
+(``initialize``, ``server/discover``, the four lists, ``ping``) whose connection is refused
+is answered from it at the moment the recovery policy would start the app. A legacy client
+so answered has no MCP session yet: its later notifications are not sent, its GET stream
+waits, and the first request the catalog cannot answer starts the app, replays the
+client's ``initialize`` (the client never sees that reply), lists again what the client was
+served and announces each list that differs, then goes out. Every catalog method's reply
+from the app updates the catalog.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +47,7 @@ from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from ..core.errors import SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
+from ..core.lazylaunch import CATALOG_METHODS, answers_from_catalog, catalog_result, changed_list_notifications, record
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -48,9 +60,11 @@ from ..core.policy import (
     forward_flow,
 )
 from ..streamable.upstream import Emit, Upstream
+from ..system.cancelscope import move_on_after
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
+    from ..app.servedcatalog import ServedCatalog
 
 __all__ = ["Driver"]
 
@@ -59,6 +73,16 @@ log = logging.getLogger("bridge")
 _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: The lists a client caches; after a rebuild it is told they may have changed.
 _LISTS = ("tools", "prompts", "resources")
+#: Bound on listing again, after a lazy launch, what the client was served (seconds).
+RELIST_AFTER_LAUNCH_SECONDS = 10.0
+
+
+class _FromCatalog(Exception):
+    """Raised through ``_run`` instead of starting the app: the catalog answers (``result``)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("answered from the catalog")
+        self.result = result
 
 
 class Driver:
@@ -73,6 +97,8 @@ class Driver:
         endpoint: where the app listens (the one the upstream and the launcher use).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
+        catalog: what the app last served, for lazy launch (``None``: no lazy launch).
+        launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
     """
 
     def __init__(
@@ -84,6 +110,8 @@ class Driver:
         *,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
+        catalog: ServedCatalog | None = None,
+        launch_policy: str = "on-call",
     ) -> None:
         self._app = app_name
         #: Where the app listens (read by ``check``).
@@ -101,9 +129,17 @@ class Driver:
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
+        #: What the app last served (lazy launch), or ``None``.
+        self.catalog = catalog
+        self._launch_policy = launch_policy
+        # The catalog entry a legacy client's initialize was answered from while no MCP
+        # session is open (the app not started yet); ``None`` once one is, or never.
+        self._deferred: dict[str, Any] | None = None
+        self._opened = asyncio.Event()  # set once a deferred session is open
+        self._open_lock = asyncio.Lock()
 
     async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply).
+        """Forward a request; return its stdout line (the app's reply, or the catalog's).
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
@@ -113,18 +149,129 @@ class Driver:
             self.client_era = era
         if request.method == "initialize" and era.may_rebuild:
             self._initialize = request  # what a session rebuild replays
+            self._deferred = None
+        if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
+            result = catalog_result(request.method, request.params, self._deferred)
+            if result is not None:
+                return self._catalog_reply(request, result)
+            await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        line = await self._run(
+        launch = None
+        if self.catalog is not None and answers_from_catalog(self._launch_policy, request.method):
+            launch = functools.partial(self._launch_unless_cataloged, request)
+        try:
+            line = await self._run(
             lambda: self._upstream.send_request(
                 request,
                 emit,
                 modern_headers=era.headers(request.method, request.params, self._tool_headers),
                 endless=era.endless(request.method),
             ),
-            can_rebuild=era.may_rebuild,
-            relist=relist,
-        )
+                can_rebuild=era.may_rebuild,
+                relist=relist,
+                launch=launch,
+            )
+        except _FromCatalog as answer:
+            if request.method == "initialize" and era.may_rebuild:
+                self._deferred = self.catalog.entry() if self.catalog is not None else None
+                log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
+            return self._catalog_reply(request, answer.result)
+        if self.catalog is not None:
+            self._remember(request.method, request.params, line)
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
+
+    # -- lazy launch ---------------------------------------------------------------------
+
+    async def _launch_unless_cataloged(self, request: Request) -> None:
+        """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
+        :class:`_FromCatalog` when it does, else start the app."""
+        assert self.catalog is not None
+        result = catalog_result(request.method, request.params, self.catalog.entry())
+        if result is not None:
+            raise _FromCatalog(result)
+        await self._launcher.ensure_running()
+
+    def _catalog_reply(self, request: Request, result: dict[str, Any]) -> bytes:
+        reply = encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
+        return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
+
+    def _remember(self, method: str, params: Any, line: bytes) -> None:
+        """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
+        if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
+            return
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+            return
+        updated = record(
+            self.catalog.entry(),
+            method,
+            params,
+            reply["result"],
+            app=self.catalog.app_name,
+            endpoint=self.catalog.endpoint_identity,
+            now_seconds=time.time(),
+        )
+        if updated is not None:
+            self.catalog.replace(updated)
+
+    async def _open_deferred_session(self, emit: Emit) -> None:
+        """Start the app (if no bridge did), replay the client's ``initialize`` to open the
+        MCP session it was promised, list again what it was served and tell it (``emit``)
+        which lists changed.
+
+        Raises:
+            UpstreamError: the app could not be started, or refused the replay, or now
+                speaks another protocol version than the client was told (``session_lost``).
+        """
+        async with self._open_lock:
+            cached = self._deferred
+            if cached is None:
+                return  # (another request opened it meanwhile)
+            log.info("%s is needed now: starting it", self._app)
+            await self._launcher.ensure_running()
+            session = self._upstream.session
+            with session.rebuilding():
+                line = await self._replay_initialize(session.generation)
+            told = (cached.get("initialize") or {}).get("protocolVersion")
+            if session.protocol_version != told:
+                raise SessionLostError(
+                    f"{self._app} now speaks protocol version {session.protocol_version}, not {told}; "
+                    "restart the AI client's connection.",
+                    recoverable=False,
+                )
+            self._deferred = None
+            self._opened.set()
+            self._remember("initialize", self._initialize.params if self._initialize else None, line)
+        owed: list[str] = []
+        with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
+            served = await self._list_privately(list((cached.get("lists") or {}).keys()))
+            owed = changed_list_notifications(cached, served)
+        for method in owed:
+            log.info("%s serves other lists than its catalog had: %s", self._app, method)
+            notification = {"jsonrpc": "2.0", "method": method}
+            await emit(encode_message(notification), notification)
+
+    async def _list_privately(self, methods: list[str]) -> dict[str, Any]:
+        """List ``methods`` (first pages) under private ids; keep each result in the catalog.
+        A list that fails is left out (logged)."""
+        served: dict[str, Any] = {}
+        for method in methods:
+            self._replays += 1
+            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-list-{self._replays}", "method": method}
+            listing = Request(message["id"], method, None, encode_message(message)[:-1])
+            try:
+                line = await self._run(functools.partial(self._upstream.send_request, listing, _drop), can_rebuild=False)
+                reply = json.loads(line)
+            except (UpstreamError, ValueError) as exc:
+                log.info("listing %s after the launch failed: %s", method, getattr(exc, "message", exc))
+                continue
+            if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
+                served[method] = reply["result"]
+                self._remember(method, None, line)
+        return served
 
     def _filter_tool_list(self, line: bytes) -> bytes:
         """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
@@ -173,9 +320,15 @@ class Driver:
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).
 
+        While a lazily answered client has no MCP session yet, nothing is sent (the app is
+        not running; the replayed ``initialize`` sends its own ``notifications/initialized``).
+
         Raises:
             UpstreamError: the error that ended the recovery flow (the caller logs it).
         """
+        if self._deferred is not None:
+            log.debug("%s not sent: %s is not started yet", what, self._app)
+            return
         await self._run(self._post_message(body, what))
 
     def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
@@ -194,10 +347,12 @@ class Driver:
         replay: bool = False,
         can_rebuild: bool = True,
         relist: Callable[[], Awaitable[None]] | None = None,
+        launch: Callable[[], Awaitable[None]] | None = None,
     ) -> bytes:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
-        (a 2026-07-28 ``tools/call``), else a mismatch is the answer."""
+        (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``launch``: what
+        ``EnsureRunning`` does instead of ``Launcher.ensure_running`` (lazy launch)."""
         flow = forward_flow(can_rebuild=can_rebuild and not replay, can_relist=relist is not None)
         action = next(flow)
         line = b""
@@ -213,7 +368,7 @@ class Driver:
                 elif isinstance(action, RefreshToken):
                     await self._upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
-                    await self._launcher.ensure_running()
+                    await (launch or self._launcher.ensure_running)()
                 elif isinstance(action, RebuildSession):
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
@@ -253,7 +408,7 @@ class Driver:
         if self._on_session_rebuilt is not None:
             await self._on_session_rebuilt()
 
-    async def _replay_initialize(self, lost_generation: int) -> None:
+    async def _replay_initialize(self, lost_generation: int) -> bytes:
         assert self._initialize is not None
         self._replays += 1
         replay_id = f"mcp-app-bridge-reinit-{self._replays}"
@@ -267,7 +422,7 @@ class Driver:
         session = self._upstream.session
         old = session.snapshot()
         try:
-            await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
+            line = await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
             if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
             if old.protocol_version is not None and session.protocol_version != old.protocol_version:
@@ -279,6 +434,7 @@ class Driver:
             await self._run(
                 self._post_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True), replay=True
             )
+            return line
         except UpstreamError as exc:
             session.restore(old)
             raise SessionLostError(
@@ -290,7 +446,13 @@ class Driver:
     async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
         """Relay the app's GET stream (server-initiated messages) until cancelled; never
         raises for upstream failures (``Upstream.listen``). ``on_open`` is called once, when
-        the first GET has its answer (open, refused) or failed."""
+        the first GET has its answer (open, refused) or failed. While a lazily answered
+        client has no MCP session, ``on_open`` is called at once and the GET waits for one."""
+        if self._deferred is not None:
+            if on_open is not None:
+                on_open()
+                on_open = None
+            await self._opened.wait()
         await self._upstream.listen(emit, on_open=on_open)
 
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:
