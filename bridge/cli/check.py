@@ -3,6 +3,8 @@
 Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 
 1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
+   **catalog** — with a launcher, the catalog the app last served (lazy launch,
+   ``bridge/app/servedcatalog.py``): the app version in it and its age, or that none is cached;
 2. **connect** — a connection to the endpoint made as the bridge makes each one
    (``bridge/transport/verifiedconnect.py``: each address in turn, the listener check on
    that very connection), so ✓ means a connection the bridge would send on, and a failure
@@ -127,6 +129,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         if not startable:
             return
 
+    _catalog_step(config, driver, report)
     if not await _connect_step(config, driver, report):
         return
 
@@ -162,6 +165,30 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
     report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
     await _request(driver, report, "ping", None)
+
+
+def _catalog_step(config: BridgeConfig, driver: Driver, report: _Report) -> None:
+    """What a client's start-up is answered from while the app is down (lazy launch)."""
+    catalog = driver.catalog
+    if catalog is None:
+        return  # no launcher: nothing is started lazily, no catalog is kept
+    from ..core.lazylaunch import app_version
+
+    started = time.monotonic()
+    age = catalog.age_seconds()
+    if age is None:
+        detail = f"none cached yet at {catalog.path}: the next client start launches the app"
+    else:
+        version = app_version(catalog.entry()) or "(no version)"
+        detail = f"app version {version}, written {_age(age)} ago ({catalog.path}); --launch-policy {config.launch_policy}"
+    report.step("catalog", True, detail, time.monotonic() - started)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 async def _request(driver: Driver, report: _Report, method: str, params: Any) -> dict[str, Any] | None:

@@ -163,3 +163,21 @@ async def test_the_connect_step_passes_only_on_a_verified_connection_and_says_wh
         lines = await check_report(BridgeConfig(url=f"http://127.0.0.1:{port}/mcp"))
     assert any(line.startswith("✓ connect") for line in lines), lines
     assert any(line.startswith("✓ listener    a socket of this user's") for line in lines), lines
+
+
+async def test_the_catalog_step_shows_the_cached_app_version_and_age() -> None:
+    """With a launcher, ``check`` says what a client's start-up would be answered from while
+    the app is down: the catalog's app version and age, or that none is cached."""
+    from bridge.app.servedcatalog import ServedCatalog
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    config = BridgeConfig(url=url, app_name="Cat", ensure_running=lambda: None, launch_timeout_seconds=0.3)
+    lines = await check_report(config)
+    assert any(line.startswith("✓ catalog") and "none cached yet" in line for line in lines), lines
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "cat", "version": "4.2"}}
+    ServedCatalog("Cat", url).replace({"format": 1, "app": "Cat", "endpoint": url, "savedAtSeconds": 0.0, "initialize": init, "lists": {}})
+    lines = await check_report(config)
+    (step,) = [line for line in lines if line.startswith("✓ catalog")]
+    assert "app version 4.2" in step and " d ago" in step, step
+    no_launcher = await check_report(BridgeConfig(url=url, app_name="Cat"))
+    assert not any("catalog" in line for line in no_launcher)
