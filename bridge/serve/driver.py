@@ -47,7 +47,6 @@ from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from ..core.errors import SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
-from ..core.lazylaunch import CATALOG_METHODS, answers_from_catalog, catalog_result, changed_list_notifications, record
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -151,22 +150,24 @@ class Driver:
             self._initialize = request  # what a session rebuild replays
             self._deferred = None
         if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
+            from ..core.lazylaunch import catalog_result
+
             result = catalog_result(request.method, request.params, self._deferred)
             if result is not None:
                 return self._catalog_reply(request, result)
             await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
         launch = None
-        if self.catalog is not None and answers_from_catalog(self._launch_policy, request.method):
+        if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
         try:
             line = await self._run(
-            lambda: self._upstream.send_request(
-                request,
-                emit,
-                modern_headers=era.headers(request.method, request.params, self._tool_headers),
-                endless=era.endless(request.method),
-            ),
+                lambda: self._upstream.send_request(
+                    request,
+                    emit,
+                    modern_headers=era.headers(request.method, request.params, self._tool_headers),
+                    endless=era.endless(request.method),
+                ),
                 can_rebuild=era.may_rebuild,
                 relist=relist,
                 launch=launch,
@@ -182,9 +183,17 @@ class Driver:
 
     # -- lazy launch ---------------------------------------------------------------------
 
+    def _may_answer_from_catalog(self, method: str) -> bool:
+        # (imported here: a run without a launcher, so without a catalog, never loads it)
+        from ..core.lazylaunch import answers_from_catalog
+
+        return answers_from_catalog(self._launch_policy, method)
+
     async def _launch_unless_cataloged(self, request: Request) -> None:
         """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
         :class:`_FromCatalog` when it does, else start the app."""
+        from ..core.lazylaunch import catalog_result
+
         assert self.catalog is not None
         result = catalog_result(request.method, request.params, self.catalog.entry())
         if result is not None:
@@ -197,6 +206,8 @@ class Driver:
 
     def _remember(self, method: str, params: Any, line: bytes) -> None:
         """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
+        from ..core.lazylaunch import CATALOG_METHODS, record
+
         if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
             return
         try:
@@ -245,6 +256,8 @@ class Driver:
             self._deferred = None
             self._opened.set()
             self._remember("initialize", self._initialize.params if self._initialize else None, line)
+        from ..core.lazylaunch import changed_list_notifications
+
         owed: list[str] = []
         with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
             served = await self._list_privately(list((cached.get("lists") or {}).keys()))
