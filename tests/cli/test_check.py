@@ -181,3 +181,18 @@ async def test_the_catalog_step_shows_the_cached_app_version_and_age() -> None:
     assert "app version 4.2" in step and " d ago" in step, step
     no_launcher = await check_report(BridgeConfig(url=url, app_name="Cat"))
     assert not any("catalog" in line for line in no_launcher)
+
+
+async def test_a_launch_program_that_no_longer_exists_is_flagged(tmp_path: Any) -> None:
+    """An app updated into another install folder leaves the entry's ``--launch`` pointing at
+    nothing: ``check`` says so even while the app runs (here: nothing listens either)."""
+    gone = tmp_path / "MyApp-1.2" / "myapp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    lines = await check_report(BridgeConfig(url=url, launch_command=(str(gone), "--serve"), launch_timeout_seconds=0.3))
+    (flagged,) = [line for line in lines if line.startswith("✗ launch")]
+    assert f"{gone} no longer exists" in flagged, lines
+    present = tmp_path / "myapp"
+    present.write_text("#!/bin/sh\nexit 1\n")
+    present.chmod(0o700)
+    lines = await check_report(BridgeConfig(url=url, launch_command=(str(present),), launch_timeout_seconds=0.3))
+    assert any(line.startswith("✓ launch") for line in lines), lines
