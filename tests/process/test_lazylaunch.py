@@ -130,3 +130,44 @@ def test_on_start_launches_at_initialize_even_with_a_catalog(desk: Desk) -> None
         assert len(desk.launches()) == 2
         desk.note_token()
         bridge.finish()
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "desktop-probe", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_a_server_discover_probe_from_another_process_is_answered_without_a_launch(desk: Desk) -> None:
+    """Claude Desktop's era probe: a throwaway process sends ``server/discover`` (2026-07-28)
+    and lists the tools. With the app down and a catalog from a 2026-07-28 client's start,
+    it gets both without the app being started; its first call starts it."""
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}
+    tools = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    with desk.bridge(*_args(desk)) as bridge:  # a 2026-07-28 client's start while the app runs
+        bridge.send(discover)
+        served = bridge.read_reply(1, LAUNCH_REPLY_TIMEOUT)
+        assert "result" in served, f"{served}\n{bridge.stderr_tail()}"
+        bridge.send(tools)
+        names = [tool["name"] for tool in bridge.read_reply(2, LAUNCH_REPLY_TIMEOUT)["result"]["tools"]]
+        desk.note_token()
+        bridge.finish()
+    (pid,) = desk.launches()
+    stop_pids([pid])
+    assert wait_until(lambda: not process_alive(pid), 10)
+    for _ in range(2):  # the probe, then the real start
+        with desk.bridge(*_args(desk)) as bridge:
+            bridge.send(discover)
+            assert bridge.read_reply(1, LAUNCH_REPLY_TIMEOUT)["result"] == served["result"], bridge.stderr_tail()
+            bridge.send(tools)
+            assert [tool["name"] for tool in bridge.read_reply(2, LAUNCH_REPLY_TIMEOUT)["result"]["tools"]] == names
+            bridge.finish()
+    assert desk.launches() == [pid]
+    with desk.bridge(*_args(desk)) as bridge:
+        bridge.send({**tool_call(3, "echo", {"text": "modern ✓"}, meta=MODERN_META)})
+        reply = bridge.read_reply(3, LAUNCH_REPLY_TIMEOUT)
+        assert result_text(reply) == "modern ✓", f"{reply}\n{bridge.stderr_tail()}"
+        desk.note_token()
+        bridge.finish()
+    assert len(desk.launches()) == 2
