@@ -47,12 +47,16 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True)
-def _private_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every test gets its own per-user state folder (platformdirs reads ``XDG_STATE_HOME``
-    on Linux): the catalog an in-process bridge writes (bridge/app/servedcatalog.py) must
-    neither reach the user's real one nor answer for another test."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+@pytest.fixture
+def private_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A per-user state folder of the test's own (platformdirs reads ``XDG_STATE_HOME`` on
+    Linux): the catalog an in-process bridge with a launcher writes
+    (bridge/app/servedcatalog.py) must neither reach the user's real one nor answer for
+    another test. Autouse in tests/serve and tests/streamable (their conftest.py); not
+    everywhere, as ``config install`` writes a set ``XDG_STATE_HOME`` into entries."""
+    folder = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder))
+    return folder
 
 
 @pytest.fixture

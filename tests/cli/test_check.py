@@ -23,7 +23,7 @@ from bridge.core.errors import UpstreamError
 from bridge.core.jsonrpc import Request, encode_message
 from bridge.serve.parts import build_driver
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("private_state_folder")]
 
 linux = pytest.mark.linux_only("the listener check reads /proc")
 as_root = pytest.mark.skipif(sys.platform == "win32" or os.geteuid() != 0, reason="needs root to run a process under a second uid")
