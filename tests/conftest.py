@@ -48,6 +48,18 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def private_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A per-user state folder of the test's own (platformdirs reads ``XDG_STATE_HOME`` on
+    Linux): the catalog an in-process bridge with a launcher writes
+    (bridge/app/servedcatalog.py) must neither reach the user's real one nor answer for
+    another test. Autouse in tests/serve and tests/streamable (their conftest.py); not
+    everywhere, as ``config install`` writes a set ``XDG_STATE_HOME`` into entries."""
+    folder = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder))
+    return folder
+
+
+@pytest.fixture
 def start_app_server(tmp_path: Path) -> Iterator[Callable[..., AppServer]]:
     """Factory: ``start_app_server(*extra_args) -> AppServer``; every server is stopped at teardown."""
     started: list[AppServer] = []

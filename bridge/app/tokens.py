@@ -32,9 +32,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ..core.unixurl import resolve_path
-
 from ..core.config import variable_in_message
+from ..core.unixurl import resolve_path
 
 if TYPE_CHECKING:
     import asyncio

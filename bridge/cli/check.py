@@ -3,6 +3,11 @@
 Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 
 1. **endpoint** — the ``--url``, or the discovery file (and whether its pid lives);
+   **launch** — with ``--launch``, whether its program still exists here (an app updated or
+   moved to another install folder leaves an entry pointing at nothing: the bridge could
+   not start the app once it is down, even while it runs now);
+   **catalog** — with a launcher, the catalog the app last served (lazy launch,
+   ``bridge/app/servedcatalog.py``): the app version in it and its age, or that none is cached;
 2. **connect** — a connection to the endpoint made as the bridge makes each one
    (``bridge/transport/verifiedconnect.py``: each address in turn, the listener check on
    that very connection), so ✓ means a connection the bridge would send on, and a failure
@@ -127,6 +132,8 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         if not startable:
             return
 
+    _launch_program_step(config, report)
+    _catalog_step(config, driver, report)
     if not await _connect_step(config, driver, report):
         return
 
@@ -162,6 +169,57 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
     report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
     await _request(driver, report, "ping", None)
+
+
+def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
+    """``--launch``'s program: ✗ when it no longer exists or cannot be run."""
+    if not config.launch_command:
+        return
+    import os
+    import shutil
+
+    program = config.launch_command[0]
+    if not any(sep in program for sep in (os.sep, os.altsep) if sep):
+        found = shutil.which(program)
+        problem = None if found else f"the --launch program {program!r} is not on PATH here"
+        path = found or program
+    else:
+        path = os.path.abspath(program)
+        problem = None
+        if not os.path.exists(path):
+            problem = f"the --launch program {path} no longer exists"
+        elif os.path.isdir(path) or (os.name == "posix" and not os.access(path, os.X_OK)):
+            problem = f"the --launch program {path} is not an executable file"
+    if problem is None:
+        report.step("launch", True, f"program {path}", 0.0)
+    else:
+        report.step("launch", False, problem + "; the bridge cannot start the app with it", 0.0,
+                    "Point --launch at the app's stable launcher (not a versioned install folder), "
+                    "then install the client's entry again (config install).")
+
+
+def _catalog_step(config: BridgeConfig, driver: Driver, report: _Report) -> None:
+    """What a client's start-up is answered from while the app is down (lazy launch)."""
+    catalog = driver.catalog
+    if catalog is None:
+        return  # no launcher: nothing is started lazily, no catalog is kept
+    from ..core.lazylaunch import app_version
+
+    started = time.monotonic()
+    age = catalog.age_seconds()
+    if age is None:
+        detail = f"none cached yet at {catalog.path}: the next client start launches the app"
+    else:
+        version = app_version(catalog.entry()) or "(no version)"
+        detail = f"app version {version}, written {_age(age)} ago ({catalog.path}); --launch-policy {config.launch_policy}"
+    report.step("catalog", True, detail, time.monotonic() - started)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 async def _request(driver: Driver, report: _Report, method: str, params: Any) -> dict[str, Any] | None:

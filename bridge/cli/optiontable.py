@@ -35,7 +35,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from ..core.config import BridgeConfig
+from ..core.config import LAUNCH_POLICIES, BridgeConfig
 
 __all__ = [
     "BRIDGE_OPTIONS",
@@ -115,6 +115,13 @@ def whole_number(minimum: int) -> Callable[[str], int]:
 
     convert.__name__ = f"whole_number_at_least_{minimum}"
     return convert
+
+
+def launch_policy(value: str) -> str:
+    """One of :data:`~bridge.core.config.LAUNCH_POLICIES`, in any case; returned in lower case."""
+    if value.lower() not in LAUNCH_POLICIES:
+        raise OptionValueError(f"must be one of {', '.join(LAUNCH_POLICIES)}")
+    return value.lower()
 
 
 def log_level(value: str) -> str:
@@ -203,6 +210,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     BridgeOption("--launch", "launch", "Start the app with CMD (no shell) when nothing listens.", metavar="CMD", echo="program"),
     _from_config("--launch-timeout", "launch_timeout_seconds", "Bound on starting the app until it accepts connections.", convert=seconds, metavar="SECONDS"),
     _from_config("--launch-log", "launch_log_file", "Where the launched app's output goes (default: discarded).", convert=file_path, metavar="PATH", echo="path"),
+    _from_config("--launch-policy", "launch_policy", "When to start the app: on-call (answer start-up probes from the catalog the app last served, start it for the first call), on-start, never.", convert=launch_policy, metavar="POLICY", choices=LAUNCH_POLICIES),
     _switch("--session-400-heuristic", "session_400_heuristic", "Treat a 400 that mentions the session like a 404 (session gone).", off_flag="--no-session-400-heuristic"),
     _from_config("--connect-timeout", "connect_timeout_seconds", "Bound on connecting to the app.", convert=seconds, metavar="SECONDS"),
     _from_config("--request-timeout", "request_timeout_seconds", "Bound on each reply: its head within this of sending, a JSON body within this of its head; an SSE reply may go this long between events or keep-alives.", convert=seconds, metavar="SECONDS"),

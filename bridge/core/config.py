@@ -27,6 +27,7 @@ __all__ = [
     "parse_header",
     "DEFAULT_APP_NAME",
     "DEFAULT_LAUNCH_TIMEOUT_SECONDS",
+    "LAUNCH_POLICIES",
     "check_app_name",
     "in_sentence",
 ]
@@ -39,6 +40,12 @@ DEFAULT_APP_NAME = "The app"
 #: (``--launch-timeout``, :attr:`BridgeConfig.launch_timeout_seconds`, and the start-up
 #: budget ``config install`` writes for a client).
 DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+
+#: When the bridge starts the app (``--launch-policy``, :attr:`BridgeConfig.launch_policy`):
+#: ``on-call`` answers a client's start-up probes from the catalog the app last served while
+#: the app is down and starts it for the first request that needs it; ``on-start`` starts it
+#: for the first request (``initialize``), as before catalogs; ``never`` never starts it.
+LAUNCH_POLICIES = ("on-call", "on-start", "never")
 
 #: The longest app name, in characters.
 MAX_APP_NAME_CHARS = 64
@@ -122,6 +129,12 @@ class BridgeConfig:
         ensure_running: a callable (sync or async) that starts the app, for library users.
         launch_timeout_seconds: bound on starting the app and waiting for it to listen.
         launch_log_file: where the launched app's output goes (default: the null device).
+        launch_policy: when the app is started, one of :data:`LAUNCH_POLICIES`. With
+            ``on-call`` (the default) and a catalog cached for the app
+            (``bridge/app/servedcatalog.py``), a down app is not started for ``initialize``,
+            ``server/discover``, the four lists or ``ping``: they are answered from the
+            catalog, and the first other request starts it. Without a catalog, ``on-call``
+            is ``on-start``. ``never``: the launch command and ``ensure_running`` are not used.
         session_400_heuristic: treat a 400 whose body mentions the session, in reply to a
             request that carried a session id, like a 404 (the session is gone).
         connect_timeout_seconds: bound on opening a TCP connection to the app.
@@ -169,6 +182,7 @@ class BridgeConfig:
     ensure_running: Callable[[], Any] | None = field(default=None, repr=False)
     launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS
     launch_log_file: Path | None = None
+    launch_policy: str = "on-call"
     session_400_heuristic: bool = True
     connect_timeout_seconds: float = 5.0
     request_timeout_seconds: float = 300.0
@@ -191,6 +205,8 @@ class BridgeConfig:
             _check_header(name, value)
         if self.token is not None and (not self.token or _has_control(self.token) or " " in self.token):
             raise ConfigError("the token is empty or contains spaces or control characters")
+        if self.launch_policy not in LAUNCH_POLICIES:
+            raise ConfigError(f"launch_policy must be one of {', '.join(LAUNCH_POLICIES)}")
         if self.launch_command is not None and not self.launch_command:
             raise ConfigError("the launch command is empty")
         for name in (

@@ -55,6 +55,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from datetime import UTC
 
 from .errors import (
     AppUnreachableError,
@@ -276,7 +277,7 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
         return float(int(text))
     # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
     import email.utils
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     when: datetime | None
     try:
@@ -293,7 +294,7 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
     if when is None:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)  # HTTP-dates are in GMT
+        when = when.replace(tzinfo=UTC)  # HTTP-dates are in GMT
     return max(0.0, when.timestamp() - now_epoch_seconds)
 
 

@@ -18,6 +18,16 @@ each resource, given to it by the composition root (``bridge/serve/parts.py``):
 Each request's era (``request.era``, ``bridge/core/era.py``) says which rules apply: its headers,
 whether a lost session may be rebuilt, whether a header mismatch is recovered. The session
 loop and ``check`` use this class's public methods, never the parts behind it.
+
+**Lazy launch** (docs/behaviour.md, "Lazy launch"; the rules are ``bridge/core/lazylaunch.py``).
+With a :class:`~bridge.app.servedcatalog.ServedCatalog`, a request the catalog may answer
+(``initialize``, ``server/discover``, the four lists, ``ping``) whose connection is refused
+is answered from it at the moment the recovery policy would start the app. A legacy client
+so answered has no MCP session yet: its later notifications are not sent, its GET stream
+waits, and the first request the catalog cannot answer starts the app, replays the
+client's ``initialize`` (the client never sees that reply), lists again what the client was
+served and announces each list that differs, then goes out. Every catalog method's reply
+from the app updates the catalog.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +61,12 @@ from ..core.policy import (
     is_idempotent,
 )
 from ..streamable.upstream import Emit, Upstream
+from ..system.cancelscope import move_on_after
 from .eras import LegacyAppEras
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
+    from ..app.servedcatalog import ServedCatalog
 
 __all__ = ["Driver"]
 
@@ -62,6 +75,16 @@ log = logging.getLogger("bridge")
 _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: The lists a client caches; after a rebuild it is told they may have changed.
 _LISTS = ("tools", "prompts", "resources")
+#: Bound on listing again, after a lazy launch, what the client was served (seconds).
+RELIST_AFTER_LAUNCH_SECONDS = 10.0
+
+
+class _FromCatalog(Exception):
+    """Raised through ``_run`` instead of starting the app: the catalog answers (``result``)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("answered from the catalog")
+        self.result = result
 
 
 class Driver:
@@ -78,6 +101,8 @@ class Driver:
         on_session_rebuilt: called (awaited) after every successful session rebuild.
         translate_eras: answer a 2026-07-28 client's ``server/discover`` from a legacy-only
             app's ``initialize`` and translate its requests (``bridge/serve/eras.py``).
+        catalog: what the app last served, for lazy launch (``None``: no lazy launch).
+        launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
     """
 
     def __init__(
@@ -90,6 +115,8 @@ class Driver:
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
         translate_eras: bool = False,
+        catalog: ServedCatalog | None = None,
+        launch_policy: str = "on-call",
     ) -> None:
         self._app = app_name
         #: Where the app listens (read by ``check``).
@@ -109,10 +136,19 @@ class Driver:
         self._tool_headers: dict[str, HeaderMap] = {}
         #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
         self.eras = LegacyAppEras(self) if translate_eras else None
+        #: What the app last served (lazy launch), or ``None``.
+        self.catalog = catalog
+        self._launch_policy = launch_policy
+        # The catalog entry a legacy client's initialize was answered from while no MCP
+        # session is open (the app not started yet); ``None`` once one is, or never.
+        self._deferred: dict[str, Any] | None = None
+        self._opened = asyncio.Event()  # set once a deferred session is open
+        self._open_lock = asyncio.Lock()
 
     async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply). A 2026-07-28
-        request to an app that proved legacy-only is translated (``bridge/serve/eras.py``).
+        """Forward a request; return its stdout line (the app's reply, or the catalog's). A
+        2026-07-28 request to an app that proved legacy-only is translated
+        (``bridge/serve/eras.py``).
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
@@ -122,7 +158,8 @@ class Driver:
         return await self.forward(request, emit)
 
     async def forward(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request as it is, in its own era; return its stdout line.
+        """Forward a request as it is, in its own era; return its stdout line (the app's
+        reply, or the catalog's).
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
@@ -132,20 +169,145 @@ class Driver:
             self.client_era = era
         if request.method == "initialize" and era.may_rebuild:
             self._initialize = request  # what a session rebuild replays
+            self._deferred = None
+        if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
+            from ..core.lazylaunch import catalog_result
+
+            result = catalog_result(request.method, request.params, self._deferred)
+            if result is not None:
+                return self._catalog_reply(request, result)
+            await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        line = await self._run(
-            lambda: self._upstream.send_request(
-                request,
-                emit,
-                modern_headers=era.headers(request.method, request.params, self._tool_headers),
-                endless=era.endless(request.method),
-            ),
-            can_rebuild=era.may_rebuild,
-            relist=relist,
-            idempotent=is_idempotent(request.method),
-            remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
-        )
+        launch = None
+        if self.catalog is not None and self._may_answer_from_catalog(request.method):
+            launch = functools.partial(self._launch_unless_cataloged, request)
+        try:
+            line = await self._run(
+                lambda: self._upstream.send_request(
+                    request,
+                    emit,
+                    modern_headers=era.headers(request.method, request.params, self._tool_headers),
+                    endless=era.endless(request.method),
+                ),
+                can_rebuild=era.may_rebuild,
+                relist=relist,
+                idempotent=is_idempotent(request.method),
+                remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
+                launch=launch,
+            )
+        except _FromCatalog as answer:
+            if request.method == "initialize" and era.may_rebuild:
+                self._deferred = self.catalog.entry() if self.catalog is not None else None
+                log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
+            return self._catalog_reply(request, answer.result)
+        if self.catalog is not None:
+            self._remember(request.method, request.params, line)
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
+
+    # -- lazy launch ---------------------------------------------------------------------
+
+    def _may_answer_from_catalog(self, method: str) -> bool:
+        # (imported here: a run without a launcher, so without a catalog, never loads it)
+        from ..core.lazylaunch import answers_from_catalog
+
+        return answers_from_catalog(self._launch_policy, method)
+
+    async def _launch_unless_cataloged(self, request: Request) -> None:
+        """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
+        :class:`_FromCatalog` when it does, else start the app."""
+        from ..core.lazylaunch import catalog_result
+
+        assert self.catalog is not None
+        result = catalog_result(request.method, request.params, self.catalog.entry())
+        if result is not None:
+            raise _FromCatalog(result)
+        await self._launcher.ensure_running()
+
+    def _catalog_reply(self, request: Request, result: dict[str, Any]) -> bytes:
+        reply = encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
+        return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
+
+    def _remember(self, method: str, params: Any, line: bytes) -> None:
+        """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
+        from ..core.lazylaunch import CATALOG_METHODS, record
+
+        if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
+            return
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+            return
+        updated = record(
+            self.catalog.entry(),
+            method,
+            params,
+            reply["result"],
+            app=self.catalog.app_name,
+            endpoint=self.catalog.endpoint_identity,
+            now_seconds=time.time(),
+        )
+        if updated is not None:
+            self.catalog.replace(updated)
+
+    async def _open_deferred_session(self, emit: Emit) -> None:
+        """Start the app (if no bridge did), replay the client's ``initialize`` to open the
+        MCP session it was promised, list again what it was served and tell it (``emit``)
+        which lists changed.
+
+        Raises:
+            UpstreamError: the app could not be started, or refused the replay, or now
+                speaks another protocol version than the client was told (``session_lost``).
+        """
+        async with self._open_lock:
+            cached = self._deferred
+            if cached is None:
+                return  # (another request opened it meanwhile)
+            log.info("%s is needed now: starting it", self._app)
+            await self._launcher.ensure_running()
+            session = self._upstream.session
+            with session.rebuilding():
+                line = await self._replay_initialize(session.generation)
+            told = (cached.get("initialize") or {}).get("protocolVersion")
+            if session.protocol_version != told:
+                raise SessionLostError(
+                    f"{self._app} now speaks protocol version {session.protocol_version}, not {told}; "
+                    "restart the AI client's connection.",
+                    recoverable=False,
+                )
+            self._deferred = None
+            self._opened.set()
+            self._remember("initialize", self._initialize.params if self._initialize else None, line)
+        from ..core.lazylaunch import changed_list_notifications
+
+        owed: list[str] = []
+        with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
+            served = await self._list_privately(list((cached.get("lists") or {}).keys()))
+            owed = changed_list_notifications(cached, served)
+        for method in owed:
+            log.info("%s serves other lists than its catalog had: %s", self._app, method)
+            notification = {"jsonrpc": "2.0", "method": method}
+            await emit(encode_message(notification), notification)
+
+    async def _list_privately(self, methods: list[str]) -> dict[str, Any]:
+        """List ``methods`` (first pages) under private ids; keep each result in the catalog.
+        A list that fails is left out (logged)."""
+        served: dict[str, Any] = {}
+        for method in methods:
+            self._replays += 1
+            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-list-{self._replays}", "method": method}
+            listing = Request(message["id"], method, None, encode_message(message)[:-1])
+            try:
+                line = await self._run(functools.partial(self._upstream.send_request, listing, _drop), can_rebuild=False)
+                reply = json.loads(line)
+            except (UpstreamError, ValueError) as exc:
+                log.info("listing %s after the launch failed: %s", method, getattr(exc, "message", exc))
+                continue
+            if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
+                served[method] = reply["result"]
+                self._remember(method, None, line)
+        return served
 
     def _filter_tool_list(self, line: bytes) -> bytes:
         """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
@@ -194,9 +356,15 @@ class Driver:
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).
 
+        While a lazily answered client has no MCP session yet, nothing is sent (the app is
+        not running; the replayed ``initialize`` sends its own ``notifications/initialized``).
+
         Raises:
             UpstreamError: the error that ended the recovery flow (the caller logs it).
         """
+        if self._deferred is not None:
+            log.debug("%s not sent: %s is not started yet", what, self._app)
+            return
         await self._run(self._post_message(body, what))
 
     def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
@@ -217,11 +385,13 @@ class Driver:
         relist: Callable[[], Awaitable[None]] | None = None,
         idempotent: bool = False,
         remaining_seconds: Callable[[], float] | None = None,
+        launch: Callable[[], Awaitable[None]] | None = None,
     ) -> bytes:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
         (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent`` and
-        ``remaining_seconds``: as ``forward_flow`` takes them."""
+        ``remaining_seconds``: as ``forward_flow`` takes them. ``launch``: what
+        ``EnsureRunning`` does instead of ``Launcher.ensure_running`` (lazy launch)."""
         flow = forward_flow(
             can_rebuild=can_rebuild and not replay,
             can_relist=relist is not None,
@@ -242,7 +412,7 @@ class Driver:
                 elif isinstance(action, RefreshToken):
                     await self._upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
-                    await self._launcher.ensure_running()
+                    await (launch or self._launcher.ensure_running)()
                 elif isinstance(action, RebuildSession):
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
@@ -285,7 +455,7 @@ class Driver:
         if self._on_session_rebuilt is not None:
             await self._on_session_rebuilt()
 
-    async def _replay_initialize(self, lost_generation: int) -> None:
+    async def _replay_initialize(self, lost_generation: int) -> bytes:
         assert self._initialize is not None
         self._replays += 1
         replay_id = f"mcp-app-bridge-reinit-{self._replays}"
@@ -299,7 +469,7 @@ class Driver:
         session = self._upstream.session
         old = session.snapshot()
         try:
-            await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
+            line = await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
             if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
             if old.protocol_version is not None and session.protocol_version != old.protocol_version:
@@ -311,6 +481,7 @@ class Driver:
             await self._run(
                 self._post_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True), replay=True
             )
+            return line
         except UpstreamError as exc:
             session.restore(old)
             raise SessionLostError(
@@ -322,7 +493,13 @@ class Driver:
     async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
         """Relay the app's GET stream (server-initiated messages) until cancelled; never
         raises for upstream failures (``Upstream.listen``). ``on_open`` is called once, when
-        the first GET has its answer (open, refused) or failed."""
+        the first GET has its answer (open, refused) or failed. While a lazily answered
+        client has no MCP session, ``on_open`` is called at once and the GET waits for one."""
+        if self._deferred is not None:
+            if on_open is not None:
+                on_open()
+                on_open = None
+            await self._opened.wait()
         await self._upstream.listen(emit, on_open=on_open)
 
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:

@@ -27,7 +27,14 @@ import logging
 from typing import Any, Protocol
 
 from .._version import __version__
-from ..core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, modern_result, untranslated
+from ..core.eramap import (
+    discover_result,
+    initialize_params,
+    is_legacy_refusal,
+    legacy_params,
+    modern_result,
+    untranslated,
+)
 from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..streamable.upstream import Emit

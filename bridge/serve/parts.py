@@ -18,8 +18,11 @@ The parts, and who uses whom:
   the endpoint, the token store and the three above);
 - :class:`~bridge.app.launcher.Launcher`: ``ensure_running``, single-flight across bridges
   (over the endpoint);
+- :class:`~bridge.app.servedcatalog.ServedCatalog`: what the app last served, for lazy launch
+  (only when a launch command or ``ensure_running`` is configured: without one there is
+  nothing to start lazily, and a run without it imports nothing of it);
 - :class:`~bridge.serve.driver.Driver`, built by :func:`build_driver`: performs the recovery
-  policy's actions with the four.
+  policy's actions with the others.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..app.listener import ListenerCheck
+    from ..app.servedcatalog import ServedCatalog
 
 __all__ = ["Parts", "build_parts", "build_driver"]
 
@@ -56,6 +60,7 @@ class Parts:
     tokens: TokenStore
     upstream: Upstream
     launcher: Launcher
+    catalog: ServedCatalog | None = None
 
 
 def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[ListenerCheck, Callable[[Any], object]]:
@@ -123,14 +128,20 @@ def build_parts(
         ),
     )
     configured = config.launch_command is not None or config.ensure_running is not None
+    catalog = None
+    if configured:
+        from ..app.servedcatalog import ServedCatalog
+
+        catalog = ServedCatalog(config.app_name, config.url or str(config.discovery_file))
+    starts = config.launch_policy != "never"
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
     launcher = Launcher(
         endpoint,
-        command=config.launch_command,
-        ensure_running=config.ensure_running,
+        command=config.launch_command if starts else None,
+        ensure_running=config.ensure_running if starts else None,
         timeout_seconds=config.launch_timeout_seconds,
         app_name=config.app_name,
-        lock_path=default_lock_path(lock_key) if configured else None,
+        lock_path=default_lock_path(lock_key) if configured and starts else None,
         log_file=config.launch_log_file,
         # Whether the app is up, by the road every connection takes (a Unix socket's file
         # and peer, or each TCP address's listener): an address whose listener is not the
@@ -139,7 +150,7 @@ def build_parts(
         probe=app_probe or verified_probe(connection_verifier),
         secret_variables=[source.variable] if isinstance(source, EnvTokenSource) else [],
     )
-    return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher)
+    return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher, catalog=catalog)
 
 
 def build_driver(
@@ -160,4 +171,6 @@ def build_driver(
         app_name=config.app_name,
         on_session_rebuilt=on_session_rebuilt,
         translate_eras=config.translate_eras,
+        catalog=parts.catalog,
+        launch_policy=config.launch_policy,
     )

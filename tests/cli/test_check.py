@@ -23,7 +23,7 @@ from bridge.core.errors import UpstreamError
 from bridge.core.jsonrpc import Request, encode_message
 from bridge.serve.parts import build_driver
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("private_state_folder")]
 
 linux = pytest.mark.linux_only("the listener check reads /proc")
 as_root = pytest.mark.skipif(sys.platform == "win32" or os.geteuid() != 0, reason="needs root to run a process under a second uid")
@@ -163,3 +163,36 @@ async def test_the_connect_step_passes_only_on_a_verified_connection_and_says_wh
         lines = await check_report(BridgeConfig(url=f"http://127.0.0.1:{port}/mcp"))
     assert any(line.startswith("✓ connect") for line in lines), lines
     assert any(line.startswith("✓ listener    a socket of this user's") for line in lines), lines
+
+
+async def test_the_catalog_step_shows_the_cached_app_version_and_age() -> None:
+    """With a launcher, ``check`` says what a client's start-up would be answered from while
+    the app is down: the catalog's app version and age, or that none is cached."""
+    from bridge.app.servedcatalog import ServedCatalog
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    config = BridgeConfig(url=url, app_name="Cat", ensure_running=lambda: None, launch_timeout_seconds=0.3)
+    lines = await check_report(config)
+    assert any(line.startswith("✓ catalog") and "none cached yet" in line for line in lines), lines
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "cat", "version": "4.2"}}
+    ServedCatalog("Cat", url).replace({"format": 1, "app": "Cat", "endpoint": url, "savedAtSeconds": 0.0, "initialize": init, "lists": {}})
+    lines = await check_report(config)
+    (step,) = [line for line in lines if line.startswith("✓ catalog")]
+    assert "app version 4.2" in step and " d ago" in step, step
+    no_launcher = await check_report(BridgeConfig(url=url, app_name="Cat"))
+    assert not any("catalog" in line for line in no_launcher)
+
+
+async def test_a_launch_program_that_no_longer_exists_is_flagged(tmp_path: Any) -> None:
+    """An app updated into another install folder leaves the entry's ``--launch`` pointing at
+    nothing: ``check`` says so even while the app runs (here: nothing listens either)."""
+    gone = tmp_path / "MyApp-1.2" / "myapp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    lines = await check_report(BridgeConfig(url=url, launch_command=(str(gone), "--serve"), launch_timeout_seconds=0.3))
+    (flagged,) = [line for line in lines if line.startswith("✗ launch")]
+    assert f"{gone} no longer exists" in flagged, lines
+    present = tmp_path / "myapp"
+    present.write_text("#!/bin/sh\nexit 1\n")
+    present.chmod(0o700)
+    lines = await check_report(BridgeConfig(url=url, launch_command=(str(present),), launch_timeout_seconds=0.3))
+    assert any(line.startswith("✓ launch") for line in lines), lines

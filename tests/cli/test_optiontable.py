@@ -87,10 +87,11 @@ def test_every_option_reaches_bridgeconfig_as_given(tmp_path: Path) -> None:
     other: dict[type, Any] = {bool: None, float: 7.5, int: 4096}
     options = defaults() | {"url": "http://127.0.0.1:9/other", "discovery_file": tmp_path / "d.json"}
     for option in BRIDGE_OPTIONS:
-        if option.config and option.dest not in ("url", "discovery_file", "launch_log_file"):
+        if option.config and option.dest not in ("url", "discovery_file", "launch_log_file", "launch_policy"):
             default = option.default
             options[option.dest] = (not default) if isinstance(default, bool) else other[type(default)]
     options["launch_log_file"] = tmp_path / "launch.log"
+    options["launch_policy"] = "never"
     config = build_config(options)
     for option in BRIDGE_OPTIONS:
         if option.config:

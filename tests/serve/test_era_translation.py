@@ -12,7 +12,14 @@ import pytest
 from support.helpers import RunBridge, json_response, request_line
 from support.mcp_app import McpApp
 
-from bridge.core.eramap import discover_result, initialize_params, is_legacy_refusal, legacy_params, modern_result, untranslated
+from bridge.core.eramap import (
+    discover_result,
+    initialize_params,
+    is_legacy_refusal,
+    legacy_params,
+    modern_result,
+    untranslated,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 MODERN = "2026-07-28"

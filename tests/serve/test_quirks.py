@@ -4,8 +4,8 @@ report (docs/behaviour.md, "Quirks smoothed"), through a running bridge."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from email.utils import format_datetime
-from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -77,7 +77,7 @@ async def test_retry_after_in_seconds_is_waited_and_the_request_sent_once_more(r
 
 
 async def test_retry_after_as_an_http_date_is_honoured(run_bridge: RunBridge) -> None:
-    past = format_datetime(datetime(2020, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    past = format_datetime(datetime(2020, 1, 1, tzinfo=UTC), usegmt=True)
     app = Refusing(503, {"retry-after": past})
     async with run_bridge(app) as h:
         h.stdin.feed(request_line(1, "tools/list"))

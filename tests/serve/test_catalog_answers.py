@@ -1,0 +1,101 @@
+"""Lazy launch in-process (docs/behaviour.md, "Lazy launch"): what a catalog answers while
+the app is down, and when the app is started instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.helpers import URL, RunBridge, request_line
+from support.mcp_app import McpApp
+
+from bridge.app.servedcatalog import ServedCatalog
+from bridge.core.config import DEFAULT_APP_NAME
+
+pytestmark = pytest.mark.anyio
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
+TOOLS = {"tools": [{"name": "cached", "inputSchema": {"type": "object"}}]}
+DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "serverInfo": {"name": "app", "version": "1"}}
+INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "app", "version": "1"}}
+
+
+class Starter:
+    """A library ensure_running that brings the fake app up, counting its calls."""
+
+    def __init__(self, app: McpApp) -> None:
+        self.app = app
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.app.up = True
+
+    async def probe(self, url: str) -> bool:
+        return self.app.up
+
+
+def cache(**parts: Any) -> None:
+    entry = {"format": 1, "app": DEFAULT_APP_NAME, "endpoint": URL, "savedAtSeconds": 1.0, "initialize": None, "discover": None, "lists": {}}
+    ServedCatalog(DEFAULT_APP_NAME, URL).replace({**entry, **parts})
+
+
+def modern(request_id: Any, method: str, params: dict[str, Any] | None = None) -> bytes:
+    return request_line(request_id, method, {**(params or {}), "_meta": dict(META)})
+
+
+async def test_a_2026_client_s_discover_and_list_come_from_the_catalog_and_a_call_starts_the_app(run_bridge: RunBridge) -> None:
+    cache(discover=DISCOVER, lists={"tools/list": TOOLS})
+    app = McpApp(stateless=True, result={"content": [], "resultType": "complete"})
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(modern(1, "server/discover") + modern(2, "tools/list") + request_line(3, "ping"))
+        replies = {reply["id"]: reply for reply in await h.stdout.wait_for(3)}
+        assert starter.calls == 0 and not app.up
+        h.stdin.feed(modern(4, "tools/call", {"name": "cached", "arguments": {}}))
+        (*_, call) = await h.stdout.wait_for(4)
+    assert replies[1]["result"] == DISCOVER and replies[2]["result"] == TOOLS and replies[3]["result"] == {}
+    assert call["id"] == 4 and "result" in call, call
+    assert starter.calls == 1
+
+
+async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: RunBridge) -> None:
+    app = McpApp(stateless=True)
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(modern(1, "tools/list"))
+        await h.stdout.wait_for(1)
+    assert starter.calls == 1
+
+
+async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
+    cache(initialize={**INITIALIZE, "protocolVersion": "2024-11-05"})
+    app = McpApp()
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        (reply,) = await h.stdout.wait_for(1)
+    assert "result" in reply and starter.calls == 1
+
+
+@pytest.mark.parametrize("policy", ["on-start", "never"])
+async def test_other_policies(run_bridge: RunBridge, policy: str) -> None:
+    """``on-start`` starts the app for the first request, catalog or not; ``never`` answers
+    from the catalog and never starts it: a call gets ``app_unreachable``."""
+    cache(initialize=INITIALIZE, lists={"tools/list": TOOLS})
+    app = McpApp()
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, launch_policy=policy) as h:
+        h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        (init,) = await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/call", {"name": "cached", "arguments": {}}))
+        (_, call) = await h.stdout.wait_for(2)
+    if policy == "on-start":
+        assert starter.calls == 1 and init["result"]["serverInfo"]["name"] != "app"
+    else:
+        assert starter.calls == 0 and init["result"] == INITIALIZE
+        assert call["error"]["data"]["reason"] == "app_unreachable", call
