@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from ..app.discovery import DiscoveryError, pid_is_alive
 from ..core.config import BridgeConfig, in_sentence
-from ..core.errors import AppUnreachableError, UpstreamError
+from ..core.errors import AppUnreachableError, HTTPStatusError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..serve.driver import Driver
 from ..serve.parts import build_driver, connection_checks
@@ -64,6 +64,15 @@ FIXES: dict[str, str] = {
         "If the app runs as another user or in a container on purpose, give --no-verify-listener."
     ),
 }
+#: The fix for HTTP 421 Misdirected Request (RFC 9110 §15.5.20): the app's Host check (the
+#: official MCP Python SDK's DNS-rebinding protection, for one) refused the Host header.
+HOST_REFUSED_FIX = (
+    "The app refused the Host header the bridge sent (HTTP 421): over a Unix socket that is 'localhost', "
+    "over TCP the --url's host and port. Allow it in the app; with the official MCP Python SDK, pass "
+    'transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=["localhost", '
+    '"127.0.0.1:*", "localhost:*", "[::1]:*"], allowed_origins=[...]) (the whole block is in the docs: '
+    'For Python apps, "On a Unix domain socket").'
+)
 #: The fix for ``listener_unverified`` when the app's link is a Unix socket.
 UNIX_LISTENER_FIX = (
     "Something other than the app holds its socket, or the socket's folder is not private: remove what the message "
@@ -161,7 +170,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         await driver.deliver(encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1],
                              "notification notifications/initialized")
     except UpstreamError as exc:
-        report.step("initialized", False, exc.message, 0.0, FIXES.get(str(exc.reason)))
+        report.step("initialized", False, exc.message, 0.0, _fix_for(exc))
         return
     tools = await _request(driver, report, "tools/list", {})
     if tools is None:
@@ -235,7 +244,7 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     try:
         line = await driver.request(request, ignore)
     except UpstreamError as exc:
-        report.step(method, False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
+        report.step(method, False, exc.message, time.monotonic() - started, _fix_for(exc))
         return None
     reply = json.loads(line)
     if "error" in reply:
@@ -246,6 +255,13 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     report.step(method, True, "ok", time.monotonic() - started)
     result = reply.get("result")
     return result if isinstance(result, dict) else {}
+
+
+def _fix_for(exc: UpstreamError) -> str | None:
+    """The likely fix for a failed MCP request: by reason, and for HTTP 421 the Host check's."""
+    if isinstance(exc, HTTPStatusError) and exc.http_status == 421:
+        return HOST_REFUSED_FIX
+    return FIXES.get(str(exc.reason))
 
 
 async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bridge.cli.check import FIXES, run_check
+from bridge.cli.check import FIXES, HOST_REFUSED_FIX, run_check
 from bridge.core.config import BridgeConfig
 from bridge.core.errors import UpstreamError
 from bridge.core.jsonrpc import Request, encode_message
@@ -196,3 +196,43 @@ async def test_a_launch_program_that_no_longer_exists_is_flagged(tmp_path: Any) 
     present.chmod(0o700)
     lines = await check_report(BridgeConfig(url=url, launch_command=(str(present),), launch_timeout_seconds=0.3))
     assert any(line.startswith("✓ launch") for line in lines), lines
+
+
+@asynccontextmanager
+async def refuses_every_host() -> AsyncIterator[int]:
+    """An app whose Host check refuses the bridge's Host header, as the official MCP Python
+    SDK's DNS-rebinding protection does: ``421 Misdirected Request``, "Invalid Host header"."""
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:  # check's connect step: a connection closed unused
+            writer.close()
+            return
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        body = b"Invalid Host header"
+        writer.write(b"HTTP/1.1 421 Misdirected Request\r\ncontent-type: text/plain\r\n"
+                     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_an_app_refusing_the_host_header_gets_the_host_fix() -> None:
+    async with refuses_every_host() as port:
+        config = BridgeConfig(url=f"http://127.0.0.1:{port}/mcp")
+        error = await bridge_failure(config)
+        lines = await check_report(config)
+    assert error.reason == "http_status", error.message
+    failed = [line for line in lines if line.startswith("✗")]
+    assert len(failed) == 1 and failed[0].split()[1] == "initialize" and error.message in failed[0], lines
+    assert f"  fix: {HOST_REFUSED_FIX}" in lines, lines
+    assert "Host header" in HOST_REFUSED_FIX and "allowed_hosts" in HOST_REFUSED_FIX
