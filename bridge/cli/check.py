@@ -296,8 +296,9 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         return False
     url, address, skipped = outcome
     if launched:
-        report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {url}",
-                    time.monotonic() - started)
+        pid = driver.launched_pid
+        what = f"started {in_sentence(config.app_name)}" + (f" (pid {pid}; it keeps running, as the bridge leaves it)" if pid else "")
+        report.step("connect", True, f"{what} and it accepts connections at {url}", time.monotonic() - started)
     else:
         report.step("connect", True, "the app accepts connections", time.monotonic() - started)
     check = driver.listener_check

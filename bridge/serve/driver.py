@@ -524,6 +524,11 @@ class Driver:
         """
         await self._launcher.ensure_running()
 
+    @property
+    def launched_pid(self) -> int | None:
+        """The pid of the app this bridge started, while it runs (``Launcher.started_pid``)."""
+        return self._launcher.started_pid
+
     def stop_unready_child(self) -> int | None:
         """Stop and reap the app process this bridge launched if it is still running
         (``Launcher.stop_unready_child``): for ``check --launch`` after a failed launch.

@@ -316,6 +316,23 @@ def test_check_launch_leaves_no_child_behind(desk: Desk) -> None:
     assert processes.wait_until(lambda: not _running(pid), 5), f"pid {pid} still runs after check"
 
 
+def test_check_launch_names_the_app_it_started_and_leaves_it_running(desk: Desk) -> None:
+    """``check --launch`` that starts the app says so with its pid, and that it keeps
+    running (the bridge leaves a launched app running, and so does the check once it listens)."""
+    args = ["check", "--discovery-file", str(desk.discovery), "--launch", desk.launch_command(), "--launch-timeout", "20"]
+    check = subprocess.run(
+        [*processes.bridge_command(), *args], env=desk.env, capture_output=True, timeout=90, cwd=REPO_ROOT
+    )
+    report = check.stdout.decode()
+    (pid,) = desk.launches()
+    try:
+        assert check.returncode == 0, report
+        assert f"(pid {pid}; it keeps running, as the bridge leaves it)" in report, report
+        assert _running(pid), "the check stopped an app that listened"
+    finally:
+        os.kill(pid, 15)
+
+
 # -- the discovery file -----------------------------------------------------------------------
 
 
