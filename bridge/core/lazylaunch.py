@@ -93,18 +93,28 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None) -> di
     return dict(result) if isinstance(result, dict) else None
 
 
+#: Where a 2026-07-28 ``server/discover`` result names the server: in its ``_meta``.
+_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+
+
 def app_version(entry: dict[str, Any] | None) -> str | None:
     """The app's ``serverInfo.version`` as the catalog ``entry`` has it, or ``None``."""
     for key in ("initialize", "discover"):
-        result = entry.get(key) if entry is not None else None
-        info = result.get("serverInfo") if isinstance(result, dict) else None
+        info = _server_info(entry.get(key) if entry is not None else None)
         if isinstance(info, dict) and isinstance(info.get("version"), str):
             return str(info["version"])
     return None
 
 
 def _server_info(result: Any) -> Any:
-    return result.get("serverInfo") if isinstance(result, dict) else None
+    """The ``serverInfo`` of an ``initialize`` result, or of a ``server/discover`` result
+    (2026-07-28: ``_meta["io.modelcontextprotocol/serverInfo"]``); ``None`` without one."""
+    if not isinstance(result, dict):
+        return None
+    if "serverInfo" in result:
+        return result["serverInfo"]
+    meta = result.get("_meta")
+    return meta.get(_SERVER_INFO_META) if isinstance(meta, dict) else None
 
 
 def record(
