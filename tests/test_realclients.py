@@ -374,5 +374,6 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
     }
     call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "lazy ✓"}}}
     replies = _run_entry(home, [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call])
-    assert replies.get(3, {}).get("result", {}).get("content", [{}])[0].get("text") == "lazy ✓", replies
+    result = replies.get(3, {}).get("result")
+    assert isinstance(result, dict) and result["content"][0]["text"] == "lazy ✓", replies
     assert len(read_pids(started)) == 2, "the first call launched the app once"

@@ -179,7 +179,7 @@ class Driver:
                 return self._catalog_reply(request, result)
             await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch = None
+        launch: Callable[[], Awaitable[None]] | None = None
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
         elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
