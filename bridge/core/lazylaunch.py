@@ -168,12 +168,23 @@ def changed_list_notifications(cached: dict[str, Any], served: dict[str, Any]) -
     owed: list[str] = []
     old_lists = cached.get("lists") or {}
     for method, result in served.items():
-        if method not in LIST_METHODS or method not in old_lists or old_lists[method] == result:
+        if method not in LIST_METHODS or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
             continue
         notification = LIST_METHODS[method]
         if _CAPABILITY[method] in capabilities and notification not in owed:
             owed.append(notification)
     return owed
+
+
+#: The member of each list result that holds the list itself.
+_ITEMS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+
+
+def _items(method: str, result: Any) -> Any:
+    """The list in a list ``result``: what a ``list_changed`` is about. The era's own members
+    around it (2026-07-28's ``resultType``, ``cacheScope``, ``ttlMs``, ``_meta``) differ between a
+    2026-07-28 client's listing and a legacy one's of the same list."""
+    return result.get(_ITEMS[method]) if isinstance(result, dict) else result
 
 
 def valid_entry(entry: Any, *, app: str, endpoint: str) -> bool:

@@ -66,3 +66,12 @@ def test_a_2026_discover_result_names_its_app_in_meta_and_shares_the_catalog_wit
     fresh = keep(both, "server/discover", newer)
     assert fresh is not None and fresh["initialize"] is None and fresh["lists"] == {} and app_version(fresh) == "2"
     assert app_version(keep(None, "server/discover", discover)) == "1"
+
+
+def test_the_same_list_in_another_era_s_envelope_is_no_change() -> None:
+    """Claude Code (2026-07-28) and Codex (legacy) list the same tools; a 2026-07-28 result
+    carries ``resultType`` and ``cacheScope`` beside them. That is not a changed list."""
+    entry = keep(keep(None, "initialize", INIT), "tools/list", {**TOOLS, "resultType": "complete", "cacheScope": "private"})
+    assert entry is not None
+    assert changed_list_notifications(entry, {"tools/list": TOOLS}) == []
+    assert changed_list_notifications(entry, {"tools/list": {"tools": []}}) == ["notifications/tools/list_changed"]
