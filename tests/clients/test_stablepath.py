@@ -144,3 +144,15 @@ def test_the_bundle_gets_homebrew_s_opt_path_and_a_warning_for_a_versioned_folde
     assert done.exit_code == 0 and "versioned install folder ('MyApp-1.2.3')" in done.stderr
     args = read_manifest(out)["server"]["mcp_config"]["args"]
     assert args[args.index("--launch") + 1] == "/opt/MyApp-1.2.3/myapp"
+
+
+@posix_only
+def test_app_entry_writes_the_running_app_s_stable_path(tmp_path: Path) -> None:
+    """A "Connect to Claude" button in an app run from a versioned folder: the entry names
+    the path that follows updates (here its ``current`` folder)."""
+    from bridge.clients import app_entry
+
+    program = _program(tmp_path / "MyApp" / "app-1.2.3" / "myapp")
+    assert app_entry(str(program), environ={"PATH": ""}).command == str(program)  # nothing stable: kept
+    (tmp_path / "MyApp" / "current").symlink_to(program.parent)
+    assert app_entry(str(program), environ={"PATH": ""}).command == str(tmp_path / "MyApp" / "current" / "myapp")
