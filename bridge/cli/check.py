@@ -201,6 +201,10 @@ def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
             problem = f"the --launch program {path} is not an executable file"
     if problem is None:
         report.step("launch", True, f"program {path}", 0.0)
+        from ..clients.stablepath import stable_path
+
+        for remark in stable_path(path, what="the --launch program")[1]:
+            report.line(remark)
     else:
         report.step("launch", False, problem + "; the bridge cannot start the app with it", 0.0,
                     "Point --launch at the app's stable launcher (not a versioned install folder), "
