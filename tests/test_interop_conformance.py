@@ -175,6 +175,7 @@ class SetRun(NamedTuple):
     not_scored: dict[str, str]
     """What the CLI printed as run but not scored, with its reason."""
     output: str
+    """The CLI's stdout: its summary of each scenario."""
     seconds: float
 
 
@@ -249,7 +250,19 @@ def test_requirement_set_through_the_bridge_equals_direct(revision: str, tmp_pat
     for reason in expected_failures:
         names = [name for name, why in EXPECTED[revision].items() if why == reason]
         print(f"  {', '.join(names) if len(names) < 3 else f'{len(names)} scenarios'}: {reason}")
-    assert sorted(runs["direct"].scenarios) == sorted(EXPECTED[revision]), "the pinned suite's requirement set changed"
+    assert sorted(runs["direct"].scenarios) == sorted(EXPECTED[revision]), f"the pinned suite's requirement set changed:\n{runs['direct'].output[-3000:]}"
     assert runs["direct"].not_scored == NOT_SCORED, f"the set's unscored scenarios changed: {runs['direct'].not_scored}"
     assert not control_faults, "\n\n".join(control_faults)
     assert not mismatches, "\n\n".join(mismatches)
+
+
+def test_the_pinned_cli_offers_exactly_these_requirement_sets() -> None:
+    """A later pin with another dated set must add it to `REVISIONS` (and `EXPECTED`), not leave it unrun."""
+    require_packages()
+    listed = subprocess.run(
+        [str(NODE), str(CONFORMANCE_CLI), "list", "--help"], env=node_env(), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    found = re.search(r"Requirement sets available:\s*([\d\-,\s]+)", listed)
+    assert found, f"no list of requirement sets in `conformance list --help`:\n{listed}"
+    assert tuple(re.findall(r"\d{4}-\d{2}-\d{2}", found.group(1))) == REVISIONS
