@@ -106,12 +106,14 @@ class PipeListener:
 
     def _accept_next(self, done: asyncio.Future[Any] | None = None) -> None:
         """The accept loop of CPython's ``start_serving_pipe``: serve the instance a client
-        connected to (``done``), then wait on the next one; keep a spare instance meanwhile."""
+        connected to (``done``), then wait on the next one; keep a spare instance meanwhile.
+        An instance whose wait failed (a client gone before it was served) is closed here,
+        where CPython's loop leaves it to the garbage collector."""
         pipe: Any = None
         try:
             if done is not None:
-                self._waiting = self._waiting_pipe = None
-                pipe = done.result()
+                pipe, self._waiting, self._waiting_pipe = self._waiting_pipe, None, None
+                pipe = done.result()  # the same instance, connected (closed below if it failed)
                 if self._closed:
                     pipe.close()
                     return

@@ -303,6 +303,8 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     check = driver.listener_check
     if url.startswith("http+unix:"):  # the link is a Unix socket: the OS names its peer
         return _unix_link_step(config, driver, report, url)
+    if url.startswith("npipe:"):  # the link is a named pipe: Windows names its server
+        return _pipe_link_step(config, driver, report, url)
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, 0.0)
@@ -335,6 +337,23 @@ def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     pid = described.pid if described is not None else None
     detail = (f"Unix socket {path}: the file is this user's socket in a private folder; its peer, as the OS says, "
               "runs as this user" + (f" and is the app's pid {pid} (or a child), started when the discovery file says" if pid else ""))
+    report.step("listener", True, detail, 0.0)
+    return True
+
+
+def _pipe_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
+    """The ``listener`` step on a named pipe: the link used, and what the connect step
+    checked on it (``bridge/transport/pipelink.py``, ``bridge/app/pipepeer.py``)."""
+    from ..core.pipeurl import split_pipe_url
+
+    pipe = split_pipe_url(url)[0]
+    if not config.verify_listener:
+        report.step("listener", True, f"named pipe {pipe}; not checked (--no-verify-listener)", 0.0)
+        return True
+    described = driver.endpoint.discovery_for_pipe(pipe)
+    pid = described.pid if described is not None else None
+    detail = (f"named pipe {pipe}: its server, as Windows says, runs as this user"
+              + (f" and is the app's pid {pid}, started when the discovery file says" if pid else ""))
     report.step("listener", True, detail, 0.0)
     return True
 
