@@ -74,6 +74,10 @@ HOST_REFUSED_FIX = (
     'For Python apps, "On a Unix domain socket").'
 )
 #: The fix for ``listener_unverified`` when the app's link is a Unix socket.
+PIPE_LISTENER_FIX = (
+    "Something other than the app serves its named pipe (another user's process, or not the pid its discovery file "
+    "names): stop it and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
+)
 UNIX_LISTENER_FIX = (
     "Something other than the app holds its socket, or the socket's folder is not private: remove what the message "
     "names and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
@@ -291,7 +295,7 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
         fix = FIXES.get(str(outcome.reason))
         if step == "listener" and _is_unix_endpoint(driver):
-            fix = UNIX_LISTENER_FIX
+            fix = PIPE_LISTENER_FIX if _endpoint_url(driver).startswith("npipe:") else UNIX_LISTENER_FIX
         report.step(step, False, outcome.message, time.monotonic() - started, fix)
         return False
     url, address, skipped = outcome
@@ -317,11 +321,16 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     return True
 
 
-def _is_unix_endpoint(driver: Driver) -> bool:
+def _endpoint_url(driver: Driver) -> str:
     try:
-        return driver.endpoint.url().startswith("http+unix:")
+        return driver.endpoint.url()
     except DiscoveryError:
-        return False
+        return ""
+
+
+def _is_unix_endpoint(driver: Driver) -> bool:
+    """Whether the endpoint is a local link the OS names the peer of (a Unix socket or a named pipe)."""
+    return _endpoint_url(driver).startswith(("http+unix:", "npipe:"))
 
 
 def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -112,6 +113,7 @@ async def open_pipe_handle(kernel32: Any, path: str, *, last_error: Callable[[],
     raise ConnectFailed(f"opening the named pipe {path} failed (Windows error {error})")
 
 
+@functools.cache
 def _kernel32() -> Any:  # pragma: no cover - Windows only
     """``kernel32`` with ``CreateFileW`` typed (a handle is pointer-sized: the default
     ``int`` result would cut it), and the last error kept for ``ctypes.get_last_error``."""
