@@ -96,10 +96,12 @@ class PipePeerCheck:
             raise self._refusal(path, str(exc)) from None
         try:
             check_pipe_server(server, own_sid=self._sid, expected_pid=None, pipe_name=path)
-        except PipeServerRefused as exc:
+        except PipeServerRefused:
             raise ListenerUnverifiedError(
-                f"{self._app} could not be verified at the named pipe {path}: {exc}, no credential and no request were "
-                "sent. If the app runs as another user on purpose, give --no-verify-listener."
+                f"{self._app} could not be verified at the named pipe {path}: the process serving it (pid {server.pid}, user "
+                f"{server.sid}) belongs to another user, not to the user running the bridge ({self._sid}); another user may "
+                "have created the pipe name first. No credential and no request were sent. If the app runs as another user "
+                "on purpose, give --no-verify-listener."
             ) from None
         problem = self._named_pid_problem(path, server)
         if problem is not None and self._refresh is not None:

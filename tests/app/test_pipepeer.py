@@ -62,7 +62,9 @@ def test_without_a_named_pid_the_same_user_passes() -> None:
 def test_another_users_server_is_refused_whatever_the_discovery_file_says() -> None:
     with pytest.raises(ListenerUnverifiedError, match="another user") as refused:
         check(PipeServer(pid=APP_PID, sid=OTHER), discovery()).verify_pipe(Pipe(), PIPE)
-    assert PIPE in str(refused.value) and "no credential and no request were sent" in str(refused.value)
+    message = str(refused.value)
+    assert PIPE in message and f"pid {APP_PID}, user {OTHER}" in message and ME in message
+    assert "No credential and no request were sent" in message and message.count("sent") == 1
 
 
 def test_another_pid_is_refused_after_one_fresh_read_of_the_discovery_file() -> None:
