@@ -11,8 +11,10 @@ client's configuration::
   or ``[::1]``), never a name such as ``localhost`` that could resolve elsewhere; or a
   Unix domain socket, ``http+unix://`` with the socket's absolute path percent-encoded
   and then the MCP path (``http+unix://%2Frun%2Fuser%2F1000%2Fapp%2Fmcp.sock/mcp``,
-  ``bridge/core/unixurl.py``). A reader that predates the socket form refuses such a file
-  (its scheme is not http or https) instead of guessing a TCP address.
+  ``bridge/core/unixurl.py``); or a Windows named pipe, ``npipe://./pipe/NAME`` and then
+  the MCP path (``bridge/core/pipeurl.py``). A reader that predates the socket or pipe
+  form refuses such a file (its scheme is not http or https) instead of guessing a TCP
+  address.
 - ``pid`` (optional): the app's process id. While that process lives, the bridge waits for
   it instead of launching a second instance.
 - ``pid_start_time`` (optional): when that process started, in Unix seconds, as the OS
@@ -49,6 +51,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.config import ConfigError
+from ..core.pipeurl import is_pipe_url, split_pipe_url
 from ..core.unixurl import is_unix_url, split_unix_url
 
 __all__ = [
@@ -156,9 +159,9 @@ def read_discovery_file(path: Path) -> Discovery:
 
 
 def _check_explicit_loopback(url: str, path: Path) -> None:
-    if is_unix_url(url):
+    if is_unix_url(url) or is_pipe_url(url):
         try:
-            split_unix_url(url)
+            split_pipe_url(url) if is_pipe_url(url) else split_unix_url(url)
         except ValueError as exc:
             raise DiscoveryError(f"refusing the discovery file {path}: {exc}") from None
         return
@@ -173,7 +176,7 @@ def _check_explicit_loopback(url: str, path: Path) -> None:
         ) from None
     if parts.scheme not in ("http", "https") or not address.is_loopback:
         raise DiscoveryError(
-            f"refusing the discovery file {path}: its url {url!r} is not http(s) on loopback nor http+unix://"
+            f"refusing the discovery file {path}: its url {url!r} is not http(s) on loopback, http+unix:// nor npipe://"
         )
 
 
@@ -186,7 +189,7 @@ def write_discovery_file(path: Path, *, url: str, pid: int | None = None, token:
 
     Raises:
         DiscoveryError: ``url`` is not an explicit loopback http(s) URL nor a valid
-            ``http+unix://`` one.
+            ``http+unix://`` or ``npipe://`` one.
         UnsafeFileError: the folder, or one above it, is open to other users.
         OSError: the file could not be written.
     """
@@ -383,6 +386,20 @@ class Endpoint:
         except ValueError:
             return None
         return discovery if described == socket_path else None
+
+    def discovery_for_pipe(self, pipe: str) -> Discovery | None:
+        """The discovery file's content when it describes the endpoint on the named pipe
+        ``pipe`` (``\\\\.\\pipe\\NAME``, compared without regard to case, as Windows
+        names pipes; its pid and start time are then what the pipe's server must be:
+        ``bridge/app/pipepeer.py``); else ``None``."""
+        discovery = self._discovery
+        if discovery is None or not is_pipe_url(discovery.url):
+            return None
+        try:
+            described, _target = split_pipe_url(discovery.url)
+        except ValueError:
+            return None
+        return discovery if described.lower() == pipe.lower() else None
 
     def token(self) -> str | None:
         """The discovery file's token, freshly read."""

@@ -16,7 +16,9 @@ What :class:`AppServer` does, in order:
 
 1. Binds ``127.0.0.1`` (or ``::1``) on port 0, so the system picks a free port; or,
    with ``link="unix"`` (``"auto"``: where the OS allows), a Unix domain socket in a
-   private folder, published as ``http+unix://…`` (``bridge/appserver/unixsocket.py``).
+   private folder, published as ``http+unix://…`` (``bridge/appserver/unixsocket.py``); or,
+   with ``link="npipe"`` (``"auto"`` on Windows), a named pipe for this user only, published
+   as ``npipe://./pipe/NAME/mcp`` (``bridge/appserver/pipeserver.py``).
    Before that, the discovery file's folder is created 0700 (whatever the umask) and
    checked, and a lock beside the discovery file is taken for the server's lifetime: a
    second instance for the same file refuses to start. Any of these failing ends
@@ -70,6 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..app.discovery import DiscoveryError, default_discovery_path, remove_discovery_file, write_discovery_file
+from ..core.pipeurl import pipe_url
 from ..core.unixurl import unix_url
 from ..system.privatefile import check_folders, make_private_folders
 from .auth import (
@@ -84,6 +87,8 @@ from .auth import (
 if TYPE_CHECKING:
     import filelock
     import uvicorn
+
+    from .pipeserver import PipeListener
 
 __all__ = [
     "AlreadyServingError",
@@ -159,8 +164,12 @@ class AppServer:
         link: ``"tcp"`` (the default): ``host`` and ``port``; ``"unix"``: a Unix domain
             socket in a private folder (``bridge/appserver/unixsocket.py``: beside the
             discovery file, mode 0600, a stale one of a dead run replaced), published as
-            ``http+unix://…``, with the bridge checking its peer through the OS; ``"auto"``:
-            ``"unix"`` where the OS allows (Linux, macOS), else TCP, with a log line.
+            ``http+unix://…``, with the bridge checking its peer through the OS;
+            ``"npipe"`` (Windows): a named pipe of a new random name, admitting only this
+            user and local clients (``bridge/appserver/pipeserver.py``), published as
+            ``npipe://./pipe/NAME/mcp``; ``"auto"``: ``"npipe"`` on Windows, ``"unix"``
+            where the OS allows (Linux, macOS), else TCP, with a log line (and TCP, with a
+            log line, when the socket or pipe cannot be made).
         socket_path: where the socket goes instead (its folder must be this user's and
             closed to others).
         uvicorn_options: further ``uvicorn.Config`` arguments (they win over the bounds
@@ -173,8 +182,9 @@ class AppServer:
 
     Attributes:
         url: the published MCP endpoint, once :meth:`bind` (or :meth:`run`) has run.
-        link: ``"tcp"`` or ``"unix"`` once bound (``"auto"`` resolved).
+        link: ``"tcp"``, ``"unix"`` or ``"npipe"`` once bound (``"auto"`` resolved).
         socket_path: the Unix socket's path, once bound on one.
+        pipe_path: the named pipe's path (``\\\\.\\pipe\\NAME``), once bound on one.
         token: the bearer token (``None`` without ``require_token``). Never log it.
     """
 
@@ -201,8 +211,8 @@ class AppServer:
         link: str = "tcp",
         socket_path: Path | str | None = None,
     ) -> None:
-        if link not in ("tcp", "unix", "auto"):
-            raise ValueError("link must be 'tcp', 'unix' or 'auto'")
+        if link not in ("tcp", "unix", "npipe", "auto"):
+            raise ValueError("link must be 'tcp', 'unix', 'npipe' or 'auto'")
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"{host!r} is not a loopback address; the app's MCP server stays on this machine")
         if not path.startswith("/"):
@@ -237,6 +247,9 @@ class AppServer:
         self.link = link
         self.socket_path: Path | None = Path(socket_path) if socket_path is not None else None
         self._socket_inode: int | None = None
+        #: The named pipe's path (``\\.\pipe\NAME``), once bound on one.
+        self.pipe_path: str | None = None
+        self._pipe: PipeListener | None = None
         self._server: uvicorn.Server | None = None
         self._stop_asked = False
         self._published = False
@@ -250,9 +263,12 @@ class AppServer:
         Raises:
             OSError: the address or port cannot be bound.
         """
-        if self._socket is None and self.link != "tcp":
-            self._bind_unix()
-        if self._socket is None:
+        if self._socket is None and self._pipe is None and self.link != "tcp":
+            if self.link == "npipe" or (self.link == "auto" and sys.platform == "win32"):
+                self._bind_pipe()
+            else:
+                self._bind_unix()
+        if self._socket is None and self._pipe is None:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
             # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP
             # (CPython < 3.12); without it every reply waits for the client's delayed ACK.
@@ -301,6 +317,36 @@ class AppServer:
         self._host_check.unix_socket = True
         self.url = unix_url(path, self.path)
 
+    def _bind_pipe(self) -> None:
+        """Create the named pipe's first instance (``link`` ``"npipe"``, or ``"auto"`` on
+        Windows; ``bridge/appserver/pipeserver.py``). With ``"auto"``, a failure is logged
+        and the server binds TCP instead."""
+        from .pipeserver import PipeListener, named_pipes_supported, new_pipe_path, proactor_calls
+
+        if not named_pipes_supported():
+            if self.link == "npipe":
+                raise OSError("named pipes exist only on Windows; serve with link='unix' or 'tcp'")
+            log.warning("serving on TCP (%s): this OS has no named pipe", self.host)
+            self.link = "tcp"
+            return
+        self.prepare()
+        path = new_pipe_path()
+        try:
+            self._pipe = PipeListener(path, **proactor_calls(path))
+        except OSError as exc:  # the name held already (PipeServerRefused), or a Win32 failure
+            if self.link == "npipe":
+                raise
+            log.warning("serving on TCP (%s) instead of a named pipe: %s", self.host, exc)
+            self.link = "tcp"
+            return
+        self.link, self.pipe_path, self.port = "npipe", path, 0
+        self._host_check.unix_socket = True  # "Host: localhost", no port, as on a Unix socket
+        self.url = pipe_url(path, self.path)
+
+    def _close_pipe(self) -> None:
+        if self._pipe is not None:
+            self._pipe.close()
+
     def _remove_socket_file(self) -> None:
         if self.socket_path is not None and self._socket_inode is not None:
             from .unixsocket import remove_socket_file
@@ -332,6 +378,7 @@ class AppServer:
             self._release()
             if self._socket is not None:
                 self._socket.close()
+            self._close_pipe()
             self._remove_socket_file()
         if self.failure is not None:
             print(f"mcp-app-bridge: {self.failure}", file=sys.stderr, flush=True)
@@ -355,7 +402,9 @@ class AppServer:
             self._server.should_exit = self._stop_asked  # stop() may come before the server exists
             log.info("serving %s", url)
             try:
-                await self._server.serve(sockets=[self._socket] if self._socket else None)
+                # A pipe has no socket: an empty list keeps uvicorn from binding host and port.
+                sockets = [self._socket] if self._socket else [] if self._pipe is not None else None
+                await self._server.serve(sockets=sockets)
             finally:
                 self._unpublish()
                 self._remove_socket_file()
@@ -444,6 +493,21 @@ def _make_server(owner: AppServer, config: uvicorn.Config) -> uvicorn.Server:
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
+            pipe = owner._pipe
+            if pipe is not None and self.started and not self.should_exit:
+                from .pipeserver import check_proactor_loop
+
+                check_proactor_loop()
+                config, state, app_state = self.config, self.server_state, self.lifespan.state
+
+                def protocol() -> asyncio.BaseProtocol:  # as uvicorn's own create_protocol
+                    made: asyncio.BaseProtocol = config.http_protocol_class(  # type: ignore[call-arg]
+                        config=config, server_state=state, app_state=app_state
+                    )
+                    return made
+
+                pipe.start(protocol)
+                self.servers.append(pipe)  # type: ignore[arg-type]  # closed by uvicorn's shutdown
             if self.started and not self.should_exit:
                 try:
                     owner._publish()  # the socket is served now: the bridge may come

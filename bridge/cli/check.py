@@ -74,6 +74,10 @@ HOST_REFUSED_FIX = (
     'For Python apps, "On a Unix domain socket").'
 )
 #: The fix for ``listener_unverified`` when the app's link is a Unix socket.
+PIPE_LISTENER_FIX = (
+    "Something other than the app serves its named pipe (another user's process, or not the pid its discovery file "
+    "names): stop it and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
+)
 UNIX_LISTENER_FIX = (
     "Something other than the app holds its socket, or the socket's folder is not private: remove what the message "
     "names and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
@@ -295,7 +299,7 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
         fix = FIXES.get(str(outcome.reason))
         if step == "listener" and _is_unix_endpoint(driver):
-            fix = UNIX_LISTENER_FIX
+            fix = PIPE_LISTENER_FIX if _endpoint_url(driver).startswith("npipe:") else UNIX_LISTENER_FIX
         report.step(step, False, outcome.message, time.monotonic() - started, fix)
         return False
     url, address, skipped = outcome
@@ -308,6 +312,8 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     check = driver.listener_check
     if url.startswith("http+unix:"):  # the link is a Unix socket: the OS names its peer
         return _unix_link_step(config, driver, report, url)
+    if url.startswith("npipe:"):  # the link is a named pipe: Windows names its server
+        return _pipe_link_step(config, driver, report, url)
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, 0.0)
@@ -320,11 +326,16 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     return True
 
 
-def _is_unix_endpoint(driver: Driver) -> bool:
+def _endpoint_url(driver: Driver) -> str:
     try:
-        return driver.endpoint.url().startswith("http+unix:")
+        return driver.endpoint.url()
     except DiscoveryError:
-        return False
+        return ""
+
+
+def _is_unix_endpoint(driver: Driver) -> bool:
+    """Whether the endpoint is a local link the OS names the peer of (a Unix socket or a named pipe)."""
+    return _endpoint_url(driver).startswith(("http+unix:", "npipe:"))
 
 
 def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
@@ -340,6 +351,23 @@ def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     pid = described.pid if described is not None else None
     detail = (f"Unix socket {path}: the file is this user's socket in a private folder; its peer, as the OS says, "
               "runs as this user" + (f" and is the app's pid {pid} (or a child), started when the discovery file says" if pid else ""))
+    report.step("listener", True, detail, 0.0)
+    return True
+
+
+def _pipe_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
+    """The ``listener`` step on a named pipe: the link used, and what the connect step
+    checked on it (``bridge/transport/pipelink.py``, ``bridge/app/pipepeer.py``)."""
+    from ..core.pipeurl import split_pipe_url
+
+    pipe = split_pipe_url(url)[0]
+    if not config.verify_listener:
+        report.step("listener", True, f"named pipe {pipe}; not checked (--no-verify-listener)", 0.0)
+        return True
+    described = driver.endpoint.discovery_for_pipe(pipe)
+    pid = described.pid if described is not None else None
+    detail = (f"named pipe {pipe}: its server, as Windows says, runs as this user"
+              + (f" and is the app's pid {pid}, started when the discovery file says" if pid else ""))
     report.step("listener", True, detail, 0.0)
     return True
 

@@ -264,7 +264,8 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
 
     Loopback ``http``/``https`` URLs are always allowed, and so are valid ``http+unix://``
     URLs (a Unix domain socket, ``bridge/core/unixurl.py``) except on Windows, where the
-    bridge does not connect to one (apps serve on TCP there). Any other host is refused unless
+    bridge does not connect to one (apps serve on a named pipe or TCP there), and valid
+    ``npipe://`` URLs (a Windows named pipe, ``bridge/core/pipeurl.py``) on Windows only. Any other host is refused unless
     ``allow_remote`` is true and the scheme is ``https`` (docs/security.md: the bearer token must
     not cross a network in clear text). User info and fragments are refused.
 
@@ -275,12 +276,22 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     # below: the URL may carry a credential (``?key=…``, a token pasted by mistake), and a
     # message can reach a log file and every reply (a client-started bridge's error).
     # urlsplit's own errors quote the port, so they are not passed on either.
+    from .pipeurl import is_pipe_url, split_pipe_url
     from .unixurl import is_unix_url, split_unix_url
 
+    if is_pipe_url(url):  # a Windows named pipe of this machine (the host is ".")
+        if sys.platform != "win32":
+            raise ConfigError("--url: an npipe:// URL names a Windows named pipe, which exists only on Windows; "
+                              "give the app's http+unix:// or http://127.0.0.1 URL")
+        try:
+            split_pipe_url(url)
+        except ValueError as exc:
+            raise ConfigError(f"--url: {exc}") from None
+        return
     if is_unix_url(url):  # a Unix domain socket: on this machine by construction
         if sys.platform == "win32":
             raise ConfigError("--url: an http+unix:// URL names a Unix domain socket, which the bridge on Windows "
-                              "does not connect to (apps serve on TCP there); give the app's http://127.0.0.1 URL")
+                              "does not connect to (apps serve on a named pipe or TCP there); give the app's npipe:// or http://127.0.0.1 URL")
         try:
             split_unix_url(url)
         except ValueError as exc:
@@ -297,7 +308,7 @@ def check_endpoint_url(url: str, *, allow_remote: bool = False) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         scheme = parts.scheme.lower()
         shown = "no scheme" if not scheme else f"scheme {scheme!r}" if scheme in _KNOWN_SCHEMES else "another scheme"
-        raise ConfigError(f"--url must be an http:// or https:// URL with a host, or http+unix:// (this one has {shown}"
+        raise ConfigError(f"--url must be an http:// or https:// URL with a host, http+unix:// or npipe:// (this one has {shown}"
                           f"{'' if parts.hostname else ' and no host'})")
     if parts.username is not None or parts.password is not None:
         raise ConfigError("--url must not contain a user name or password; use a token source")

@@ -30,6 +30,8 @@ import os
 import sys
 from urllib.parse import quote, unquote, urljoin
 
+from .pipeurl import is_pipe_url, resolve_pipe_path
+
 __all__ = ["UNIX_SCHEME", "UNIX_HOST", "MAX_SOCKET_PATH_BYTES", "is_unix_url", "split_unix_url", "unix_url", "resolve_path"]
 
 UNIX_SCHEME = "http+unix"
@@ -97,14 +99,18 @@ def unix_url(socket_path: str | os.PathLike[str], path: str = "/mcp") -> str:
 def resolve_path(base_url: str, path: str) -> str:
     """``path`` (starting with ``/``) on the server of ``base_url``: for ``http+unix://``,
     the same socket (``http+unix://%2Fs.sock/mcp`` and ``/auth/token`` →
-    ``http+unix://%2Fs.sock/auth/token``); for any other URL, ``urllib.parse.urljoin``.
+    ``http+unix://%2Fs.sock/auth/token``); for ``npipe://``, the same pipe
+    (``pipeurl.resolve_pipe_path``); for any other URL, ``urllib.parse.urljoin``.
 
     Raises:
         ValueError: ``path`` does not start with ``/``; ``base_url`` is an ``http+unix://``
-            URL that :func:`split_unix_url` refuses (as it says).
+            URL that :func:`split_unix_url` refuses, or an ``npipe://`` URL that
+            ``pipeurl.split_pipe_url`` refuses (as they say).
     """
     if not path.startswith("/"):
         raise ValueError("the path must start with '/'")
+    if is_pipe_url(base_url):
+        return resolve_pipe_path(base_url, path)
     if not is_unix_url(base_url):
         return urljoin(base_url, path)
     socket_path, _target = split_unix_url(base_url)

@@ -69,14 +69,17 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
     (``bridge/app/listener.py``: the port's listener is this user's socket, held by the
     discovery file's pid); ``verify(sock)`` runs it on a TCP socket, and on a Unix socket
     (``http+unix://``) the peer check instead (``bridge/app/unixpeer.py``: the OS names
-    the peer). The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
+    the peer), and on a named pipe (``npipe://``) the server check (``bridge/app/pipepeer.py``).
+    The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
     from ..app.listener import ListenerCheck
+    from ..app.pipepeer import PipePeerCheck
     from ..app.unixpeer import UnixPeerCheck
     from ..transport.unixlink import verify_by_family
 
     listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
     unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
-    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection)
+    pipe_check = PipePeerCheck(endpoint.discovery_for_pipe, app_name=config.app_name, refresh=endpoint.reload)
+    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection, pipe_check.verify_connection)
     assert verify is not None
     return listener_check, verify
 

@@ -1,9 +1,9 @@
 """Windows named pipes: the two checks a pipe link needs, kept apart from the Win32 calls.
 
-Not a transport: the bridge does not open named pipes, and the server half does not serve
-on one (apps serve on TCP on Windows; docs/security.md says what is and is not run). These
-are the pieces such a link needs, written against the Win32 API given as arguments
-(``kernel32``, ``advapi32``: ``ctypes.windll.kernel32`` and ``ctypes.windll.advapi32`` on
+Not a transport: the bridge's pipe link is ``bridge/transport/pipelink.py`` (with the
+check of ``bridge/app/pipepeer.py``) and the server half's is
+``bridge/appserver/pipeserver.py``. These are the checks they make, written against the
+Win32 API given as arguments (``kernel32``, ``advapi32``: :func:`win32_pipe_api` on
 Windows, stand-ins in the tests of every OS, as ``winapi.py`` does), so that their logic is
 unit-tested everywhere and type-checked for Windows.
 
@@ -29,6 +29,8 @@ Standard library only.
 from __future__ import annotations
 
 import ctypes
+import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +46,7 @@ __all__ = [
     "current_user_only_sddl",
     "process_user_sid",
     "pipe_server_identity",
+    "win32_pipe_api",
 ]
 
 # winbase.h / namedpipeapi.h / winnt.h values.
@@ -231,3 +234,37 @@ def create_pipe_instance(
             )
         raise PipeUnavailable(f"CreateNamedPipeW({name}) failed (error {error})")
     return int(handle)
+
+
+@functools.cache
+def win32_pipe_api() -> tuple[Any, Any, Callable[[], int]]:  # pragma: no cover - Windows only
+    """``(kernel32, advapi32, last_error)`` for this module's functions on Windows: DLLs of
+    their own (``use_last_error``, so ``last_error`` is ``ctypes.get_last_error``), each
+    function typed: a handle or pointer is pointer-sized, and ctypes's default ``int``
+    would cut it (``GetCurrentProcess``'s pseudo-handle, -1, among them).
+
+    Raises:
+        OSError: not Windows.
+    """
+    if sys.platform == "win32":  # (so that mypy checks this body with --platform win32)
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        advapi32 = ctypes.WinDLL("advapi32", use_last_error=True)
+        handle, dword, pointer = ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p
+        prototypes: list[tuple[Any, str, Any, list[Any]]] = [
+            (kernel32, "GetCurrentProcess", handle, []),
+            (kernel32, "OpenProcess", handle, [dword, ctypes.c_int, dword]),
+            (kernel32, "CloseHandle", ctypes.c_int, [handle]),
+            (kernel32, "LocalFree", pointer, [pointer]),
+            (kernel32, "GetNamedPipeServerProcessId", ctypes.c_int, [handle, pointer]),
+            (kernel32, "CreateNamedPipeW", handle, [ctypes.c_wchar_p, dword, dword, dword, dword, dword, dword, pointer]),
+            (advapi32, "OpenProcessToken", ctypes.c_int, [handle, dword, pointer]),
+            (advapi32, "GetTokenInformation", ctypes.c_int, [handle, ctypes.c_int, pointer, dword, pointer]),
+            (advapi32, "ConvertSidToStringSidW", ctypes.c_int, [pointer, pointer]),
+            (advapi32, "ConvertStringSecurityDescriptorToSecurityDescriptorW", ctypes.c_int,
+             [ctypes.c_wchar_p, dword, pointer, pointer]),
+        ]
+        for dll, name, result, arguments in prototypes:
+            function = getattr(dll, name)
+            function.restype, function.argtypes = result, arguments
+        return kernel32, advapi32, ctypes.get_last_error
+    raise OSError("named pipes exist only on Windows")

@@ -12,9 +12,9 @@ that called ``listen()`` (for a client's socket) and its user. Each OS asks diff
   (``<sys/un.h>``). ``SOL_LOCAL`` is 0.
 - **Windows** (named pipes): ``GetNamedPipeServerProcessId`` on the client's pipe handle
   gives the server's pid (``namedpipeapi.h``). :func:`pipe_server_pid` takes the Win32 API
-  as an argument (as ``winapi.py`` does), so its logic is unit-tested on every OS; the
-  bridge does not open named pipes yet (docs/security.md says what is and is not run;
-  ``namedpipe.py`` has the rest of a pipe's checks: the server's user, its first instance).
+  as an argument (as ``winapi.py`` does), so its logic is unit-tested on every OS. The
+  bridge's pipe link checks the server with ``namedpipe.py``'s
+  ``pipe_server_identity`` (the same call, and the server's user), not with this one.
 
 Each function takes an object with ``getsockopt`` (a ``socket.socket``, asyncio's
 ``TransportSocket``, or a test's stand-in) and the platform name, so every branch runs in

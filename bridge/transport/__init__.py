@@ -9,9 +9,12 @@ module                 what it holds
                        checked on the very connection (``connect_first_verified``)
 ``unixlink.py``        a Unix domain socket (``http+unix://``): its file checked, then
                        connected; the peer check goes through ``connect_first_verified``
+``pipelink.py``        a Windows named pipe (``npipe://``): opened so that its server
+                       cannot impersonate the user, wrapped in asyncio's proactor pipe
+                       transport; the server check goes through ``connect_first_verified``
 ``connection.py``      one keep-alive connection on an asyncio protocol
-``pool.py``            the bridge's own keep-alive pool on asyncio, for ``http://`` and
-                       ``http+unix://``
+``pool.py``            the bridge's own keep-alive pool on asyncio, for ``http://``,
+                       ``http+unix://`` and ``npipe://``
 ``httpx_adapter``      httpx for ``https://`` and injected test transports
 ``memory.py``          ``MemoryTransport(handler)``: an in-memory transport for tests
 ``byscheme.py``        ``make_transport``, and ``ByScheme``: the transport picked by URL

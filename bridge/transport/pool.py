@@ -33,10 +33,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
+from ..core.pipeurl import PIPE_HOST, PIPE_PREFIX, is_pipe_url, split_pipe_url
 from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
+from .pipelink import connect_pipe
 from .unixlink import connect_unix
 from .verifiedconnect import connect_first_verified
 
@@ -313,13 +315,18 @@ class Http11Pool:
         connection, or one the verifier refuses (another user's listener on ``::1`` while
         the app has ``127.0.0.1``), is closed unused and the next address is tried. The
         connect timeout bounds the whole. A Unix domain socket (``http+unix://``, its path
-        as the key's host) is its one address; its file is checked first (``unixlink.py``)."""
+        as the key's host) is its one address; its file is checked first (``unixlink.py``).
+        So is a named pipe (``npipe://``, ``pipelink.py``), its server checked by the
+        verifier on its handle."""
         loop = asyncio.get_running_loop()
         host, port = key
-        unix = host.startswith("/")
+        pipe = host.startswith(PIPE_PREFIX)
+        unix = pipe or host.startswith("/")
 
         async def connect(address: str) -> Connection:
-            if unix:
+            if pipe:
+                _transport, connection = await connect_pipe(address, lambda: Connection(key))
+            elif unix:
                 _transport, connection = await connect_unix(address, lambda: Connection(key), check_file=self._verify_connection is not None)
             else:
                 _transport, connection = await loop.create_connection(lambda: Connection(key), address, port)
@@ -333,7 +340,9 @@ class Http11Pool:
 
     def _verify(self, connection: Connection) -> object:
         assert self._verify_connection is not None and connection.transport is not None
-        return self._verify_connection(connection.transport.get_extra_info("socket"))
+        transport = connection.transport
+        end = transport.get_extra_info("socket")
+        return self._verify_connection(transport.get_extra_info("pipe") if end is None else end)
 
     def release(self, connection: Connection, *, reusable: bool = True) -> None:
         """Return a connection after its exchange (``reusable=False``: close it)."""
@@ -366,13 +375,20 @@ class Http11Pool:
 
 def _parse_url(url: str) -> tuple[tuple[str, int], str, str]:
     """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
-    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost")."""
+    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost");
+    ``npipe://./pipe/app/mcp`` → (("\\\\.\\pipe\\app", 0), "/mcp", "localhost")."""
     if is_unix_url(url):
         try:
             socket_path, target = split_unix_url(url)
         except ValueError as exc:
             raise LocalProtocolError(str(exc)) from None
         return (socket_path, 0), target, UNIX_HOST
+    if is_pipe_url(url):
+        try:
+            pipe_path, target = split_pipe_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (pipe_path, 0), target, PIPE_HOST
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")

@@ -124,15 +124,21 @@ async def connect_unix_socket(path: str, *, check_file: bool = True) -> socket.s
 
 
 def verify_by_family(
-    tcp: Callable[[Any], object] | None, unix: Callable[[Any], object] | None
+    tcp: Callable[[Any], object] | None, unix: Callable[[Any], object] | None, pipe: Callable[[Any], object] | None = None
 ) -> Callable[[Any], object] | None:
-    """One verifier for the pool: ``unix`` for an ``AF_UNIX`` socket, ``tcp`` for any
-    other. ``None`` when both are ``None``; a family whose verifier is ``None`` passes."""
-    if tcp is None and unix is None:
+    """One verifier for the pool: ``unix`` for an ``AF_UNIX`` socket, ``pipe`` for a named
+    pipe's handle (no address family, a ``handle``: ``asyncio.windows_utils.PipeHandle``,
+    ``pipelink.py``), ``tcp`` for any other. ``None`` when all are ``None``; a family whose
+    verifier is ``None`` passes."""
+    if tcp is None and unix is None and pipe is None:
         return None
 
     def verify(sock: Any) -> object:
-        check = unix if getattr(sock, "family", None) == getattr(socket, "AF_UNIX", object()) else tcp
+        family = getattr(sock, "family", None)
+        if family is None and hasattr(sock, "handle"):
+            check = pipe
+        else:
+            check = unix if family == getattr(socket, "AF_UNIX", object()) else tcp
         return None if check is None else check(sock)
 
     return verify

@@ -35,9 +35,11 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
+from ..core.pipeurl import is_pipe_url, split_pipe_url
 from ..core.unixurl import is_unix_url, split_unix_url
 from ..system.cancelscope import fail_after
 from .base import ConnectFailed, ConnectTimeout, TransportError
+from .pipelink import open_pipe
 from .unixlink import connect_unix_socket
 
 __all__ = ["connect_first_verified", "connect_socket", "open_verified_socket", "resolve_addresses", "pick_failure", "verified_probe", "VERIFY_REFUSALS"]
@@ -195,16 +197,26 @@ async def connect_socket(address: str, port: int) -> socket.socket:
 
 async def open_verified_socket(
     url: str, *, verify: Callable[[Any], object] | None, timeout_seconds: float | None
-) -> tuple[socket.socket, str, tuple[str, ...]]:
+) -> tuple[Any, str, tuple[str, ...]]:
     """A plain socket to ``url``'s app by :func:`connect_first_verified`, for callers that
     only need to know who listens (the launcher's probe, ``check``): each address of an
-    ``http://`` or ``https://`` URL's host in turn, or the one socket of an
-    ``http+unix://`` URL (its file checked first when ``verify`` is given). The caller
-    closes the socket; nothing is written on it.
+    ``http://`` or ``https://`` URL's host in turn, the one socket of an ``http+unix://``
+    URL (its file checked first when ``verify`` is given), or the client's end of an
+    ``npipe://`` URL's pipe (an ``asyncio.windows_utils.PipeHandle``, ``pipelink.py``; Windows
+    only). The caller closes it (``close()``); nothing is written on it.
 
     Returns and raises as :func:`connect_first_verified` (``ValueError`` too, for an
-    ``http+unix://`` URL that is not valid).
+    ``http+unix://`` or ``npipe://`` URL that is not valid).
     """
+    if is_pipe_url(url):
+        pipe, _target = split_pipe_url(url)
+
+        def close_pipe(end: Any) -> None:
+            end.close()
+
+        return await connect_first_verified(
+            pipe, None, connect=open_pipe, verify=verify, close=close_pipe, timeout_seconds=timeout_seconds
+        )
     if is_unix_url(url):
         path, _target = split_unix_url(url)
 

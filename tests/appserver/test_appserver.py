@@ -10,6 +10,7 @@ bridge's start-up never importing the module or uvicorn.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -281,6 +282,21 @@ def desk(tmp_path: Path) -> Iterator[Desk]:
         made.close()
 
 
+async def _status_over_pipe(url: str, message: dict[str, Any]) -> int:
+    """The status a POST of ``message`` without a token gets over the app's named pipe
+    (the bridge's own pool: httpx has no pipe transport)."""
+    from bridge.transport.pool import Http11Pool
+
+    pool = Http11Pool(max_connections=1, connect_timeout_seconds=10, pool_timeout_seconds=10)
+    try:
+        response = await pool.request("POST", url, [("content-type", "application/json")], json.dumps(message).encode(),
+                                      read_timeout_seconds=10)
+        await response.aclose()
+        return response.status_code
+    finally:
+        await pool.aclose()
+
+
 @pytest.mark.process
 def test_the_readme_app_is_reached_by_mcp_app_bridge_with_only_its_name(desk: Desk) -> None:
     script = desk.root / "myapp.py"
@@ -299,10 +315,11 @@ def test_the_readme_app_is_reached_by_mcp_app_bridge_with_only_its_name(desk: De
         assert stat.S_IMODE(desk.discovery.parent.stat().st_mode) == 0o700
         with httpx.Client(transport=httpx.HTTPTransport(uds=socket_path)) as over_socket:
             anonymous = over_socket.post(f"http://{UNIX_HOST}{mcp_path}", json=ping, timeout=10)
-    else:  # Windows: TCP, with the log line
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", published["url"]), published["url"]
-        anonymous = httpx.post(published["url"], json=ping, timeout=10)
-    assert anonymous.status_code == 401
+        anonymous_status = anonymous.status_code
+    else:  # Windows: link="auto" is a named pipe of a new name, for this user only
+        assert re.fullmatch(r"npipe://\./pipe/mcp-app-bridge-\d+-[0-9a-f]{16}/mcp", published["url"]), published["url"]
+        anonymous_status = asyncio.run(_status_over_pipe(published["url"], ping))
+    assert anonymous_status == 401
     with BridgeProcess("--app-name", "MyApp", env=desk.env) as bridge:
         result = handshake(bridge)
         assert result["serverInfo"]["name"] == "MyApp"

@@ -157,7 +157,7 @@ def start_listening_app(
             f"(first stdout line: {line!r}, exit code {proc.returncode}); stderr:\n{stderr[-4000:]}"
         )
     url = line.split(" ", 1)[1]
-    port = 0 if url.startswith("http+unix://") else int(url.rsplit(":", 1)[1].split("/", 1)[0])  # a Unix socket: no port
+    port = 0 if url.startswith(("http+unix://", "npipe://")) else int(url.rsplit(":", 1)[1].split("/", 1)[0])  # a socket or pipe: no port
     return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=args, _stdout=proc.stdout)
 
 

@@ -127,6 +127,10 @@ class Desk:
             return str(document["token"])
         auth_url = document["url"].rsplit("/", 1)[0] + "/auth/token"
         transport = None
+        if document["url"].startswith("npipe://"):  # the app on its named pipe (Windows): no httpx transport there
+            status, body = over_pipe(document["url"], "/auth/token", {"secret": self.secret}, {})
+            assert status == 200, status
+            return str(json.loads(body)["token"])
         if document["url"].startswith("http+unix://"):  # the app on its Unix socket
             from bridge.core.unixurl import split_unix_url
 
@@ -200,6 +204,8 @@ def app_info(bridge: BridgeProcess, request_id: int, timeout: float = processes.
 def rejected_by(url: str, token: str) -> int:
     """The HTTP status `url` answers an initialize carrying `token` with."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    if url.startswith("npipe://"):  # the app on its named pipe (Windows): no httpx transport there
+        return over_pipe(url, None, initialize(), headers)[0]
     transport = None
     if url.startswith("http+unix://"):  # the app on its Unix socket
         from bridge.core.unixurl import split_unix_url
@@ -208,6 +214,31 @@ def rejected_by(url: str, token: str) -> int:
         transport, url = httpx.HTTPTransport(uds=socket_path), "http://localhost" + target
     with httpx.Client(transport=transport, trust_env=False, timeout=5) as client:
         return client.post(url, json=initialize(), headers=headers).status_code
+
+
+def over_pipe(url: str, path: str | None, message: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+    """POST ``message`` (JSON) to ``url``'s named pipe (``path`` on it, if given) with the
+    bridge's own pool, as httpx has no pipe transport: ``(status, body)``."""
+    import asyncio
+
+    from bridge.core.pipeurl import resolve_pipe_path
+    from bridge.transport.pool import Http11Pool
+
+    target = url if path is None else resolve_pipe_path(url, path)
+    fields = [("content-type", "application/json"), *((name.lower(), value) for name, value in headers.items())]
+
+    async def post() -> tuple[int, bytes]:
+        pool = Http11Pool(max_connections=1, connect_timeout_seconds=5, pool_timeout_seconds=5)
+        try:
+            response = await pool.request("POST", target, fields, json.dumps(message).encode(), read_timeout_seconds=5)
+            try:
+                return response.status_code, await response.aread()
+            finally:
+                await response.aclose()
+        finally:
+            await pool.aclose()
+
+    return asyncio.run(post())
 
 
 def reply_ids(bridge: BridgeProcess) -> list[Any]:

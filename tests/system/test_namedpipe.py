@@ -1,8 +1,8 @@
 """Windows named pipes' two checks (``bridge/system/namedpipe.py``), with stand-ins for
 ``kernel32`` and ``advapi32`` that answer as Windows documents: the client's check of who
 serves a pipe (its pid, its user's SID) and the server's first instance with a DACL for
-the current user only. These run on every OS; no pipe is opened (the bridge has no pipe
-link yet)."""
+the current user only. These run on every OS; no pipe is opened here (a real one is, on Windows:
+tests/transport/test_pipe_windows.py)."""
 
 from __future__ import annotations
 
