@@ -10,11 +10,9 @@ that called ``listen()`` (for a client's socket) and its user. Each OS asks diff
   (``cr_version`` (``XUCRED_VERSION`` 0), ``cr_uid``, ``cr_ngroups``, ``cr_groups[16]``;
   ``<sys/ucred.h>``), the same as ``getpeereid()``; ``LOCAL_PEERPID`` the peer's pid
   (``<sys/un.h>``). ``SOL_LOCAL`` is 0.
-- **Windows** (named pipes): ``GetNamedPipeServerProcessId`` on the client's pipe handle
-  gives the server's pid (``namedpipeapi.h``). :func:`pipe_server_pid` takes the Win32 API
-  as an argument (as ``winapi.py`` does), so its logic is unit-tested on every OS. The
-  bridge's pipe link checks the server with ``namedpipe.py``'s
-  ``pipe_server_identity`` (the same call, and the server's user), not with this one.
+- **Windows** (named pipes) is not a socket: the pipe link checks its server with
+  ``namedpipe.py``'s ``pipe_server_identity`` (``GetNamedPipeServerProcessId`` and the
+  server's user).
 
 Each function takes an object with ``getsockopt`` (a ``socket.socket``, asyncio's
 ``TransportSocket``, or a test's stand-in) and the platform name, so every branch runs in
@@ -23,19 +21,16 @@ the tests of every OS. Standard library only.
 
 from __future__ import annotations
 
-import ctypes
 import socket
 import struct
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 __all__ = [
     "PeerCredentials",
     "PeerCredentialsUnavailable",
     "peer_credentials",
-    "pipe_server_pid",
     "SO_PEERCRED_LINUX",
     "SOL_LOCAL",
     "LOCAL_PEERCRED",
@@ -121,25 +116,3 @@ def peer_credentials(sock: _SockoptSource, *, platform: str | None = None) -> Pe
     except OSError as exc:
         raise PeerCredentialsUnavailable(f"the OS would not tell the socket's peer: {exc.strerror or exc}") from None
     raise PeerCredentialsUnavailable(f"peer credentials of a local socket are not implemented on {platform}")
-
-
-def pipe_server_pid(kernel32: Any, handle: int, *, last_error: Callable[[], int] = lambda: 0) -> int:
-    """The pid of the server end of a named pipe the bridge opened as a client.
-
-    ``GetNamedPipeServerProcessId(HANDLE Pipe, PULONG ServerProcessId)`` (Windows Vista and
-    later, ``namedpipeapi.h``): nonzero on success.
-
-    Args:
-        kernel32: the Win32 API (``ctypes.windll.kernel32``, or a test's stand-in).
-        handle: the client's pipe handle.
-        last_error: ``ctypes.get_last_error``-like, for the message.
-
-    Raises:
-        PeerCredentialsUnavailable: the call failed (with Windows's error code).
-    """
-    pid = ctypes.c_ulong(0)
-    if not kernel32.GetNamedPipeServerProcessId(handle, ctypes.byref(pid)):
-        raise PeerCredentialsUnavailable(f"GetNamedPipeServerProcessId failed (error {last_error()})")
-    if pid.value == 0:
-        raise PeerCredentialsUnavailable("GetNamedPipeServerProcessId named no process")
-    return int(pid.value)

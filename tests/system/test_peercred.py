@@ -3,7 +3,6 @@ stand-in socket, and the real call on Linux."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import struct
@@ -19,7 +18,6 @@ from bridge.system.peercred import (
     PeerCredentials,
     PeerCredentialsUnavailable,
     peer_credentials,
-    pipe_server_pid,
 )
 
 
@@ -88,26 +86,6 @@ def test_the_bsds_give_the_user_only() -> None:
 def test_an_os_without_the_call_is_a_refusal() -> None:
     with pytest.raises(PeerCredentialsUnavailable, match="not implemented on win32"):
         peer_credentials(FakeSocket({}), platform="win32")
-
-
-class FakeKernel32:
-    def __init__(self, pid: int, ok: bool = True) -> None:
-        self.pid, self.ok = pid, ok
-        self.handles: list[int] = []
-
-    def GetNamedPipeServerProcessId(self, handle: int, out: Any) -> int:  # noqa: N802 (the Win32 name)
-        self.handles.append(handle)
-        ctypes.cast(out, ctypes.POINTER(ctypes.c_ulong)).contents.value = self.pid
-        return 1 if self.ok else 0
-
-
-def test_a_named_pipes_server_pid_comes_from_the_win32_call() -> None:
-    kernel32 = FakeKernel32(4321)
-    assert pipe_server_pid(kernel32, 88) == 4321 and kernel32.handles == [88]
-    with pytest.raises(PeerCredentialsUnavailable, match="error 231"):
-        pipe_server_pid(FakeKernel32(0, ok=False), 88, last_error=lambda: 231)
-    with pytest.raises(PeerCredentialsUnavailable, match="named no process"):
-        pipe_server_pid(FakeKernel32(0), 88)
 
 
 @pytest.mark.skipif(not sys.platform.startswith(("linux", "darwin")), reason="a real Unix socket pair")
