@@ -231,14 +231,15 @@ def cancelled_notification(request_id: Any, reason: str) -> dict[str, Any]:
 
 def honored_filter(requested: Any, capabilities: dict[str, Any], subscribed: list[str]) -> dict[str, Any]:
     """The part of a ``subscriptions/listen`` filter the bridge delivers for a legacy app:
-    a list's ``list_changed`` when the app's ``capabilities`` say that list may change,
-    and the resource URIs the app accepted ``resources/subscribe`` for (``subscribed``).
-    Kinds not honored are left out (2026-07-28: the acknowledgment names only what is)."""
+    a list's ``list_changed`` when the app's ``capabilities`` declare that list (whether
+    it ever changes is the app's to say: the official SDK v1 server declares
+    ``listChanged: false`` and still sends it), and the resource URIs the app accepted
+    ``resources/subscribe`` for (``subscribed``). Kinds not honored are left out
+    (2026-07-28: the acknowledgment names only what is)."""
     honored: dict[str, Any] = {}
     wanted = requested if isinstance(requested, dict) else {}
     for key, name in _LISTS:
-        capability = capabilities.get(name)
-        if wanted.get(key) is True and isinstance(capability, dict) and capability.get("listChanged") is True:
+        if wanted.get(key) is True and isinstance(capabilities.get(name), dict):
             honored[key] = True
     if subscribed:
         honored["resourceSubscriptions"] = list(subscribed)

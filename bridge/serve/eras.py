@@ -36,7 +36,7 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   legacy request id, POSTed within :data:`CANCEL_NOTICE_SECONDS`. So does a request the
   bridge gave up on after its timeout.
 - **subscriptions/listen.** ``resources/subscribe`` for each URI the client lists (when the
-  app declared ``resources.subscribe``), the acknowledgment with what is honored
+  app declared resources; a URI it refuses is not honored), the acknowledgment with what is honored
   (:func:`~bridge.core.eramap.honored_filter`), then the app's ``notifications/*/list_changed``
   and ``notifications/resources/updated`` (from the GET stream, or from any translated
   request's stream) as the listen stream's events, stamped with its id. The request stays
@@ -533,15 +533,14 @@ class LegacyAppEras:
         if not isinstance(wanted, dict):
             wanted = {}
         uris = [uri for uri in wanted.get("resourceSubscriptions") or [] if isinstance(uri, str)]
-        resources = self._capabilities.get("resources")
         subscribed: list[str] = []
         try:
-            if uris and isinstance(resources, dict) and resources.get("subscribe") is True:
+            if uris and isinstance(self._capabilities.get("resources"), dict):
                 for uri in dict.fromkeys(uris):
                     if await self._subscribe(uri):
                         subscribed.append(uri)
             elif uris:
-                log.info("subscriptions/listen: the app does not offer resources/subscribe; resource subscriptions not honored")
+                log.info("subscriptions/listen: the app declares no resources; resource subscriptions not honored")
             honored = honored_filter(wanted, self._capabilities, subscribed)
             listen = _Listen(request.id, honored, emit, self._driver.rebuilds)
             key = json.dumps(request.id)

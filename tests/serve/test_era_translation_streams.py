@@ -368,9 +368,9 @@ def test_input_required_shapes() -> None:
 
 
 def test_listen_filter_and_events() -> None:
-    capabilities = {"tools": {"listChanged": True}, "prompts": {}}
-    honored = honored_filter({"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}, capabilities, ["r://x"])
-    assert honored == {"toolsListChanged": True, "resourceSubscriptions": ["r://x"]}
+    capabilities = {"tools": {"listChanged": False}, "resources": {}}
+    honored = honored_filter({"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": False}, capabilities, ["r://x"])
+    assert honored == {"toolsListChanged": True, "resourceSubscriptions": ["r://x"]}  # no prompts declared; resources not asked
     assert listen_event({"method": "notifications/prompts/list_changed"}, 1, honored) is None
     assert listen_event({"method": "notifications/resources/updated", "params": {"uri": "r://x/part"}}, 1, honored) == {
         "jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "r://x/part", "_meta": {SUBSCRIPTION_ID_META_KEY: 1}}}
