@@ -510,10 +510,10 @@ class Driver:
             await self._opened.wait()
         await self._upstream.listen(emit, on_open=on_open)
 
-    async def get_stream(self, emit: Emit) -> None:
+    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
         """Relay one GET stream of the current MCP session (server-initiated messages) to
         ``emit`` until the app ends it; no reconnect, no read bound (the translation of
-        ``bridge/serve/eras.py`` keeps it).
+        ``bridge/serve/eras.py`` keeps it). ``on_open`` is called once the stream is open.
 
         Raises:
             HTTPStatusError: the app refused it (405: it offers none; 404: it no longer
@@ -530,6 +530,8 @@ class Driver:
             async with self._upstream.open_get(state) as response:
                 if response.status_code != 200 or media_type(response) != SSE_MEDIA_TYPE:
                     raise HTTPStatusError(f"GET stream refused (HTTP {response.status_code})", response.status_code)
+                if on_open is not None:
+                    on_open()
                 await self._upstream.relay_events(response, state, relay)
 
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:

@@ -54,6 +54,7 @@ import itertools
 import json
 import logging
 import secrets
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .._version import __version__
@@ -110,7 +111,7 @@ class Forwarder(Protocol):
         """Forward a notification or a response (no reply is owed)."""
         ...
 
-    async def get_stream(self, emit: Emit) -> None:
+    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
         """Relay one GET stream of the MCP session until it ends (raises ``UpstreamError``)."""
         ...
 
@@ -632,31 +633,31 @@ class LegacyAppEras:
         self._get_task = self._spawn(self._keep_get_stream())
 
     async def _keep_get_stream(self) -> None:
-        """Open the GET stream again after it ends, with a growing delay while it fails; a
-        404 rebuilds the session at once; 405 (none offered) or :data:`MAX_LISTEN_FAILURES`
-        failures in a row stop it (a later listen starts it again). Each end loses the open
-        listens."""
+        """Open the GET stream again after it ends, with a growing delay while it fails. The
+        first 404 of a run of failures rebuilds the session at once (the app restarted);
+        405 (none offered) or :data:`MAX_LISTEN_FAILURES` failures in a row stop it (a later
+        listen, or a rebuild, starts it again). Each end loses the open listens."""
         failures = 0
         delay = _GET_RETRY_SECONDS
         while True:
             generation = self._driver.rebuilds
-            delivered = False
+            opened = False
 
-            async def relay(line: bytes, message: Any = None) -> None:
-                nonlocal delivered
-                delivered = True
-                await self._from_get(line, message)
+            def on_open() -> None:
+                nonlocal opened
+                opened = True
 
             why = "the app ended its GET stream"
             try:
-                await self._driver.get_stream(relay)
+                await self._driver.get_stream(self._from_get, on_open)
             except HTTPStatusError as exc:
                 if exc.http_status == 405:
                     log.info("the app offers no GET stream (HTTP 405): listen events come from request streams only")
                     return
                 why = f"its GET stream was refused (HTTP {exc.http_status})"
-                if exc.http_status == 404:
+                if exc.http_status == 404 and failures == 0:
                     self._lose_listens("the app no longer knows the MCP session")
+                    failures += 1
                     if self._driver.rebuilds == generation:
                         try:
                             await self._driver.rebuild_session(None)
@@ -668,11 +669,11 @@ class LegacyAppEras:
             except UpstreamError as exc:
                 why = f"its GET stream broke ({exc.message})"
             self._lose_listens(why)
-            failures = 0 if delivered else failures + 1
+            failures = 0 if opened else failures + 1
             if failures >= MAX_LISTEN_FAILURES:
-                log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
+                log.warning("GET stream: giving up after %d tries in a row that failed", failures)
                 return
-            delay = _GET_RETRY_SECONDS if delivered else min(delay * 1.5, _GET_RETRY_MAX_SECONDS)
+            delay = _GET_RETRY_SECONDS if opened else min(delay * 1.5, _GET_RETRY_MAX_SECONDS)
             await asyncio.sleep(delay)
 
     async def _from_get(self, line: bytes, message: Any) -> None:

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.types import ElicitRequestParams, ElicitResult, ErrorData, ListRootsResult, Root, TextContent
+from pydantic import FileUrl
 from support.apps import REPO_ROOT, AppServer
 from support.processes import REPLY_TIMEOUT, bridge_command, count_in_log
 from support.sdk_legacy_app import launch_sdk_legacy_app
@@ -35,7 +36,7 @@ def _client(url: str) -> Client:
         return ElicitResult(action="accept", content={"name": "Ada"})
 
     async def roots(context: object) -> ListRootsResult | ErrorData:
-        return ListRootsResult(roots=[Root(uri="file:///work/project")])
+        return ListRootsResult(roots=[Root(uri=FileUrl("file:///work/project"))])
 
     command = bridge_command()
     params = StdioServerParameters(command=command[0], args=[*command[1:], "--url", url, "--translate-eras"], cwd=REPO_ROOT)

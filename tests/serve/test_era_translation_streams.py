@@ -212,6 +212,31 @@ async def test_a_lost_session_ends_the_listen_at_once_and_a_new_listen_works(run
     assert event["params"]["_meta"] == {SUBSCRIPTION_ID_META_KEY: "L2"}
 
 
+async def test_an_app_that_always_answers_the_get_with_404_is_not_rebuilt_in_a_loop(run_bridge: RunBridge) -> None:
+    """A 404 to the GET stream rebuilds the session once; a 404 again right after is a
+    failure like any other (a growing delay, then the bridge stops asking), never a loop
+    of initialize requests."""
+    app = StreamingLegacyApp()
+    seen_gets: list[httpx.Request] = []
+
+    async def no_get(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            seen_gets.append(request)
+            return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Not Found"}}, 404)
+        return await app(request)
+
+    async with run_bridge(no_get, translate_eras=True) as h:
+        await discovered(h)
+        for _ in range(300):
+            if len(seen_gets) >= 3:
+                break
+            await asyncio.sleep(0.02)
+        h.stdin.feed(modern(2, "ping"))
+        await h.stdout.wait_for(2)
+    assert len(seen_gets) >= 3
+    assert len(app.posted("initialize")) == 2  # the first 404's rebuild, and no other
+
+
 async def test_a_change_notification_on_a_request_stream_goes_to_the_listen(run_bridge: RunBridge) -> None:
     """A tool that changes the tool list may say so on its own call's stream: the client hears
     it on its listen, never as a bare notification (2026-07-28 has none)."""
