@@ -232,8 +232,8 @@ def cancelled_notification(request_id: Any, reason: str) -> dict[str, Any]:
 def honored_filter(requested: Any, capabilities: dict[str, Any], subscribed: list[str]) -> dict[str, Any]:
     """The part of a ``subscriptions/listen`` filter the bridge delivers for a legacy app:
     a list's ``list_changed`` when the app's ``capabilities`` declare that list (whether
-    it ever changes is the app's to say: the official SDK v1 server declares
-    ``listChanged: false`` and still sends it), and the resource URIs the app accepted
+    it ever changes is the app's to say: the official SDK's server declares
+    ``listChanged: false`` by default and still sends it), and the resource URIs the app accepted
     ``resources/subscribe`` for (``subscribed``). Kinds not honored are left out
     (2026-07-28: the acknowledgment names only what is)."""
     honored: dict[str, Any] = {}

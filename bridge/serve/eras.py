@@ -40,8 +40,8 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   (:func:`~bridge.core.eramap.honored_filter`), then the app's ``notifications/*/list_changed``
   and ``notifications/resources/updated`` (from the GET stream, or from any translated
   request's stream) as the listen stream's events, stamped with its id. The request stays
-  open, with no read timeout, until the client closes it (then ``resources/unsubscribe``
-  for URIs no other listen holds). When the GET stream ends or breaks, or the session is
+  open, with no read timeout, until the client closes it or it is lost (then
+  ``resources/unsubscribe`` for URIs no other listen holds). When the GET stream ends or breaks, or the session is
   lost (rebuilt, or the GET stream answered 404: the session is rebuilt at once), every
   open listen gets an error at once, and the client listens again.
 """

@@ -49,7 +49,7 @@ def sse_stream(body: AsyncIterator[bytes]) -> httpx.Response:
 class StreamingLegacyApp(LegacyOnlyApp):
     """A legacy-only app with a GET stream (fed by ``push``, ended by ``end_get``), whose
     tools talk back: ``ask`` sends ``elicitation/create`` on its stream (``ask_on_get``: on
-    the GET stream, as the official SDK v1 sends ``roots/list`` without a related request)
+    the GET stream, as the official SDK's server sends ``roots/list`` without a related request)
     and answers with what it got; ``slow`` never answers; ``log`` logs at three levels."""
 
     def __init__(self, **kwargs: Any) -> None:
