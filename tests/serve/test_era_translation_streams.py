@@ -212,6 +212,20 @@ async def test_a_lost_session_ends_the_listen_at_once_and_a_new_listen_works(run
     assert event["params"]["_meta"] == {SUBSCRIPTION_ID_META_KEY: "L2"}
 
 
+async def test_a_listen_outlives_the_request_timeout(run_bridge: RunBridge) -> None:
+    """A listen is read with no timeout: quiet for longer than ``request_timeout_seconds``,
+    it still carries the next event (and no error)."""
+    app = StreamingLegacyApp()
+    async with run_bridge(app, translate_eras=True, request_timeout_seconds=0.2) as h:
+        await discovered(h)
+        h.stdin.feed(modern("L", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+        await h.stdout.wait_for(2)
+        await asyncio.sleep(0.6)  # three request timeouts with nothing on the listen
+        app.push({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        messages = await h.stdout.wait_for(3)
+    assert messages[2]["method"] == "notifications/tools/list_changed"  # an event, not the listen's error
+
+
 async def test_an_app_that_always_answers_the_get_with_404_is_not_rebuilt_in_a_loop(run_bridge: RunBridge) -> None:
     """A 404 to the GET stream rebuilds the session once; a 404 again right after is a
     failure like any other (a growing delay, then the bridge stops asking), never a loop
