@@ -18,12 +18,15 @@ What maps (2026-07-28 → legacy):
 |------------------------------------------------|------------------------------------------------|
 | ``server/discover``                            | ``initialize`` (once), its result              |
 | ``_meta`` clientInfo, clientCapabilities       | ``initialize``'s ``clientInfo``, ``capabilities`` |
-| ``_meta`` protocolVersion, logLevel            | dropped (the session's version applies)        |
+| ``_meta`` protocolVersion                      | dropped (the session's version applies)        |
+| ``_meta`` logLevel                             | ``logging/setLevel`` when it changes; the request's ``notifications/message`` below it dropped (:func:`log_level_of`, :func:`log_admitted`) |
 | result ``_meta`` serverInfo                    | ``initialize``'s ``serverInfo``                |
 | result ``resultType``                          | ``"complete"`` (a legacy result always is)     |
 | list and read results' ``ttlMs``, ``cacheScope`` | ``0`` and ``"private"`` (legacy says nothing of caching) |
+| ``subscriptions/listen``                       | the session's GET stream, ``resources/subscribe`` per URI; its ``notifications/*/list_changed`` and ``notifications/resources/updated`` stamped with the listen id (:func:`honored_filter`, :func:`listen_event`) |
+| ``input_required`` result, ``inputResponses``, ``requestState`` | the app's ``elicitation/create``, ``sampling/createMessage``, ``roots/list`` requests and the responses to them (:func:`input_required_result`, :func:`retry_of`) |
+| cancellation (the exchange closed)             | ``notifications/cancelled`` with the legacy request id (:func:`cancelled_notification`) |
 | any other request                              | the same request, within the session           |
-| ``subscriptions/listen``                       | none yet: a JSON-RPC error names what is missing |
 """
 
 from __future__ import annotations
@@ -44,7 +47,21 @@ __all__ = [
     "discover_result",
     "legacy_params",
     "modern_result",
-    "untranslated",
+    "LOG_LEVEL_META_KEY",
+    "SUBSCRIPTION_ID_META_KEY",
+    "INPUT_REQUEST_METHODS",
+    "INPUT_CAPABLE_METHODS",
+    "log_level_of",
+    "log_admitted",
+    "input_required_result",
+    "retry_of",
+    "without_retry",
+    "unmapped_server_request",
+    "cancelled_notification",
+    "honored_filter",
+    "listen_acknowledged",
+    "listen_event",
+    "listen_lost",
 ]
 
 #: The revision the bridge asks a legacy app for (the app may answer an older one).
@@ -56,18 +73,25 @@ METHOD_NOT_FOUND = -32601
 #: 2026-07-28 request ``_meta`` keys (per request, where a session once kept them).
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
 CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
-_LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+#: 2026-07-28 request ``_meta`` key: the request's log level (absent: no log messages for it).
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+#: 2026-07-28: the ``_meta`` key on every frame of a ``subscriptions/listen`` stream (the
+#: listen request's id).
+SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
 #: 2026-07-28 result ``_meta`` key: the server's ``Implementation``.
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
-_ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, _LOG_LEVEL_META_KEY})
+_ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY})
 
-#: 2026-07-28 methods with no legacy equivalent the bridge maps yet, and what is missing.
-_UNTRANSLATED = {
-    "subscriptions/listen": (
-        "the bridge does not yet turn the legacy session's GET stream and resources/subscribe "
-        "into a subscriptions/listen stream"
-    ),
-}
+#: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).
+INPUT_REQUEST_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+#: The requests whose result may be ``input_required`` (2026-07-28, multi-round-trip requests).
+INPUT_CAPABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: RFC 5424 severities, the order of MCP's ``LoggingLevel``.
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: JSON-RPC 2.0: invalid method parameter(s).
+INVALID_PARAMS = -32602
+_LISTS = (("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources"))
+_LIST_CHANGED = {f"notifications/{name}/list_changed": key for key, name in _LISTS}
 
 
 def is_legacy_refusal(reply: Any) -> bool:
@@ -138,14 +162,127 @@ def legacy_params(params: Any) -> Any:
     return {**rest, "_meta": meta} if meta else rest
 
 
-def untranslated(method: str, app_version: str | None) -> dict[str, Any] | None:
-    """The JSON-RPC ``error`` for a 2026-07-28 method that has no legacy equivalent yet
-    (naming what is missing), or ``None`` when the method is sent within the session."""
-    missing = _UNTRANSLATED.get(method)
-    if missing is None:
+def log_level_of(params: Any) -> str | None:
+    """A 2026-07-28 request's log level (``_meta`` ``io.modelcontextprotocol/logLevel``),
+    or ``None`` when it names none (or one MCP does not define)."""
+    level = _meta_of(params).get(LOG_LEVEL_META_KEY)
+    return level if level in _LOG_LEVELS else None
+
+
+def log_admitted(message: Any, level: str | None) -> bool:
+    """Whether a message on a translated request's stream reaches a client that asked for
+    ``level`` (2026-07-28: without a level, no ``notifications/message`` for that request;
+    with one, only those at that severity or above). Any other message is admitted."""
+    if not isinstance(message, dict) or message.get("method") != "notifications/message":
+        return True
+    if level is None:
+        return False
+    params = message.get("params")
+    severity = params.get("level") if isinstance(params, dict) else None
+    if severity not in _LOG_LEVELS:
+        return True  # not ours to judge: the client's parser decides
+    return _LOG_LEVELS.index(severity) >= _LOG_LEVELS.index(level)
+
+
+def input_required_result(requests: dict[str, Any], state: str) -> dict[str, Any]:
+    """The 2026-07-28 ``input_required`` result that asks the client for ``requests`` (a key
+    → the app's server→client request, as it sent it) and to retry with ``state``: each
+    ``InputRequest`` is the request's ``method`` and ``params``, without its JSON-RPC id."""
+    asked: dict[str, Any] = {}
+    for key, message in requests.items():
+        item: dict[str, Any] = {"method": message["method"]}
+        if message.get("params") is not None:
+            item["params"] = message["params"]
+        asked[key] = item
+    return {"resultType": "input_required", "inputRequests": asked, "requestState": state}
+
+
+def retry_of(params: Any) -> tuple[str, dict[str, Any]] | None:
+    """A retried 2026-07-28 request's ``(requestState, inputResponses)`` (responses ``{}``
+    when it sent none), or ``None`` for a first request."""
+    if not isinstance(params, dict) or not isinstance(params.get("requestState"), str):
         return None
-    message = (
-        f"{method} has no equivalent in the app's protocol version {app_version or 'before 2026-07-28'} "
-        f"(it speaks only the initialize/session era): {missing}."
+    responses = params.get("inputResponses")
+    return params["requestState"], responses if isinstance(responses, dict) else {}
+
+
+def without_retry(params: Any) -> Any:
+    """``params`` without ``inputResponses`` and ``requestState`` (a legacy app knows neither)."""
+    if not isinstance(params, dict) or not ({"inputResponses", "requestState"} & params.keys()):
+        return params
+    return {key: value for key, value in params.items() if key not in ("inputResponses", "requestState")}
+
+
+def unmapped_server_request(method: str, why: str) -> dict[str, Any]:
+    """The JSON-RPC ``error`` the bridge answers a legacy app's server→client request with
+    when a 2026-07-28 client cannot be asked it (``why`` says what is missing)."""
+    return {
+        "code": METHOD_NOT_FOUND,
+        "message": f"mcp-app-bridge cannot pass {method} to its client, which speaks MCP 2026-07-28: {why}.",
+        "data": {"source": "bridge", "missing": method},
+    }
+
+
+def cancelled_notification(request_id: Any, reason: str) -> dict[str, Any]:
+    """The legacy ``notifications/cancelled`` for the request of ``request_id`` (MCP
+    2025-11-25, basic/utilities/cancellation)."""
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
+
+
+def honored_filter(requested: Any, capabilities: dict[str, Any], subscribed: list[str]) -> dict[str, Any]:
+    """The part of a ``subscriptions/listen`` filter the bridge delivers for a legacy app:
+    a list's ``list_changed`` when the app's ``capabilities`` declare that list (whether
+    it ever changes is the app's to say: the official SDK's server declares
+    ``listChanged: false`` by default and still sends it), and the resource URIs the app accepted
+    ``resources/subscribe`` for (``subscribed``). Kinds not honored are left out
+    (2026-07-28: the acknowledgment names only what is)."""
+    honored: dict[str, Any] = {}
+    wanted = requested if isinstance(requested, dict) else {}
+    for key, name in _LISTS:
+        if wanted.get(key) is True and isinstance(capabilities.get(name), dict):
+            honored[key] = True
+    if subscribed:
+        honored["resourceSubscriptions"] = list(subscribed)
+    return honored
+
+
+def listen_acknowledged(listen_id: Any, honored: dict[str, Any]) -> dict[str, Any]:
+    """The ``notifications/subscriptions/acknowledged`` that opens a listen stream."""
+    params = {"notifications": honored, "_meta": {SUBSCRIPTION_ID_META_KEY: listen_id}}
+    return {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": params}
+
+
+def listen_event(message: Any, listen_id: Any, honored: dict[str, Any]) -> dict[str, Any] | None:
+    """A legacy app's change notification as the event of the listen stream ``listen_id``
+    (its ``_meta`` stamped with that id), or ``None`` when ``honored`` does not cover it or
+    it is no change notification. A ``notifications/resources/updated`` is covered when its
+    URI is one subscribed to, or lies under one (a sub-resource, as 2026-07-28 allows)."""
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    method = message["method"]
+    params = message.get("params")
+    if not isinstance(params, dict):
+        params = {}
+    if method in _LIST_CHANGED:
+        if honored.get(_LIST_CHANGED[method]) is not True:
+            return None
+        extra: dict[str, Any] = {}
+    elif method == "notifications/resources/updated":
+        uri = params.get("uri")
+        subscribed = honored.get("resourceSubscriptions") or []
+        if not isinstance(uri, str) or not any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in subscribed):
+            return None
+        extra = {"uri": uri}
+    else:
+        return None
+    meta = {**_meta_of(params), SUBSCRIPTION_ID_META_KEY: listen_id}
+    return {"jsonrpc": "2.0", "method": method, "params": {**extra, "_meta": meta}}
+
+
+def listen_lost(app_version: str | None) -> str:
+    """The message of the error that ends a translated listen stream when the app's session
+    or its GET stream is gone (the client listens again and reads again what it needs)."""
+    return (
+        f"the legacy app's event stream (its MCP session's GET stream, protocol version "
+        f"{app_version or 'before 2026-07-28'}) ended or its session was lost; listen again"
     )
-    return {"code": METHOD_NOT_FOUND, "message": message, "data": {"source": "bridge", "missing": method}}

@@ -45,7 +45,7 @@ from ..app.launcher import Launcher
 from ..app.tokenstore import TokenStore
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from ..core.errors import SessionLostError, UpstreamError
+from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
@@ -60,7 +60,8 @@ from ..core.policy import (
     forward_flow,
     is_idempotent,
 )
-from ..streamable.upstream import Emit, Upstream
+from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
+from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import move_on_after
 from .eras import LegacyAppEras
 
@@ -512,13 +513,44 @@ class Driver:
         """Relay the app's GET stream (server-initiated messages) until cancelled; never
         raises for upstream failures (``Upstream.listen``). ``on_open`` is called once, when
         the first GET has its answer (open, refused) or failed. While a lazily answered
-        client has no MCP session, ``on_open`` is called at once and the GET waits for one."""
+        client has no MCP session, ``on_open`` is called at once and the GET waits for one.
+        For a translated 2026-07-28 client the translation keeps the GET stream
+        (``bridge/serve/eras.py``): this starts it if needed and returns."""
+        if self.eras is not None and self.eras.translating:
+            self.eras.start_get_stream(emit)
+            if on_open is not None:
+                on_open()
+            return
         if self._deferred is not None:
             if on_open is not None:
                 on_open()
                 on_open = None
             await self._opened.wait()
         await self._upstream.listen(emit, on_open=on_open)
+
+    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
+        """Relay one GET stream of the current MCP session (server-initiated messages) to
+        ``emit`` until the app ends it; no reconnect, no read bound (the translation of
+        ``bridge/serve/eras.py`` keeps it). ``on_open`` is called once the stream is open.
+
+        Raises:
+            HTTPStatusError: the app refused it (405: it offers none; 404: it no longer
+                knows the session).
+            UpstreamError: the stream broke, or the connection failed.
+        """
+        state = StreamState()
+
+        async def relay(line: bytes, message: dict[str, Any]) -> bool:
+            await emit(line, message)
+            return False  # the GET stream carries no response to wait for
+
+        with map_transport_errors(self._app):
+            async with self._upstream.open_get(state) as response:
+                if response.status_code != 200 or media_type(response) != SSE_MEDIA_TYPE:
+                    raise HTTPStatusError(f"GET stream refused (HTTP {response.status_code})", response.status_code)
+                if on_open is not None:
+                    on_open()
+                await self._upstream.relay_events(response, state, relay)
 
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:
         """Best-effort, bounded ``DELETE`` of the MCP session (``Upstream.terminate_session``;
@@ -527,7 +559,14 @@ class Driver:
 
     async def aclose(self) -> None:
         """Close the connections the bridge opened."""
+        if self.eras is not None:
+            await self.eras.aclose()
         await self._upstream.aclose()
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """The bound of one request (seconds, ``BridgeConfig.request_timeout_seconds``)."""
+        return self._upstream.request_timeout_seconds
 
     @property
     def can_launch(self) -> bool:
@@ -580,7 +619,10 @@ class Driver:
         return token
 
     def list_changed_notifications(self) -> list[bytes]:
-        """``notifications/<list>/list_changed`` lines for each list the server said may change."""
+        """``notifications/<list>/list_changed`` lines for each list the server said may change
+        (none for a translated 2026-07-28 client: its listens end instead, ``eras.py``)."""
+        if self.eras is not None and self.eras.translating:
+            return []
         lines = []
         for name in _LISTS:
             capability = self._upstream.session.capabilities.get(name)

@@ -4,46 +4,100 @@ the app's ``initialize``, and sends the client's requests within that legacy ses
 The rules, and the table of what maps, are pure (``bridge/core/eramap.py``); this module
 performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "Protocol eras").
 
-- The first 2026-07-28 request probes: a ``server/discover`` goes to the app (for a client
-  that pinned its version and sends something else first, the bridge sends its own
-  ``server/discover`` first, with that request's ``_meta``). When the app refuses it as a legacy app
-  does (:func:`~bridge.core.eramap.is_legacy_refusal`, or an HTTP 4xx status), the bridge
-  sends ``initialize`` itself (under a private id whose reply never reaches stdout), POSTs
-  ``notifications/initialized`` and answers the probe from that result. If the app refuses
-  the ``initialize`` too, the client gets the app's first refusal, as before.
-- From then on every 2026-07-28 request is sent as a legacy one: its era's ``_meta`` keys
-  dropped, re-encoded, with the session's headers; a lost session is rebuilt as for a
-  legacy client. A method with no legacy equivalent yet is answered with a JSON-RPC error
-  naming what is missing (never a guess).
-- Requests that come while the probe is being answered wait for its outcome. Once the app
-  answered a probe as a 2026-07-28 app does, requests go straight to it.
+- **The probe.** The first 2026-07-28 request probes: a ``server/discover`` goes to the app
+  (for a client that pinned its version and sends something else first, the bridge sends
+  its own ``server/discover`` first, with that request's ``_meta``). When the app refuses
+  it as a legacy app does (:func:`~bridge.core.eramap.is_legacy_refusal`, or an HTTP 4xx
+  status), the bridge sends ``initialize`` itself (under a private id whose reply never
+  reaches stdout), POSTs ``notifications/initialized``, opens the session's GET stream and
+  answers the probe from that result. If the app refuses the ``initialize`` too, the client
+  gets the app's first refusal, as before. Requests that come while the probe is being
+  answered wait for its outcome. Once the app answered a probe as a 2026-07-28 app does,
+  requests go straight to it.
+- **Requests.** From then on every 2026-07-28 request is sent as a legacy one: its era's
+  ``_meta`` keys dropped, re-encoded, with the session's headers; a lost session is rebuilt
+  as for a legacy client. Its request's log level (``_meta``) becomes the session's
+  ``logging/setLevel`` when it changes (the app declared ``logging``), and the request's
+  ``notifications/message`` below that level, or all of them when it names none, are
+  dropped (2026-07-28: no log messages for a request without a level).
+- **Input required** (2026-07-28 multi-round-trip requests). An ``elicitation/create``,
+  ``sampling/createMessage`` or ``roots/list`` the app sends during a ``tools/call``,
+  ``prompts/get`` or ``resources/read`` (on that request's stream, or on the GET stream
+  while that is the only such request in flight) ends the client's request with an
+  ``input_required`` result; the app's exchange stays open. The client's retry (a new
+  request with ``requestState`` and ``inputResponses``) sends each answer to the app as the
+  JSON-RPC response to its request, and gets the real result (or the next
+  ``input_required``). A retry that does not come within the request timeout: the app's
+  requests get an error, the app gets ``notifications/cancelled`` and the exchange ends.
+  Any other server→client request is answered with an error naming it (``ping`` with
+  ``{}``).
+- **Cancellation.** The 2026-07-28 client cancels by closing (the dispatcher stops the
+  request's task); the legacy app hears of it by ``notifications/cancelled`` with the
+  legacy request id, POSTed within :data:`CANCEL_NOTICE_SECONDS`. So does a request the
+  bridge gave up on after its timeout.
+- **subscriptions/listen.** ``resources/subscribe`` for each URI the client lists (when the
+  app declared resources; a URI it refuses is not honored), the acknowledgment with what is honored
+  (:func:`~bridge.core.eramap.honored_filter`), then the app's ``notifications/*/list_changed``
+  and ``notifications/resources/updated`` (from the GET stream, or from any translated
+  request's stream) as the listen stream's events, stamped with its id. The request stays
+  open, with no read timeout, until the client closes it or it is lost (then
+  ``resources/unsubscribe`` for URIs no other listen holds). When the GET stream ends or breaks, or the session is
+  lost (rebuilt, or the GET stream answered 404: the session is rebuilt at once), every
+  open listen gets an error at once, and the client listens again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import logging
+import secrets
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .._version import __version__
 from ..core.eramap import (
+    INPUT_CAPABLE_METHODS,
+    INPUT_REQUEST_METHODS,
+    INVALID_PARAMS,
+    cancelled_notification,
     discover_result,
+    honored_filter,
     initialize_params,
+    input_required_result,
     is_legacy_refusal,
     legacy_params,
+    listen_acknowledged,
+    listen_event,
+    listen_lost,
+    log_admitted,
+    log_level_of,
     modern_result,
-    untranslated,
+    retry_of,
+    unmapped_server_request,
+    without_retry,
 )
-from ..core.errors import HTTPStatusError, UpstreamError
+from ..core.errors import INTERNAL_ERROR, HTTPStatusError, StreamClosedError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import Request, encode_message
+from ..core.policy import MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
+from ..system.cancelscope import move_on_after
 
-__all__ = ["LegacyAppEras", "Forwarder"]
+__all__ = ["LegacyAppEras", "Forwarder", "CANCEL_NOTICE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
 _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
+#: How long the ``notifications/cancelled`` for a cancelled translated request may take
+#: (seconds); as the dispatcher's bound for a legacy client's cancellation.
+CANCEL_NOTICE_SECONDS = 1.0
+#: The GET stream's reconnect delay, first and at most (seconds), while it fails.
+_GET_RETRY_SECONDS = 1.0
+_GET_RETRY_MAX_SECONDS = 30.0
+#: How long :meth:`LegacyAppEras.aclose` waits for its tasks to end (seconds).
+_CLOSE_SECONDS = 0.05
 
 
 class Forwarder(Protocol):
@@ -54,13 +108,66 @@ class Forwarder(Protocol):
         ...
 
     async def deliver(self, body: bytes, what: str) -> None:
-        """Forward a notification (no reply is owed)."""
+        """Forward a notification or a response (no reply is owed)."""
+        ...
+
+    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
+        """Relay one GET stream of the MCP session until it ends (raises ``UpstreamError``)."""
+        ...
+
+    async def rebuild_session(self, lost_generation: int | None) -> None:
+        """Rebuild the MCP session (raises ``SessionLostError``)."""
+        ...
+
+    @property
+    def rebuilds(self) -> int:
+        """How many session rebuilds succeeded."""
+        ...
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """The bound of one request (seconds)."""
         ...
 
 
+class _Call:
+    """The legacy exchange of one translated ``tools/call``, ``prompts/get`` or
+    ``resources/read``, which may outlive the client's request (``input_required``)."""
+
+    def __init__(self, legacy_id: Any, level: str | None, progress_token: Any) -> None:
+        self.legacy_id = legacy_id
+        self.level = level
+        self.first_token = progress_token
+        self.progress_token = progress_token
+        self.asked: dict[str, dict[str, Any]] = {}  # the app's requests not yet put to the client
+        self.waiting: dict[str, dict[str, Any]] = {}  # put to the client, answered by its retry
+        self.final: bytes | UpstreamError | None = None
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.expiry: asyncio.TimerHandle | None = None
+        self.keys = itertools.count(1)
+
+    def ask(self, message: dict[str, Any]) -> None:
+        self.asked[f"{message['method']}#{next(self.keys)}"] = message
+        self.changed.set()
+
+
+class _Listen:
+    """One open translated ``subscriptions/listen``."""
+
+    def __init__(self, listen_id: Any, honored: dict[str, Any], emit: Emit, generation: int) -> None:
+        self.id = listen_id
+        self.honored = honored
+        self.emit = emit
+        self.generation = generation  # driver.rebuilds when it opened
+        #: Resolved with the error that ends it (the session or its GET stream is gone).
+        self.lost: asyncio.Future[UpstreamError] = asyncio.get_running_loop().create_future()
+
+
 class LegacyAppEras:
-    """The translation state of one driver: whether the app proved legacy-only, and the
-    ``initialize`` result the probe is answered from."""
+    """The translation state of one driver: whether the app proved legacy-only, the
+    ``initialize`` result the probe is answered from, and what lives beyond one request
+    (parked ``input_required`` exchanges, open listens, the GET stream)."""
 
     def __init__(self, driver: Forwarder) -> None:
         self._driver = driver
@@ -70,6 +177,22 @@ class LegacyAppEras:
         self._modern = False
         self._probing: asyncio.Lock = asyncio.Lock()
         self._opened = 0
+        self._private = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._relay: Emit | None = None  # where messages for no request go (stdout)
+        self._calls: set[_Call] = set()  # input-capable exchanges not finished
+        self._parked: dict[str, _Call] = {}  # requestState → exchange awaiting the client's retry
+        self._listens: dict[str, _Listen] = {}
+        self._subscribed: dict[str, int] = {}  # URI → how many open listens hold it
+        self._get_task: asyncio.Task[None] | None = None
+        self._level: tuple[int, str] | None = None  # (driver.rebuilds, the session's log level)
+        self._level_lock = asyncio.Lock()
+        self._rebuilds_seen = 0
+
+    @property
+    def translating(self) -> bool:
+        """Whether the app proved legacy-only and the client's requests are translated."""
+        return self.initialize_result is not None
 
     def handles(self, request: Request) -> bool:
         """Whether a 2026-07-28 ``request`` goes through :meth:`request`: all of them until
@@ -83,8 +206,10 @@ class LegacyAppEras:
         first (its reply goes nowhere).
 
         Raises:
-            UpstreamError: as ``Driver.forward``.
+            UpstreamError: as ``Driver.forward``; ``StreamClosedError`` for a listen whose
+                stream ended.
         """
+        self._relay = emit
         if self.initialize_result is None and not self._modern:
             async with self._probing:
                 if self.initialize_result is None and not self._modern:
@@ -98,29 +223,74 @@ class LegacyAppEras:
             return await self._driver.forward(request, emit)  # a 2026-07-28 app, or the probe failed
         if request.method == "server/discover":
             return self._discover_line(request)
-        error = untranslated(request.method, self._app_version)
-        if error is not None:
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
-        params = legacy_params(request.params)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "method": request.method}
-        if params is not None:
-            message["params"] = params
-        legacy = Request(request.id, request.method, params, encode_message(message)[:-1])
-        line = await self._driver.forward(legacy, emit)
-        reply = json.loads(line)
-        if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
-            return encode_message({**reply, "result": modern_result(request.method, reply["result"])})
-        return line
+        self._notice_rebuilds()
+        if request.method == "subscriptions/listen":
+            return await self._listen(request, emit)
+        level = log_level_of(request.params)
+        await self._set_level(level)
+        retry = retry_of(request.params)
+        if retry is not None and request.method in INPUT_CAPABLE_METHODS:
+            return await self._retry(request, *retry)
+        legacy = _legacy_request(request.id, request.method, without_retry(legacy_params(request.params)))
+        if request.method in INPUT_CAPABLE_METHODS:
+            call = _Call(request.id, level, _progress_token(request.params))
+            self._start(call, legacy)
+            return await self._outcome(call, request)
+        try:
+            line = await self._driver.forward(legacy, self._request_emit(level))
+        except UpstreamTimeoutError:
+            self._tell_cancelled(request.id, "The bridge timed out waiting for the response.")
+            raise
+        except asyncio.CancelledError:
+            self._tell_cancelled(request.id, "The client cancelled the request.")
+            raise
+        finally:
+            self._notice_rebuilds()
+        return self._modern_line(request, line)
+
+    async def aclose(self) -> None:
+        """Stop the GET stream and the exchanges still running (the run is over)."""
+        for listen in self._listens.values():
+            if not listen.lost.done():
+                listen.lost.set_result(StreamClosedError("the bridge is closing"))
+        for call in self._parked.values():
+            if call.expiry is not None:
+                call.expiry.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_CLOSE_SECONDS)
+
+    # -- the probe -----------------------------------------------------------------------------
 
     @property
     def _app_version(self) -> str | None:
         version = self.initialize_result.get("protocolVersion") if self.initialize_result else None
         return version if isinstance(version, str) else None
 
+    @property
+    def _capabilities(self) -> dict[str, Any]:
+        capabilities = self.initialize_result.get("capabilities") if self.initialize_result else None
+        return capabilities if isinstance(capabilities, dict) else {}
+
     def _discover_line(self, request: Request) -> bytes:
         assert self.initialize_result is not None and request.era.version is not None
         result = discover_result(self.initialize_result, request.era.version)
         return encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
+
+    def _modern_line(self, request: Request, line: bytes) -> bytes:
+        """The app's reply ``line`` as the 2026-07-28 reply to ``request``: its result with
+        what the era requires, and ``request``'s id (a retry's reply comes to the first
+        request's legacy id)."""
+        reply = json.loads(line)
+        if not isinstance(reply, dict):
+            return line
+        if isinstance(reply.get("result"), dict):
+            reply = {**reply, "result": modern_result(request.method, reply["result"])}
+        elif reply.get("id") == request.id:
+            return line
+        return encode_message({**reply, "id": request.id})
 
     async def _probe(self, request: Request, emit: Emit) -> bytes:
         """Send the probe; on a legacy refusal open a legacy session and answer from it."""
@@ -142,6 +312,8 @@ class LegacyAppEras:
                 return refusal
             raise refusal
         self.initialize_result = result
+        self._rebuilds_seen = self._driver.rebuilds
+        self.start_get_stream()
         return self._discover_line(request)
 
     async def _open_session(self, probe: Request) -> dict[str, Any] | None:
@@ -162,6 +334,398 @@ class LegacyAppEras:
             return None
         return result
 
+    # -- what the app sends on a translated request's stream -----------------------------------
+
+    def _request_emit(self, level: str | None, call: _Call | None = None) -> Emit:
+        """The ``emit`` of one translated request's legacy exchange: the app's server→client
+        requests go to ``call`` (``input_required``) or are answered here, change
+        notifications go to the open listens, log messages are filtered by ``level``,
+        progress carries the client's current token."""
+
+        async def emit(line: bytes, message: Any = None) -> None:
+            if message is None:
+                message = _parse(line)
+            if not isinstance(message, dict):
+                return
+            if "id" in message and isinstance(message.get("method"), str):
+                if call is not None and message["method"] in INPUT_REQUEST_METHODS:
+                    call.ask(message)
+                else:
+                    self._answer_unmapped(message, "it asks for input only within a tools/call, prompts/get or resources/read")
+                return
+            if await self._to_listens(message):
+                return
+            if not log_admitted(message, call.level if call is not None else level):
+                return
+            if call is not None and message.get("method") == "notifications/progress":
+                message, line = _progress_for(message, line, call)
+            await self._emit_out(line, message)
+
+        return emit
+
+    async def _emit_out(self, line: bytes, message: Any) -> None:
+        if self._relay is not None:
+            await self._relay(line, message)
+
+    def _answer_unmapped(self, message: dict[str, Any], why: str) -> None:
+        """Answer a server→client request the client cannot be asked (``ping``: ``{}``)."""
+        if message["method"] == "ping":
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        else:
+            log.warning("the app sent %s, which a 2026-07-28 client cannot be asked; answered with an error", message["method"])
+            reply = {"jsonrpc": "2.0", "id": message["id"], "error": unmapped_server_request(message["method"], why)}
+        self._spawn(self._post(reply, f"response to the app's {message['method']}"))
+
+    async def _post(self, message: dict[str, Any], what: str, bound_seconds: float | None = None) -> None:
+        """POST a notification or a response to the app (failures logged)."""
+        try:
+            with move_on_after(self._driver.request_timeout_seconds if bound_seconds is None else bound_seconds):
+                await self._driver.deliver(encode_message(message)[:-1], what)
+        except UpstreamError as exc:
+            log.warning("%s not delivered: %s", what, exc.message)
+
+    def _tell_cancelled(self, legacy_id: Any, reason: str) -> None:
+        """The legacy ``notifications/cancelled`` for ``legacy_id`` (its own task: the
+        request's task is being cancelled)."""
+        log.info("telling the app that request %r is cancelled", legacy_id)
+        notice = cancelled_notification(legacy_id, reason)
+        self._spawn(self._post(notice, "notification notifications/cancelled", CANCEL_NOTICE_SECONDS))
+
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("a task failed inside the bridge's era translation", exc_info=exc)
+
+    # -- logging -----------------------------------------------------------------------------
+
+    async def _set_level(self, level: str | None) -> None:
+        """``logging/setLevel`` on the session when the request's level differs from the one
+        set (the app declared ``logging``); a failure is logged (the bridge still filters)."""
+        if level is None or "logging" not in self._capabilities:
+            return
+        async with self._level_lock:
+            generation = self._driver.rebuilds
+            if self._level == (generation, level):
+                return
+            params = {"level": level}
+            request = _legacy_request(f"mcp-app-bridge-era-level-{next(self._private)}", "logging/setLevel", params)
+            try:
+                reply = json.loads(await self._driver.forward(request, _drop))
+            except UpstreamError as exc:
+                log.warning("logging/setLevel %s failed: %s", level, exc.message)
+                return
+            if isinstance(reply, dict) and "result" in reply:
+                self._level = (self._driver.rebuilds, level)
+            else:
+                log.warning("the app refused logging/setLevel %s: %s", level, str(reply)[:200])
+
+    # -- input_required ------------------------------------------------------------------------
+
+    def _start(self, call: _Call, legacy: Request) -> None:
+        self._calls.add(call)
+
+        async def run() -> None:
+            try:
+                line = await self._driver.forward(legacy, self._request_emit(call.level, call))
+            except UpstreamError as exc:
+                if isinstance(exc, UpstreamTimeoutError):
+                    self._tell_cancelled(call.legacy_id, "The bridge timed out waiting for the response.")
+                call.final = exc
+            else:
+                call.final = line
+            finally:
+                self._calls.discard(call)
+                call.changed.set()
+
+        call.task = self._spawn(run())
+
+    async def _outcome(self, call: _Call, request: Request) -> bytes:
+        """Wait for the exchange's result or its next requests for input; return the line
+        for ``request`` (the client's first request or its retry)."""
+        try:
+            while True:
+                if call.final is None and call.asked:
+                    await asyncio.sleep(0)  # requests sent together are asked together
+                if isinstance(call.final, UpstreamError):
+                    raise call.final
+                if call.final is not None:
+                    return self._modern_line(request, call.final)
+                if call.asked:
+                    return self._park(call, request)
+                call.changed.clear()
+                await call.changed.wait()
+        except asyncio.CancelledError:
+            self._cancel_call(call, "The client cancelled the request.")
+            raise
+        finally:
+            self._notice_rebuilds()
+
+    def _park(self, call: _Call, request: Request) -> bytes:
+        state = secrets.token_urlsafe(16)
+        call.waiting = dict(call.asked)
+        call.asked.clear()
+        self._parked[state] = call
+        loop = asyncio.get_running_loop()
+        call.expiry = loop.call_later(self._driver.request_timeout_seconds, self._expire, state)
+        log.info("request %r: the app asks for input (%s); the client answers in its retry", request.id, ", ".join(call.waiting))
+        result = input_required_result(call.waiting, state)
+        return encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
+
+    async def _retry(self, request: Request, state: str, responses: dict[str, Any]) -> bytes:
+        call = self._parked.pop(state, None)
+        if call is None:
+            message = (
+                f"{request.method}: the requestState is not one mcp-app-bridge gave out, or it expired "
+                f"({self._driver.request_timeout_seconds:g} s after the input_required result); send the request again without it."
+            )
+            error = {"code": INVALID_PARAMS, "message": message, "data": {"source": "bridge"}}
+            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+        if call.expiry is not None:
+            call.expiry.cancel()
+        call.level = log_level_of(request.params)
+        call.progress_token = _progress_token(request.params)
+        for key, asked in call.waiting.items():
+            answer = responses.get(key)
+            if isinstance(answer, dict):
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": asked["id"], "result": answer}
+            else:
+                why = f"the client's retry carries no answer for {key}"
+                reply = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": INTERNAL_ERROR, "message": why, "data": {"source": "bridge"}}}
+            self._spawn(self._post(reply, f"response to the app's {asked['method']}"))
+        call.waiting = {}
+        return await self._outcome(call, request)
+
+    def _expire(self, state: str) -> None:
+        """No retry came within the request timeout: the app's requests get an error and
+        the exchange is cancelled."""
+        call = self._parked.pop(state, None)
+        if call is None:
+            return
+        seconds = self._driver.request_timeout_seconds
+        log.warning("the client did not answer the app's requests for input within %g s; cancelling request %r", seconds, call.legacy_id)
+        for asked in call.waiting.values():
+            why = f"the client did not answer within {seconds:g} s (mcp-app-bridge, --request-timeout)"
+            error = {"code": INTERNAL_ERROR, "message": why, "data": {"source": "bridge", "reason": "timeout"}}
+            self._spawn(self._post({"jsonrpc": "2.0", "id": asked["id"], "error": error}, f"response to the app's {asked['method']}"))
+        call.waiting = {}
+        self._cancel_call(call, "The client did not answer the server's requests for input in time.")
+
+    def _cancel_call(self, call: _Call, reason: str) -> None:
+        if call.final is not None:
+            return
+        if call.task is not None:
+            call.task.cancel()
+        self._calls.discard(call)
+        self._tell_cancelled(call.legacy_id, reason)
+
+    # -- subscriptions/listen ------------------------------------------------------------------
+
+    async def _listen(self, request: Request, emit: Emit) -> bytes:
+        """Serve a translated ``subscriptions/listen`` until the client closes it (the task
+        is cancelled) or it is lost (raises ``StreamClosedError``)."""
+        params = request.params if isinstance(request.params, dict) else {}
+        wanted = params.get("notifications")
+        if not isinstance(wanted, dict):
+            wanted = {}
+        uris = [uri for uri in wanted.get("resourceSubscriptions") or [] if isinstance(uri, str)]
+        subscribed: list[str] = []
+        try:
+            if uris and isinstance(self._capabilities.get("resources"), dict):
+                for uri in dict.fromkeys(uris):
+                    if await self._subscribe(uri):
+                        subscribed.append(uri)
+            elif uris:
+                log.info("subscriptions/listen: the app declares no resources; resource subscriptions not honored")
+            honored = honored_filter(wanted, self._capabilities, subscribed)
+            listen = _Listen(request.id, honored, emit, self._driver.rebuilds)
+            key = json.dumps(request.id)
+            self._listens[key] = listen
+            self.start_get_stream()
+            try:
+                await emit(encode_message(listen_acknowledged(request.id, honored)), None)
+                raise await listen.lost
+            finally:
+                if self._listens.get(key) is listen:
+                    del self._listens[key]
+        finally:
+            for uri in subscribed:
+                self._release(uri)
+
+    async def _subscribe(self, uri: str) -> bool:
+        """``resources/subscribe`` for ``uri`` (once for all listens); whether it holds."""
+        if self._subscribed.get(uri, 0) == 0:
+            request = _legacy_request(f"mcp-app-bridge-era-subscribe-{next(self._private)}", "resources/subscribe", {"uri": uri})
+            try:
+                reply = json.loads(await self._driver.forward(request, _drop))
+            except UpstreamError as exc:
+                log.warning("resources/subscribe %s failed: %s", uri, exc.message)
+                return False
+            if not isinstance(reply, dict) or "result" not in reply:
+                log.info("the app refused resources/subscribe %s: %s", uri, str(reply)[:200])
+                return False
+        self._subscribed[uri] = self._subscribed.get(uri, 0) + 1
+        return True
+
+    def _release(self, uri: str) -> None:
+        """A listen that held ``uri`` ended: ``resources/unsubscribe`` once none holds it."""
+        held = self._subscribed.get(uri, 0) - 1
+        if held > 0:
+            self._subscribed[uri] = held
+            return
+        self._subscribed.pop(uri, None)
+        request = _legacy_request(f"mcp-app-bridge-era-unsubscribe-{next(self._private)}", "resources/unsubscribe", {"uri": uri})
+
+        async def unsubscribe() -> None:
+            with move_on_after(self._driver.request_timeout_seconds):
+                try:
+                    await self._driver.forward(request, _drop)
+                except UpstreamError as exc:
+                    log.info("resources/unsubscribe %s failed: %s", uri, exc.message)
+
+        self._spawn(unsubscribe())
+
+    async def _to_listens(self, message: dict[str, Any]) -> bool:
+        """Hand a change notification to the open listens that honor it; whether it was one
+        (a change notification reaches the client only on a listen stream in 2026-07-28)."""
+        method = message.get("method")
+        if not isinstance(method, str) or not (method.endswith("/list_changed") or method == "notifications/resources/updated"):
+            return False
+        if method == "notifications/roots/list_changed":
+            return False
+        self._notice_rebuilds()
+        for listen in list(self._listens.values()):
+            event = listen_event(message, listen.id, listen.honored)
+            if event is not None and not listen.lost.done():
+                await listen.emit(encode_message(event), event)
+        return True
+
+    def _lose_listens(self, why: str, *, before_generation: int | None = None) -> None:
+        """End the open listens (all, or those opened before ``before_generation``) with an error."""
+        for listen in list(self._listens.values()):
+            if listen.lost.done() or (before_generation is not None and listen.generation >= before_generation):
+                continue
+            log.info("subscriptions/listen %r: %s", listen.id, why)
+            listen.lost.set_result(StreamClosedError(f"subscriptions/listen: {listen_lost(self._app_version)} ({why})."))
+
+    def _notice_rebuilds(self) -> None:
+        """After a session rebuild, the listens of the old session are lost."""
+        rebuilds = self._driver.rebuilds
+        if rebuilds != self._rebuilds_seen:
+            self._rebuilds_seen = rebuilds
+            self._lose_listens("the app's MCP session was lost and rebuilt", before_generation=rebuilds)
+
+    # -- the GET stream ------------------------------------------------------------------------
+
+    def start_get_stream(self, relay: Emit | None = None) -> None:
+        """Keep the session's GET stream open (if not already): its change notifications go
+        to the listens, its requests to the one input-capable exchange in flight. ``relay``:
+        where its other messages go (stdout)."""
+        if relay is not None:
+            self._relay = relay
+        if self.initialize_result is None or (self._get_task is not None and not self._get_task.done()):
+            return
+        self._get_task = self._spawn(self._keep_get_stream())
+
+    async def _keep_get_stream(self) -> None:
+        """Open the GET stream again after it ends, with a growing delay while it fails. The
+        first 404 of a run of failures rebuilds the session at once (the app restarted);
+        405 (none offered) or :data:`MAX_LISTEN_FAILURES` failures in a row stop it (a later
+        listen, or a rebuild, starts it again). Each end loses the open listens."""
+        failures = 0
+        delay = _GET_RETRY_SECONDS
+        while True:
+            generation = self._driver.rebuilds
+            opened = False
+
+            def on_open() -> None:
+                nonlocal opened
+                opened = True
+
+            why = "the app ended its GET stream"
+            try:
+                await self._driver.get_stream(self._from_get, on_open)
+            except HTTPStatusError as exc:
+                if exc.http_status == 405:
+                    log.info("the app offers no GET stream (HTTP 405): listen events come from request streams only")
+                    return
+                why = f"its GET stream was refused (HTTP {exc.http_status})"
+                if exc.http_status == 404 and failures == 0:
+                    self._lose_listens("the app no longer knows the MCP session")
+                    failures += 1
+                    if self._driver.rebuilds == generation:
+                        try:
+                            await self._driver.rebuild_session(None)
+                        except UpstreamError as rebuild_failed:
+                            log.warning("GET stream: %s", rebuild_failed.message)
+                            return
+                    self._notice_rebuilds()
+                    continue
+            except UpstreamError as exc:
+                why = f"its GET stream broke ({exc.message})"
+            self._lose_listens(why)
+            failures = 0 if opened else failures + 1
+            if failures >= MAX_LISTEN_FAILURES:
+                log.warning("GET stream: giving up after %d tries in a row that failed", failures)
+                return
+            delay = _GET_RETRY_SECONDS if opened else min(delay * 1.5, _GET_RETRY_MAX_SECONDS)
+            await asyncio.sleep(delay)
+
+    async def _from_get(self, line: bytes, message: Any) -> None:
+        if message is None:
+            message = _parse(line)
+        if not isinstance(message, dict):
+            return
+        if "id" in message and isinstance(message.get("method"), str):
+            calls = [call for call in self._calls if call.final is None]
+            if message["method"] in INPUT_REQUEST_METHODS and len(calls) == 1:
+                log.info("the app sent %s on its GET stream while one request awaits it: asking its client", message["method"])
+                calls[0].ask(message)
+            else:
+                self._answer_unmapped(
+                    message,
+                    "it was sent outside a request (on the GET stream) "
+                    f"while {len(calls)} tools/call, prompts/get or resources/read were in flight, not exactly one",
+                )
+            return
+        if await self._to_listens(message):
+            return
+        await self._emit_out(line, message)
+
+
+def _legacy_request(request_id: Any, method: str, params: Any) -> Request:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return Request(request_id, method, params, encode_message(message)[:-1])
+
+
+def _progress_token(params: Any) -> Any:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def _progress_for(message: dict[str, Any], line: bytes, call: _Call) -> tuple[dict[str, Any], bytes]:
+    """A progress notification of ``call``'s first request, with its retry's token."""
+    params = message.get("params")
+    if call.progress_token is None or call.progress_token == call.first_token or not isinstance(params, dict):
+        return message, line
+    if params.get("progressToken") != call.first_token:
+        return message, line
+    message = {**message, "params": {**params, "progressToken": call.progress_token}}
+    return message, encode_message(message)
+
+
+def _parse(line: bytes) -> Any:
+    with contextlib.suppress(ValueError):
+        return json.loads(line)
+    return None
+
 
 def _discover_like(request: Request) -> Request:
     """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
@@ -174,5 +738,6 @@ def _discover_like(request: Request) -> Request:
 
 
 async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the bridge's own ``initialize`` stream go: nowhere."""
-    log.debug("dropped a message from the bridge's initialize (%d bytes)", len(line))
+    """Where messages on the bridge's own requests' streams go: nowhere."""
+    log.debug("dropped a message from the bridge's own request (%d bytes)", len(line))
+
