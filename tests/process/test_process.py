@@ -158,7 +158,7 @@ async def test_sdk_client_auto_mode_falls_back_to_initialize_on_a_legacy_only_ap
 async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_translated(
     start_app_server: Callable[..., AppServer], mode: str
 ) -> None:
-    """``--translate-eras``: the official client pinned to 2026-07-28 (it never probes), or in
+    """``--protocol-era legacy``: the official client pinned to 2026-07-28 (it never probes), or in
     ``auto`` mode, through the bridge to an app that refuses 2026-07-28: the bridge answers
     the probe from the app's initialize and sends the calls within that session."""
     legacy = start_app_server("--legacy-only")
@@ -168,7 +168,7 @@ async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_
         seen.append(progress)
 
     with anyio.fail_after(60):
-        async with Client(_sdk_params(legacy.url, "--translate-eras"), mode=mode, read_timeout_seconds=REPLY_TIMEOUT) as client:
+        async with Client(_sdk_params(legacy.url, "--protocol-era", "legacy"), mode=mode, read_timeout_seconds=REPLY_TIMEOUT) as client:
             assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert {"echo", "progress"} <= names
