@@ -316,8 +316,8 @@ class ModernOnlyMiddleware:
                 if not isinstance(message, dict) or "id" not in message:
                     await Response(status_code=202)(scope, receive, send)  # a notification: nothing to answer
                     return
-                params = message.get("params") if isinstance(message.get("params"), dict) else {}
-                requested = params.get("protocolVersion") or version or None
+                params = message.get("params")
+                requested = (params.get("protocolVersion") if isinstance(params, dict) else None) or version or None
                 error = {
                     "code": -32022,
                     "message": "Unsupported protocol version",

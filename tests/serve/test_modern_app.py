@@ -53,7 +53,8 @@ class ModernOnlyApp:
         assert request.headers["mcp-protocol-version"] == MODERN and request.headers["mcp-method"] == message["method"]
         assert "mcp-session-id" not in request.headers
         method, params = message["method"], message["params"]
-        done = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+        result: dict[str, Any]
+        done: dict[str, Any] = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
         if method == "server/discover":
             result = {**done, "supportedVersions": [MODERN], "capabilities": self.capabilities, "instructions": "modern only"}
         elif method == "tools/list":
@@ -81,6 +82,7 @@ class ModernOnlyApp:
 async def handshake(h: Any) -> dict[str, Any]:
     h.stdin.feed(init(0))
     (reply,) = await h.stdout.wait_for(1)
+    assert isinstance(reply, dict)
     return reply
 
 
