@@ -102,7 +102,6 @@ class ModernAppEras:
         self._discover: dict[str, Any] = {}
         self._ids = 0
         self._asked: dict[Any, asyncio.Future[dict[str, Any]]] = {}
-        self._emit: Emit | None = None
         self._uris: list[str] = []
         self._reopen = asyncio.Event()
         self._acknowledged = asyncio.Event()
@@ -301,7 +300,6 @@ class ModernAppEras:
         relaying its notifications to ``emit``, until cancelled; never raises for upstream
         failures. ``on_open`` is called once the first stream was acknowledged, failed, or
         when there is nothing to listen for."""
-        self._emit = emit
         delay = 1.0
         while True:
             self._reopen.clear()
