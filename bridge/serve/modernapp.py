@@ -197,7 +197,7 @@ class ModernAppEras:
     async def _send(self, request: Request, emit: Emit) -> bytes:
         """Send ``request`` in the 2026-07-28 form; answer its ``input_required`` rounds."""
         params: Any = request.params
-        for _ in range(MAX_INPUT_ROUNDS + 1):
+        for rounds in range(MAX_INPUT_ROUNDS + 1):
             modern = modern_params(params, self._client)
             body = encode_message({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": modern})[:-1]
             line = await self._driver.forward(Request(request.id, request.method, modern, body), emit)
@@ -206,6 +206,10 @@ class ModernAppEras:
             asked = input_requests(json.loads(line))
             if asked is None:
                 return line
+            if rounds == MAX_INPUT_ROUNDS:
+                break
+            if not asked.requests:  # state alone: the app is not done yet (as the official SDKs, wait a little)
+                await asyncio.sleep(min(0.05 * 2**rounds, 0.25))
             answers = await self._ask_client(asked.requests, emit)
             if "error" in answers:
                 return encode_message({"jsonrpc": "2.0", "id": request.id, "error": answers["error"]})
@@ -284,7 +288,8 @@ class ModernAppEras:
             self._uris.remove(uri)
         else:
             return _result_line(request.id, {})
-        self._acknowledged = asyncio.Event()
+        if self._acknowledged.is_set():  # (else another change waits for the same new stream)
+            self._acknowledged = asyncio.Event()
         self._reopen.set()
         try:
             async with asyncio.timeout(ACKNOWLEDGE_SECONDS):

@@ -64,6 +64,11 @@ class ModernOnlyApp:
         elif method == "tools/call" and params["name"] == "ask":
             name = params["inputResponses"]["who"]["content"]["name"]
             result = {**done, "content": [{"type": "text", "text": f"hello {name} ({params['requestState']})"}]}
+        elif method == "tools/call" and params["name"] == "poll":  # state alone, twice, then done
+            rounds = int(params.get("requestState") or 0)
+            result = {**done, "content": []} if rounds == 2 else {"resultType": "input_required", "requestState": str(rounds + 1)}
+        elif method == "tools/call" and params["name"] == "forever":
+            result = {"resultType": "input_required", "requestState": "again"}
         elif method == "tools/call" and params["name"] == "slow":
             await anyio.sleep(30)
             result = done
@@ -228,3 +233,18 @@ async def test_an_app_that_answers_initialize_is_not_translated(run_bridge: RunB
     async with run_bridge(dual) as h:
         reply = await handshake(h)
     assert reply["result"]["serverInfo"]["name"] == "dual"
+
+
+async def test_state_only_rounds_are_retried_and_bounded(run_bridge: RunBridge) -> None:
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    async with run_bridge(app) as h:
+        await handshake(h)
+        h.stdin.feed(request_line(1, "tools/call", {"name": "poll", "arguments": {}}))
+        h.stdin.feed(request_line(2, "tools/call", {"name": "forever", "arguments": {}}))
+        replies = {m["id"]: m for m in await h.stdout.wait_for(3, timeout_seconds=15)}
+    assert replies[1]["result"] == {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}, "content": []}
+    assert "after 10 rounds" in replies[2]["error"]["message"]
+    calls = [b["params"]["name"] for b in app.bodies if b.get("method") == "tools/call"]
+    assert calls.count("poll") == 3 and calls.count("forever") == 11  # the first send and 10 rounds
+    assert not any(m.get("method") for m in h.stdout.messages() if isinstance(m, dict) and "id" in m and "method" in m)
