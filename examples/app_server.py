@@ -285,7 +285,7 @@ MODERN_VERSIONS = ("2026-07-28",)
 class ModernOnlyMiddleware:
     """Serve only MCP 2026-07-28 (ASGI middleware around any Streamable HTTP app): refuse
     every request of the ``initialize`` era as a server that serves only 2026-07-28 does,
-    with -32022 and ``data.supported`` (2026-07-28, basic/lifecycle: the official SDK's
+    with -32022 and ``data.supported`` (2026-07-28 schema, ``UnsupportedProtocolVersionError``: the official SDK's
     ``auto`` client takes that list as proof the server is modern-only)."""
 
     def __init__(self, app: Any) -> None:

@@ -3,8 +3,8 @@ app that serves only MCP 2026-07-28 (stateless: ``server/discover``, per-request
 
 Pure: imports only the standard library. ``bridge/serve/modernapp.py`` performs it.
 
-The client's ``initialize`` is answered from the app's ``server/discover`` (2026-07-28,
-basic/lifecycle), and every later request is sent as a 2026-07-28 request
+The client's ``initialize`` is answered from the app's ``server/discover`` (2026-07-28
+schema, ``DiscoverRequest``), and every later request is sent as a 2026-07-28 request
 (basic/index, "Per-request protocol fields"): its ``params._meta`` carries the protocol
 version, the client's info and capabilities from its ``initialize``, and the log level it
 set with ``logging/setLevel``.
@@ -156,7 +156,7 @@ def modern_params(params: Any, client: ClientContext) -> dict[str, Any]:
 
 
 class InputRound(NamedTuple):
-    """One ``input_required`` result (2026-07-28, basic/patterns "multi round-trip"):
+    """One ``input_required`` result (2026-07-28, SEP-2322: multi round-trip requests):
     ``requests`` by the app's key, each ``{"method": …, "params": …}`` (elicitation,
     sampling or roots), and the opaque ``state`` to echo."""
 

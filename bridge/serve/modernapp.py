@@ -7,7 +7,7 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
 
 - **Detection.** With ``--protocol-era auto`` the client's ``initialize`` goes to the app as
   it is; when the app refuses it (a JSON-RPC error such as -32022, or an HTTP 4xx), the
-  bridge sends ``server/discover`` (2026-07-28, basic/lifecycle) with the client's info and
+  bridge sends ``server/discover`` (2026-07-28 schema: ``DiscoverRequest``) with the client's info and
   capabilities, and if that names 2026-07-28 the translation is on and ``initialize`` is
   answered from it. Otherwise the client gets the app's refusal of its ``initialize``.
   With ``--protocol-era modern`` the ``initialize`` is never sent: the probe comes first.
@@ -16,15 +16,15 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   ``Mcp-Name``, ``Mcp-Param-*``, no session, cancellation by closing the exchange).
   ``logging/setLevel`` is answered ``{}`` here and its level goes on every later request;
   ``ping`` (none in 2026-07-28) is a ``server/discover``, answered ``{}``.
-- **Server requests.** An ``input_required`` result (2026-07-28, basic/patterns
-  "multi round-trip") becomes one request to the client per entry of ``inputRequests``
+- **Server requests.** An ``input_required`` result (2026-07-28, SEP-2322,
+  multi round-trip requests) becomes one request to the client per entry of ``inputRequests``
   (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) under the bridge's
   own ids; once the client answered them all, the original request is sent again with
   ``inputResponses`` and ``requestState``, up to :data:`MAX_INPUT_ROUNDS` times. An error
   from the client ends the request with that error. Each wait for the client is bounded by
   the request timeout; a cancelled request cancels its open questions to the client.
 - **Notifications.** Once the client sent ``notifications/initialized``, the app's
-  ``subscriptions/listen`` is opened (2026-07-28, basic/utilities/subscriptions) for each list
+  ``subscriptions/listen`` is opened (2026-07-28, SEP-2575) for each list
   whose capability says ``listChanged`` and for the resources the client subscribed to;
   its notifications reach the client as a legacy app's GET stream would send them.
   ``resources/subscribe`` and ``unsubscribe`` reopen it with the new set and are answered

@@ -6,7 +6,7 @@ Its tools use what the 2026-07-28 revision carries differently from 2025-11-25:
 
 - ``progress(steps)``: ``notifications/progress`` on the request's stream;
 - ``ask_name()``: elicits a name (a ``Resolve``/``Elicit`` dependency: the SDK answers a
-  2026-07-28 request with an ``input_required`` result, basic/patterns "multi round-trip");
+  2026-07-28 request with an ``input_required`` result, SEP-2322, multi round-trip requests);
 - ``add_tool(name)``: registers a tool and publishes ``notifications/tools/list_changed``
   to ``subscriptions/listen`` streams.
 
