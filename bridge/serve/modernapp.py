@@ -248,7 +248,7 @@ class ModernAppEras:
         finally:
             for request_id, future in waiting.values():
                 self._asked.pop(request_id, None)
-                if not future.done():  # cancelled or timed out: the client may stop asking its user
+                if future.cancelled() or not future.done():  # cancelled or timed out: the client may stop asking its user
                     notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
                     try:
                         await emit(encode_message(notice), notice)

@@ -248,3 +248,31 @@ async def test_state_only_rounds_are_retried_and_bounded(run_bridge: RunBridge) 
     calls = [b["params"]["name"] for b in app.bodies if b.get("method") == "tools/call"]
     assert calls.count("poll") == 3 and calls.count("forever") == 11  # the first send and 10 rounds
     assert not any(m.get("method") for m in h.stdout.messages() if isinstance(m, dict) and "id" in m and "method" in m)
+
+
+async def test_a_cancelled_request_withdraws_its_question_to_the_client(run_bridge: RunBridge) -> None:
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    async with run_bridge(app) as h:
+        await handshake(h)
+        h.stdin.feed(request_line(5, "tools/call", {"name": "ask", "arguments": {}}))
+        question = (await h.stdout.wait_for(2))[1]
+        h.stdin.feed(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}\n')
+        withdrawn = (await h.stdout.wait_for(3))[2]
+        h.stdin.feed(request_line(6, "tools/list"))
+        after = (await h.stdout.wait_for(4))[3]
+    assert withdrawn == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": question["id"]}}
+    assert after["id"] == 6  # and nothing for the cancelled request
+    assert sum(b.get("method") == "tools/call" for b in app.bodies) == 1
+
+
+async def test_a_client_that_never_answers_gets_an_error_within_the_request_timeout(run_bridge: RunBridge) -> None:
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    async with run_bridge(app, request_timeout_seconds=0.5) as h:
+        await handshake(h)
+        h.stdin.feed(request_line(5, "tools/call", {"name": "ask", "arguments": {}}))
+        messages = await h.stdout.wait_for(4)
+    (reply,) = [m for m in messages if m.get("id") == 5]
+    assert "did not answer elicitation/create within 0.5 s" in reply["error"]["message"]
+    assert {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": messages[1]["id"]}} in messages
