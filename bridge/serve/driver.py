@@ -156,6 +156,7 @@ class Driver:
         # session is open (the app not started yet); ``None`` once one is, or never.
         self._deferred: dict[str, Any] | None = None
         self._opened = asyncio.Event()  # set once a deferred session is open
+        self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
 
     async def request(self, request: Request, emit: Emit) -> bytes:
@@ -213,9 +214,11 @@ class Driver:
                 return self._catalog_reply(request, result)
             await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch = None
+        launch: Callable[[], Awaitable[None]] | None = None
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
+        elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
+            launch = self._hold_listen_until_the_app_is_needed
         try:
             line = await self._run(
                 lambda: self._upstream.send_request(
@@ -235,6 +238,7 @@ class Driver:
                 self._deferred = self.catalog.entry() if self.catalog is not None else None
                 log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
             return self._catalog_reply(request, answer.result)
+        self._app_reached.set()
         if self.catalog is not None:
             self._remember(request.method, request.params, line)
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
@@ -257,6 +261,20 @@ class Driver:
         if result is not None:
             raise _FromCatalog(result)
         await self._launcher.ensure_running()
+
+    async def _hold_listen_until_the_app_is_needed(self) -> None:
+        """The flow's ``EnsureRunning`` for a 2026-07-28 ``subscriptions/listen`` that found
+        the app down while a catalog answers the client's start-up: the stream is held, and
+        the app is not started for it (Claude Code opens one at every start, ``claude mcp
+        list`` included). It goes out once another request of this bridge reached the app
+        (the first call starts it). Once the app was reached, a listen that finds it down
+        starts it, as without a catalog."""
+        assert self.catalog is not None
+        if self._app_reached.is_set() or self.catalog.entry() is None:
+            await self._launcher.ensure_running()
+            return
+        log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
+        await self._app_reached.wait()
 
     def _catalog_reply(self, request: Request, result: dict[str, Any]) -> bytes:
         reply = encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
@@ -564,6 +582,11 @@ class Driver:
             UpstreamError: ``app_launch_failed`` or ``app_unreachable``, as the launcher says.
         """
         await self._launcher.ensure_running()
+
+    @property
+    def launched_pid(self) -> int | None:
+        """The pid of the app this bridge started, while it runs (``Launcher.started_pid``)."""
+        return self._launcher.started_pid
 
     def stop_unready_child(self) -> int | None:
         """Stop and reap the app process this bridge launched if it is still running
