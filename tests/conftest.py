@@ -31,14 +31,6 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
-
-# Property tests: no deadline (speed is measured by the benchmarks, never asserted; a
-# loaded CI machine would turn it into flakes), and in CI the same examples on every run
-# (derandomized), so a red run is the code's, reproducible from the log. Locally each run
-# draws new examples, which is where new failures are found.
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-settings.register_profile("dev", deadline=None, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 from support.apps import (
     PLATFORM_MARKERS,
     PROXY_VARS,
@@ -48,6 +40,14 @@ from support.apps import (
     read_pids,
     stop_pids,
 )
+
+# Property tests: no deadline (speed is measured by the benchmarks, never asserted; a
+# loaded CI machine would turn it into flakes), and in CI the same examples on every run
+# (derandomized), so a red run is the code's, reproducible from the log. Locally each run
+# draws new examples, which is where new failures are found.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(autouse=True)

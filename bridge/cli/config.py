@@ -106,9 +106,8 @@ def _entry(
         tool_timeout_for,
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
-    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
-
     from ..clients.stablepath import stable_path
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
 
     args, remarks = _stable_launch(list(bridge_args))
     for remark in remarks:

@@ -45,6 +45,7 @@ from ..app.launcher import Launcher
 from ..app.tokenstore import TokenStore
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
+from ..core.eramap import is_legacy_refusal
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import (
@@ -64,6 +65,7 @@ from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import move_on_after
 from .eras import LegacyAppEras
+from .modernapp import ModernAppEras
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
@@ -100,8 +102,10 @@ class Driver:
         endpoint: where the app listens (the one the upstream and the launcher use).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
-        translate_eras: answer a 2026-07-28 client's ``server/discover`` from a legacy-only
-            app's ``initialize`` and translate its requests (``bridge/serve/eras.py``).
+        protocol_era: ``auto``, ``legacy`` or ``modern`` (``BridgeConfig.protocol_era``): which
+            era translations may run (``bridge/serve/eras.py`` for a 2026-07-28 client with a
+            legacy-only app, ``bridge/serve/modernapp.py`` for a 2025-era client with a
+            2026-07-28-only app).
         catalog: what the app last served, for lazy launch (``None``: no lazy launch).
         launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
     """
@@ -115,7 +119,7 @@ class Driver:
         *,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
-        translate_eras: bool = False,
+        protocol_era: str = "auto",
         catalog: ServedCatalog | None = None,
         launch_policy: str = "on-call",
     ) -> None:
@@ -135,8 +139,17 @@ class Driver:
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
+        self._protocol_era = protocol_era
         #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
-        self.eras = LegacyAppEras(self) if translate_eras else None
+        self.eras = LegacyAppEras(self, ask_app=protocol_era == "auto") if protocol_era != "modern" else None
+        #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
+        self.modern_app = (
+            ModernAppEras(
+                self, always=protocol_era == "modern", app_name=app_name, answer_timeout_seconds=upstream.request_timeout_seconds
+            )
+            if protocol_era != "legacy"
+            else None
+        )
         #: What the app last served (lazy launch), or ``None``.
         self.catalog = catalog
         self._launch_policy = launch_policy
@@ -150,13 +163,35 @@ class Driver:
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a request; return its stdout line (the app's reply, or the catalog's). A
         2026-07-28 request to an app that proved legacy-only is translated
-        (``bridge/serve/eras.py``).
+        (``bridge/serve/eras.py``), and so is a legacy request to an app that proved
+        2026-07-28-only (``bridge/serve/modernapp.py``), as ``--protocol-era`` allows.
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
-        if request.era.stateless and self.eras is not None and self.eras.handles(request):
-            return await self.eras.request(request, emit)
+        if request.era.stateless:
+            eras = self.eras
+            if eras is not None and eras.handles(request):
+                if self._protocol_era == "auto" and eras.initialize_result is None:
+                    # auto: the request goes as it is. A client's own probe gets the app's
+                    # refusal (a client that probes falls back to initialize by itself, losing
+                    # nothing); a request refused for want of a session, from a client that
+                    # never probes, is translated (docs/behaviour.md, "Protocol eras").
+                    try:
+                        line = await self.forward(request, emit)
+                    except HTTPStatusError as exc:
+                        if request.method == "server/discover" or not 400 <= exc.http_status < 500 or exc.http_status == 404:
+                            raise
+                    else:
+                        refused = is_legacy_refusal(json.loads(line))
+                        if not refused:
+                            self.eras = None  # the app speaks 2026-07-28: nothing to translate
+                        if request.method == "server/discover" or not (refused and _wants_a_session(line)):
+                            return line
+                    log.info("%s refused a 2026-07-28 %s as a legacy-only app does; translating", self._app, request.method)
+                return await eras.request(request, emit)
+        elif self.modern_app is not None and self.modern_app.handles(request):
+            return await self.modern_app.request(request, emit)
         return await self.forward(request, emit)
 
     async def forward(self, request: Request, emit: Emit) -> bytes:
@@ -384,6 +419,9 @@ class Driver:
         if self._deferred is not None:
             log.debug("%s not sent: %s is not started yet", what, self._app)
             return
+        if self.modern_app is not None and self.modern_app.active:
+            await self.modern_app.deliver(body, what)
+            return
         await self._run(self._post_message(body, what))
 
     def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
@@ -526,6 +564,9 @@ class Driver:
                 on_open()
                 on_open = None
             await self._opened.wait()
+        if self.modern_app is not None and self.modern_app.active:
+            await self.modern_app.listen(emit, on_open=on_open)
+            return
         await self._upstream.listen(emit, on_open=on_open)
 
     async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
@@ -629,6 +670,13 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+def _wants_a_session(line: bytes) -> bool:
+    """Whether an error reply says the request needed an MCP session (or ``initialize``)
+    first, as a legacy-only app answers a 2026-07-28 request: the app did not act on it."""
+    text = line.lower()
+    return b'"error"' in text and (b"session" in text or b"initializ" in text)
 
 
 def _time_left(timeout_seconds: float) -> Callable[[], float]:

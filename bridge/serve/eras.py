@@ -169,8 +169,11 @@ class LegacyAppEras:
     ``initialize`` result the probe is answered from, and what lives beyond one request
     (parked ``input_required`` exchanges, open listens, the GET stream)."""
 
-    def __init__(self, driver: Forwarder) -> None:
+    def __init__(self, driver: Forwarder, *, ask_app: bool = True) -> None:
         self._driver = driver
+        #: Whether the probe goes to the app first (``False``: ``--protocol-era legacy``, the
+        #: legacy session is opened at once, whatever the app would answer).
+        self._ask_app = ask_app
         #: The legacy app's ``initialize`` result once the translation is on, else ``None``.
         self.initialize_result: dict[str, Any] | None = None
         #: Whether the app answered a probe as a 2026-07-28 app does (nothing to translate).
@@ -294,6 +297,12 @@ class LegacyAppEras:
 
     async def _probe(self, request: Request, emit: Emit) -> bytes:
         """Send the probe; on a legacy refusal open a legacy session and answer from it."""
+        if not self._ask_app:
+            result = await self._open_session(request)
+            if result is None:
+                error = {"code": -32603, "message": "The app refused the bridge's initialize (--protocol-era legacy)."}
+                return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+            return self._session_opened(request, result)
         try:
             line = await self._driver.forward(request, emit)
         except HTTPStatusError as exc:
@@ -311,10 +320,15 @@ class LegacyAppEras:
             if isinstance(refusal, bytes):
                 return refusal
             raise refusal
+        return self._session_opened(request, result)
+
+    def _session_opened(self, probe: Request, result: dict[str, Any]) -> bytes:
+        """Keep the app's ``initialize`` result, keep its GET stream open (the listens'
+        source), and answer the probe from it."""
         self.initialize_result = result
         self._rebuilds_seen = self._driver.rebuilds
         self.start_get_stream()
-        return self._discover_line(request)
+        return self._discover_line(probe)
 
     async def _open_session(self, probe: Request) -> dict[str, Any] | None:
         """``initialize`` + ``notifications/initialized``; the result, or ``None`` (logged)."""

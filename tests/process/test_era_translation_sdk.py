@@ -1,5 +1,5 @@
 """The official SDK v2 client pinned to MCP 2026-07-28, through the bridge (a process, with
-``--translate-eras``), to an official SDK server that speaks only the legacy era
+``--protocol-era legacy``), to an official SDK server that speaks only the legacy era
 (``tests/support/sdk_legacy_app.py``): what outlives one request (docs/behaviour.md,
 "Protocol eras"). The client's own driver of ``input_required`` and of
 ``subscriptions/listen`` checks every shape the bridge makes."""
@@ -39,7 +39,7 @@ def _client(url: str) -> Client:
         return ListRootsResult(roots=[Root(uri=FileUrl("file:///work/project"))])
 
     command = bridge_command()
-    params = StdioServerParameters(command=command[0], args=[*command[1:], "--url", url, "--translate-eras"], cwd=REPO_ROOT)
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "--url", url, "--protocol-era", "legacy"], cwd=REPO_ROOT)
     return Client(params, mode="2026-07-28", read_timeout_seconds=REPLY_TIMEOUT, elicitation_callback=elicit, list_roots_callback=roots)
 
 

@@ -28,7 +28,6 @@ from bridge.core.eramap import (
     without_retry,
 )
 
-
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 WAIT = 5.0
 ELICIT = {"mode": "form", "message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}
@@ -153,7 +152,7 @@ async def test_listen_turns_the_sessions_notifications_into_its_events(run_bridg
     notifications become events stamped with the listen id; what was not asked for is
     dropped; the app ending its stream ends the listen with an error at once."""
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         await asyncio.wait_for(app.get_opened.wait(), WAIT)
         wanted = {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["file:///a"]}
@@ -191,7 +190,7 @@ async def test_a_lost_session_ends_the_listen_at_once_and_a_new_listen_works(run
     """The app restarted: its GET stream ends, the listen gets an error at once, the GET
     answered 404 rebuilds the session, and the client's new listen is served in it."""
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         h.stdin.feed(modern("L1", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
         await h.stdout.wait_for(2)
@@ -216,7 +215,7 @@ async def test_a_listen_outlives_the_request_timeout(run_bridge: RunBridge) -> N
     """A listen is read with no timeout: quiet for longer than ``request_timeout_seconds``,
     it still carries the next event (and no error)."""
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True, request_timeout_seconds=0.2) as h:
+    async with run_bridge(app, protocol_era="legacy", request_timeout_seconds=0.2) as h:
         await discovered(h)
         h.stdin.feed(modern("L", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
         await h.stdout.wait_for(2)
@@ -239,7 +238,7 @@ async def test_an_app_that_always_answers_the_get_with_404_is_not_rebuilt_in_a_l
             return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Not Found"}}, 404)
         return await app(request)
 
-    async with run_bridge(no_get, translate_eras=True) as h:
+    async with run_bridge(no_get, protocol_era="legacy") as h:
         await discovered(h)
         for _ in range(300):
             if len(seen_gets) >= 3:
@@ -267,7 +266,7 @@ async def test_a_change_notification_on_a_request_stream_goes_to_the_listen(run_
         return sse_stream(body())
 
     app.on_request = changes
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         h.stdin.feed(modern("L", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
         await h.stdout.wait_for(2)
@@ -283,7 +282,7 @@ async def test_a_change_notification_on_a_request_stream_goes_to_the_listen(run_
 @pytest.mark.parametrize("tool", ["ask", "ask_on_get"])
 async def test_an_elicitation_becomes_input_required_and_the_retry_answers_the_app(run_bridge: RunBridge, tool: str) -> None:
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         await asyncio.wait_for(app.get_opened.wait(), WAIT)
         h.stdin.feed(modern(5, "tools/call", {"name": tool, "arguments": {}}, progressToken=5))
@@ -306,7 +305,7 @@ async def test_an_elicitation_becomes_input_required_and_the_retry_answers_the_a
 
 async def test_without_a_retry_the_apps_request_gets_an_error_and_the_call_is_cancelled(run_bridge: RunBridge) -> None:
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True, request_timeout_seconds=0.5) as h:
+    async with run_bridge(app, protocol_era="legacy", request_timeout_seconds=0.5) as h:
         await discovered(h)
         h.stdin.feed(modern(5, "tools/call", {"name": "ask", "arguments": {}}))
         first = (await h.stdout.wait_for(2))[-1]
@@ -324,7 +323,7 @@ async def test_without_a_retry_the_apps_request_gets_an_error_and_the_call_is_ca
 
 async def test_a_server_request_outside_any_call_is_refused_with_its_name(run_bridge: RunBridge) -> None:
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         await asyncio.wait_for(app.get_opened.wait(), WAIT)
         app.push({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"})
@@ -347,7 +346,7 @@ async def test_the_clients_cancellation_reaches_the_app_as_notifications_cancell
     (with the old code nothing reached it, and its tool ran on). Both paths: a call that
     may ask for input, and any other request."""
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         h.stdin.feed(modern(8, method, {"name": "slow", "arguments": {}}, progressToken=8))
         await h.stdout.wait_for(2)  # its progress: the request is in flight
@@ -367,7 +366,7 @@ async def test_the_clients_cancellation_reaches_the_app_as_notifications_cancell
 
 async def test_the_request_log_level_sets_the_session_level_and_filters_its_messages(run_bridge: RunBridge) -> None:
     app = StreamingLegacyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         await discovered(h)
         h.stdin.feed(modern(1, "tools/call", {"name": "log", "arguments": {}}, **{"io.modelcontextprotocol/logLevel": "info"}))
         first = (await h.stdout.wait_for(4))[1:]

@@ -25,6 +25,7 @@ if __name__ == "__main__":  # (run as a script: tests/ is not on sys.path then)
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
+
 from support.apps import AppServer, start_listening_app
 
 SCRIPT = Path(__file__).resolve()

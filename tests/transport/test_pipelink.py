@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from bridge.core.errors import ListenerUnverifiedError
-from bridge.transport import pipelink, pool as pool_module
+from bridge.transport import pipelink
+from bridge.transport import pool as pool_module
 from bridge.transport.base import ConnectFailed
 from bridge.transport.pipelink import PIPE_OPEN_FLAGS, SECURITY_SQOS_PRESENT, connect_pipe, open_pipe_handle
 from bridge.transport.pool import Http11Pool
