@@ -166,11 +166,10 @@ def test_the_client_reports_the_bridge_connected_with_tools_for_each_app_era(
     assert handshakes and all(entry == f"{expected} -> 200" for entry in handshakes if entry.endswith("200")), reached
     if client == "codex":  # the only check that lists the tools by name, and calls one
         assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
-        assert status.called is not None and status.called.get("result") == {
-            "content": [{"type": "text", "text": "héllo"}],
-            "structuredContent": {"result": "héllo"},
-            "isError": False,
-        }, status.called
+        result = (status.called or {}).get("result")
+        assert isinstance(result, dict), status.called
+        # (a 2026-07-28 app's result also carries its serverInfo in _meta)
+        assert (result.get("content"), result.get("isError")) == ([{"type": "text", "text": "héllo"}], False), result
     elif client in LOGGED_OUT_PROMPT:
         output = start_session(home, client, until=lambda: "tools/list -> 200" in _reached(app))
         assert "tools/list -> 200" in _reached(app), f"{client}'s session listed no tools:\n{output}\nthe app got: {_reached(app)}"
