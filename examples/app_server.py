@@ -94,6 +94,8 @@ __all__ = [
     "AUTH_PATH",
     "DEFAULT_MAX_BODY_BYTES",
     "LOOPBACK_HOSTS",
+    "MODERN_VERSIONS",
+    "ModernOnlyMiddleware",
     "auth_route_token_provider",
     "bridge_config",
     "build_app",
@@ -194,6 +196,7 @@ def build_app(
     token: str | None = None,
     secret: str | None = None,
     legacy_only: bool = False,
+    modern_only: bool = False,
     unix_socket: bool = False,
 ) -> Starlette:
     """Build the Starlette app serving MCP Streamable HTTP at ``/mcp``.
@@ -216,6 +219,11 @@ def build_app(
         legacy_only: Answer like a server that predates MCP 2026-07-28: a request with
             a newer ``MCP-Protocol-Version`` (such as the ``server/discover`` probe) gets
             400 ``Missing session ID``, so dual-era clients fall back to ``initialize``.
+        modern_only: Serve only MCP 2026-07-28, like a server that dropped the
+            ``initialize`` handshake: every request without a 2026-07-28
+            ``MCP-Protocol-Version`` (``initialize`` first) gets HTTP 400 with the error
+            -32022 (Unsupported protocol version) naming ``["2026-07-28"]``; a GET or
+            DELETE (the session's stream and its end) gets 405.
     """
     mode = ("stateless" if stateless else "stateful") + (" json" if json_response else " sse")
     server = build_server(mode=mode)
@@ -243,6 +251,8 @@ def build_app(
         app.add_middleware(TokenAuthMiddleware, token=token, secret=secret, auth_path=AUTH_PATH)
     if legacy_only:
         app.add_middleware(_LegacyOnlyMiddleware)
+    if modern_only:
+        app.add_middleware(ModernOnlyMiddleware)
     return app
 
 
@@ -264,6 +274,56 @@ class _LegacyOnlyMiddleware:
 
                 refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
                 await JSONResponse(refusal, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+#: The revisions a ``--modern-only`` app serves.
+MODERN_VERSIONS = ("2026-07-28",)
+
+
+class ModernOnlyMiddleware:
+    """Serve only MCP 2026-07-28 (ASGI middleware around any Streamable HTTP app): refuse
+    every request of the ``initialize`` era as a server that serves only 2026-07-28 does,
+    with -32022 and ``data.supported`` (2026-07-28 schema, ``UnsupportedProtocolVersionError``: the official SDK's
+    ``auto`` client takes that list as proof the server is modern-only)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path", "").rstrip("/").endswith("/mcp"):
+            headers = dict(scope["headers"])
+            version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+            if version not in MODERN_VERSIONS:
+                import json as _json
+
+                from starlette.responses import JSONResponse, Response
+
+                if scope["method"] != "POST":
+                    await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+                    return
+                body = b""
+                while True:
+                    event = await receive()
+                    body += event.get("body", b"")
+                    if not event.get("more_body"):
+                        break
+                try:
+                    message = _json.loads(body)
+                except ValueError:
+                    message = None
+                if not isinstance(message, dict) or "id" not in message:
+                    await Response(status_code=202)(scope, receive, send)  # a notification: nothing to answer
+                    return
+                params = message.get("params")
+                requested = (params.get("protocolVersion") if isinstance(params, dict) else None) or version or None
+                error = {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": list(MODERN_VERSIONS), "requested": requested},
+                }
+                await JSONResponse({"jsonrpc": "2.0", "id": message["id"], "error": error}, status_code=400)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -416,6 +476,7 @@ def serve(
     token_in_discovery: bool = False,
     started_file: Path | None = None,
     legacy_only: bool = False,
+    modern_only: bool = False,
 ) -> int:
     """Server mode: serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -440,6 +501,7 @@ def serve(
         host=host,
         max_body_bytes=max_body_bytes,
         legacy_only=legacy_only,
+        modern_only=modern_only,
         unix_socket=link != "tcp",
     )
     try:
@@ -489,6 +551,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option("--json-response", is_flag=True, help="Answer POSTs with JSON instead of SSE.")
 @click.option("--stateless", is_flag=True, help="No sessions (no mcp-session-id).")
 @click.option("--legacy-only", is_flag=True, help="Refuse MCP 2026-07-28 requests, like a server that predates it.")
+@click.option("--modern-only", is_flag=True, help="Serve only MCP 2026-07-28: refuse initialize (-32022), like a server that dropped the handshake.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BODY_BYTES, show_default=True, help="Request body limit in bytes.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="INFO", show_default=True)
 # --mcp-stdio builds the bridge's configuration from these same options.
@@ -505,6 +568,7 @@ def cli(
     json_response: bool,
     stateless: bool,
     legacy_only: bool,
+    modern_only: bool,
     max_body_bytes: int,
     log_level: str,
     discovery_file: Path | None,
@@ -526,6 +590,7 @@ def cli(
         token_in_discovery=token_in_discovery,
         started_file=started_file,
         legacy_only=legacy_only,
+        modern_only=modern_only,
     )
 
 

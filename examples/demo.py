@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -140,7 +140,7 @@ def _text_of(result: Any) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-async def talk_through_bridge(url: str, say: Transcript, bridge_log: IO[str]) -> float:
+async def talk_through_bridge(url: str, say: Transcript, bridge_log: TextIO) -> float:
     """Run the client conversation; return seconds the bridge took to exit after stdin closed."""
     params = StdioServerParameters(
         command=sys.executable,
@@ -161,13 +161,13 @@ async def talk_through_bridge(url: str, say: Transcript, bridge_log: IO[str]) ->
 
 def _innermost(exc: BaseException) -> BaseException:
     """Unwrap task-group exception groups that hold exactly one error."""
-    while len(inner := getattr(exc, "exceptions", ())) == 1:
-        exc = inner[0]
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
     return exc
 
 
 async def _converse(
-    params: StdioServerParameters, say: Transcript, bridge_log: IO[str], closing_started_at: list[float]
+    params: StdioServerParameters, say: Transcript, bridge_log: TextIO, closing_started_at: list[float]
 ) -> None:
     async with stdio_client(params, errlog=bridge_log) as (read_stream, write_stream):
         async with ClientSession(
@@ -376,7 +376,7 @@ async def bridge_starts_the_app(
     secret_file: Path,
     launch_log: Path,
     say: Transcript,
-    bridge_log: IO[str],
+    bridge_log: TextIO,
     bridge_log_path: Path | None,
 ) -> tuple[float, int]:
     """Run the client conversation through ``app_server.py --mcp-stdio``; return (seconds

@@ -23,12 +23,22 @@ cross-process launch lock lives there); ``make_secret_file`` writes a 0600 secre
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests: no deadline (speed is measured by the benchmarks, never asserted; a
+# loaded CI machine would turn it into flakes), and in CI the same examples on every run
+# (derandomized), so a red run is the code's, reproducible from the log. Locally each run
+# draws new examples, which is where new failures are found.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 from support.apps import (
     PLATFORM_MARKERS,
     PROXY_VARS,

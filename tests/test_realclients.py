@@ -389,3 +389,105 @@ def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern
     assert folders <= KILL_PATTERN_RUNS // 2, (
         f"{KILL_PATTERN_RUNS} {client} checks left {folders} unpack folders ({size / 1e6:.1f} MB) in TMPDIR"
     )
+
+
+# -- lazy launch: the clients' probes never start the app (issue 30) ---------------------------
+
+#: A 2026-07-28 request's ``_meta``, as Claude Desktop's era probe sends it.
+_MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "desktop-probe", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _run_entry(home: Home, messages: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+    """Run the bridge as Claude Code's entry (``.mcp.json``) says, in a process of its own (as
+    Claude Desktop's throwaway probe does), write `messages`, close stdin and return the
+    replies by id: at end of input the bridge finishes the requests in flight, then exits."""
+    entry = json.loads((home.project / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"][NAME]
+    done = subprocess.run(
+        [entry["command"], *entry["args"]],
+        input="".join(json.dumps(message) + "\n" for message in messages),
+        cwd=home.project,
+        env={**home.env, **entry.get("env", {})},
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_SECONDS + 60,
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return {reply["id"]: reply for reply in replies if "id" in reply}
+
+
+def _not_launched(started: Path, pid: int, probe: str) -> None:
+    time.sleep(1.0)  # a launch would show in the started file by now
+    assert read_pids(started) == [pid], f"{probe} launched the app"
+
+
+@pytest.mark.timeout(600)
+def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_first_call_launches_once(
+    tmp_path: Path, reap_apps: Callable[[Path], Path]
+) -> None:
+    """docs/behaviour.md, "Lazy launch": with a catalog cached and the app down, ``claude mcp
+    list`` (twice), a Claude Desktop-style ``server/discover`` probe from a second process and
+    Codex's start all report the server with its tools, and the app is never launched; the
+    first ``tools/call`` launches it once and gets its reply.
+
+    The catalog is written the way a user's first day writes it: each client's first start
+    launches the app (the bridge's default ``--launch-policy on-call`` with no catalog yet),
+    and Claude Desktop's probe runs while it is up. Both clients' entries share the state
+    folder (``XDG_STATE_HOME``, written into each entry), so they share the catalog."""
+    from support.apps import process_alive, stop_pids
+    from support.processes import wait_until
+
+    home = _home(tmp_path)
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    discovery = app_dir / "mcp-endpoint.json"
+    started = reap_apps(app_dir / "started")
+    launch = shlex.join(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", "--discovery-file", str(discovery), "--started-file", str(started)]
+    )
+    args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
+    for client in ("claude-code", "codex"):
+        config_install(home, client, NAME, args, bridge=bridge_command())
+    trust(home, "claude-code", NAME)
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": _MODERN_META}}
+    tools = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": _MODERN_META}}
+
+    # The first day: each client's first start launches the app, whose answers are cached.
+    for client in ("claude-code", "codex"):
+        status = check(home, client, NAME)
+        assert status.connected, _explain(client, status)
+    served = _run_entry(home, [discover, tools])
+    assert "result" in served[1] and "result" in served[2], served
+    (pid,) = read_pids(started)
+    stop_pids([pid])
+    assert wait_until(lambda: not process_alive(pid), 10)
+
+    # The app is down: every probe is answered from the catalog.
+    for run in range(2):
+        status = check(home, "claude-code", NAME)
+        assert status.connected, f"claude mcp list, run {run + 1}: " + _explain("claude-code", status)
+        _not_launched(started, pid, f"claude mcp list, run {run + 1}")
+    probed = _run_entry(home, [discover, tools])
+    assert probed[1].get("result") == served[1]["result"], probed
+    assert probed[2].get("result") == served[2]["result"], probed
+    _not_launched(started, pid, "the server/discover probe")
+    status = check(home, "codex", NAME)
+    assert status.connected, _explain("codex", status)
+    assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
+    _not_launched(started, pid, "Codex's start")
+
+    # The first tools/call launches it, once, and gets its reply.
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "a user", "version": "0"}},
+    }
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "lazy ✓"}}}
+    replies = _run_entry(home, [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call])
+    result = replies.get(3, {}).get("result")
+    assert isinstance(result, dict) and result["content"][0]["text"] == "lazy ✓", replies
+    assert len(read_pids(started)) == 2, "the first call launched the app once"

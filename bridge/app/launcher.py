@@ -233,6 +233,13 @@ class Launcher:
         self._failure = None
         self._failures_in_a_row = 0
 
+    @property
+    def started_pid(self) -> int | None:
+        """The pid of the app process this launcher started, while it runs; else ``None``
+        (nothing started, or it exited)."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
     def stop_unready_child(self) -> int | None:
         """Stop (kill, with its process group) and reap the child this launcher started,
         if it is still running; for ``check --launch`` after a failed launch, which must

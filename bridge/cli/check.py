@@ -201,6 +201,10 @@ def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
             problem = f"the --launch program {path} is not an executable file"
     if problem is None:
         report.step("launch", True, f"program {path}", 0.0)
+        from ..clients.stablepath import stable_path
+
+        for remark in stable_path(path, what="the --launch program")[1]:
+            report.line(remark)
     else:
         report.step("launch", False, problem + "; the bridge cannot start the app with it", 0.0,
                     "Point --launch at the app's stable launcher (not a versioned install folder), "
@@ -296,8 +300,9 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
         return False
     url, address, skipped = outcome
     if launched:
-        report.step("connect", True, f"started {in_sentence(config.app_name)} and it accepts connections at {url}",
-                    time.monotonic() - started)
+        pid = driver.launched_pid
+        what = f"started {in_sentence(config.app_name)}" + (f" (pid {pid}; it keeps running, as the bridge leaves it)" if pid else "")
+        report.step("connect", True, f"{what} and it accepts connections at {url}", time.monotonic() - started)
     else:
         report.step("connect", True, "the app accepts connections", time.monotonic() - started)
     check = driver.listener_check

@@ -331,4 +331,14 @@ def client_check_command(ctx: Any, client: str | None, names: tuple[str, ...]) -
             "--client asks the client about its own entries: give no bridge options with it "
             "(to walk an entry's path, run `check` with the entry's args instead)"
         )
-    sys.exit(0 if run_codex_check(names, click.echo, click.style) else 1)
+    from ..clients.catalog import CLIENTS
+    from .entrycheck import run_entry_check
+
+    if client not in CLIENTS:
+        raise click.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="--client")
+    ok = run_entry_check(client, names, click.echo, click.style, problems_only=client == "codex")
+    if client == "codex":
+        if not ok:
+            click.echo("")
+        ok = run_codex_check(names, click.echo, click.style) and ok
+    sys.exit(0 if ok else 1)

@@ -84,7 +84,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-@click.option("--client", type=click.Choice(["codex"]), help="Ask this AI client instead whether its servers connected (Codex: `codex app-server`); no bridge options then.")
+@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
 @click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
 def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
@@ -92,8 +92,9 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     endpoint → connect (starting the app if --launch is given) → token → initialize →
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
 
-    With --client codex: Codex's own report of each server it starts (✓ connected with its
-    tools, or ✗ with Codex's error), from the current folder.
+    With --client CLIENT: whether the programs the client's entries name (the command, the
+    --launch program) still exist; with --client codex also Codex's own report of each server
+    it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
     """
     if client is not None or names:
         from .clientcheck import client_check_command
@@ -151,6 +152,7 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     }
     if platform is None:
         platform = "win32" if executable.suffix.lower() == ".exe" else ("linux" if sys.platform.startswith("linux") else sys.platform)
+    bridge_args = _stable_launch_for(bridge_args, platform)
     try:
         manifest = bundle_manifest(
             name=name,
@@ -167,3 +169,27 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     click.echo(f"wrote {out} (mcp-app-bridge {manifest['version']}, {platform})")
 
 
+
+
+def _stable_launch_for(bridge_args: tuple[str, ...], platform: str) -> tuple[str, ...]:
+    """``bridge_args`` with the ``--launch`` program at its stable path for a bundle built
+    for ``platform``, maybe on another machine: only the rules that need no look at the
+    user's files substitute (Homebrew's ``opt``); a versioned install folder is warned about
+    (``bridge/clients/stablepath.py``)."""
+    from ..clients.stablepath import stable_launch_command
+
+    args = list(bridge_args)
+    for index, arg in enumerate(args):
+        if arg == "--launch" and index + 1 < len(args):
+            at, prefix = index + 1, ""
+        elif arg.startswith("--launch="):
+            at, prefix = index, "--launch="
+        else:
+            continue
+        value = args[at][len(prefix) :]
+        rewritten, remarks = stable_launch_command(value, windows=platform == "win32", check_exists=False)
+        for remark in remarks:
+            click.echo(f"warning: {remark}", err=True)
+        args[at] = prefix + rewritten
+        break
+    return tuple(args)

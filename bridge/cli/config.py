@@ -108,7 +108,11 @@ def _entry(
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
     from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
 
-    args = list(bridge_args)
+    from ..clients.stablepath import stable_path
+
+    args, remarks = _stable_launch(list(bridge_args))
+    for remark in remarks:
+        _warn(remark)
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
@@ -116,6 +120,9 @@ def _entry(
             for warning in _launch_warnings(options["launch"]):
                 _warn(warning)
         command = bridge_command()
+        command[0], remarks = stable_path(command[0], what="the bridge")
+        for remark in remarks:
+            _warn(remark)
         if startup_timeout is None and options["launch"] is not None:
             startup_timeout = startup_timeout_for(options["launch_timeout_seconds"])
         tool_timeout = tool_timeout_for(
@@ -126,8 +133,9 @@ def _entry(
             path, warnings = resolve_command(command_path)
         except ClientConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--command") from None
+        path, remarks = stable_path(path, what="--command")
         command = [path]
-        warnings += command_warnings([path, *args])
+        warnings += remarks + command_warnings([path, *args])
         for warning in warnings:
             _warn(warning)
         if startup_timeout is None:  # an app's own entry may launch the app (its default bound)
@@ -171,6 +179,23 @@ def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) ->
         f"(it is not started from your shell), so the entry would have no token and the bridge would refuse to start. "
         f"{target} was not changed. Set it in this shell and run the same command again: {setting}"
     )
+
+
+def _stable_launch(args: list[str]) -> tuple[list[str], list[str]]:
+    """``args`` with the ``--launch`` program at its stable path, and what to tell the user
+    (``bridge.clients.stablepath.stable_launch_command``); the rest is kept as written."""
+    from ..clients.stablepath import stable_launch_command
+
+    for index, arg in enumerate(args):
+        if arg == "--launch" and index + 1 < len(args):
+            at, value, prefix = index + 1, args[index + 1], ""
+        elif arg.startswith("--launch="):
+            at, value, prefix = index, arg.split("=", 1)[1], "--launch="
+        else:
+            continue
+        rewritten, remarks = stable_launch_command(value, windows=os.name == "nt")
+        return [*args[:at], prefix + rewritten, *args[at + 1 :]], remarks
+    return args, []
 
 
 def _launch_warnings(launch: str) -> list[str]:

@@ -35,7 +35,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from ..core.config import LAUNCH_POLICIES, BridgeConfig
+from ..core.config import LAUNCH_POLICIES, PROTOCOL_ERAS, BridgeConfig
 
 __all__ = [
     "BRIDGE_OPTIONS",
@@ -115,6 +115,13 @@ def whole_number(minimum: int) -> Callable[[str], int]:
 
     convert.__name__ = f"whole_number_at_least_{minimum}"
     return convert
+
+
+def protocol_era(value: str) -> str:
+    """One of :data:`~bridge.core.config.PROTOCOL_ERAS`, in any case; returned in lower case."""
+    if value.lower() not in PROTOCOL_ERAS:
+        raise OptionValueError(f"must be one of {', '.join(PROTOCOL_ERAS)}")
+    return value.lower()
 
 
 def launch_policy(value: str) -> str:
@@ -218,7 +225,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _from_config("--max-message-bytes", "max_message_bytes", "Largest message accepted in either direction.", convert=whole_number(1024), metavar="N"),
     _from_config("--max-concurrent-requests", "max_concurrent_requests", "Requests in flight to the app at once.", convert=whole_number(1), metavar="N"),
     _switch("--allow-remote", "allow_remote", "Allow a non-loopback --url (https only)."),
-    _switch("--translate-eras", "translate_eras", "For a client that speaks only 2026-07-28: answer its server/discover from a legacy-only app's initialize and send its requests within that session.", off_flag="--no-translate-eras"),
+    _from_config("--protocol-era", "protocol_era", "Which MCP era to speak to the app: auto (the client's; translated when the app does not speak it), legacy (always 2025-11-25), modern (always 2026-07-28).", convert=protocol_era, metavar="ERA", choices=PROTOCOL_ERAS),
     _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
     BridgeOption("--log-level", "log_level", f"Diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),

@@ -663,7 +663,15 @@ def app_entry(
     Claude" button): :func:`state_environment` in ``env``, so the bridge half looks for the
     discovery file where this running app wrote it and never launches a second instance;
     and a start-up budget for its ``launch_timeout_seconds`` (the app's
-    ``BridgeConfig.launch_timeout_seconds``) where the client has a key for it."""
+    ``BridgeConfig.launch_timeout_seconds``) where the client has a key for it.
+
+    A ``command`` inside a versioned install folder (``…\\app-1.2.3\\MyApp.exe``,
+    ``…/Cellar/myapp/1.2.3/…``) is written as its stable path when one exists, as
+    ``config install`` does (``bridge/clients/stablepath.py``): an update then leaves the
+    entry working."""
+    from .stablepath import stable_path
+
+    command = stable_path(command, what="the app's command", environ=environ)[0]
     return ServerEntry(
         command=command,
         args=tuple(args),

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_APP_NAME",
     "DEFAULT_LAUNCH_TIMEOUT_SECONDS",
     "LAUNCH_POLICIES",
+    "PROTOCOL_ERAS",
     "check_app_name",
     "in_sentence",
 ]
@@ -46,6 +47,12 @@ DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
 #: the app is down and starts it for the first request that needs it; ``on-start`` starts it
 #: for the first request (``initialize``), as before catalogs; ``never`` never starts it.
 LAUNCH_POLICIES = ("on-call", "on-start", "never")
+
+#: Which era the bridge speaks to the app (``--protocol-era``, :attr:`BridgeConfig.protocol_era`):
+#: ``auto`` follows the client and translates when the app does not speak its era; ``legacy``
+#: always speaks 2025-11-25 (2026-07-28 clients translated); ``modern`` always speaks
+#: 2026-07-28 (2025-era clients translated). docs/behaviour.md, "Protocol eras".
+PROTOCOL_ERAS = ("auto", "legacy", "modern")
 
 #: The longest app name, in characters.
 MAX_APP_NAME_CHARS = 64
@@ -163,12 +170,12 @@ class BridgeConfig:
             or a child of it (``bridge/app/listener.py``). ``False`` (``--no-verify-listener``)
             is for setups where the OS cannot tell: a container or network namespace, an
             app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
-        translate_eras: for a client that speaks only 2026-07-28, answer its
-            ``server/discover`` from a legacy-only app's ``initialize`` and send its requests
-            within that session (``bridge/serve/eras.py``). Off by default: the app's refusal
-            then reaches the client, and a dual-era client falls back to ``initialize``,
-            keeping what the translation does not map yet (``subscriptions/listen``,
-            server requests).
+        protocol_era: which era the bridge speaks to the app, one of :data:`PROTOCOL_ERAS`.
+            ``auto`` (the default): the client's, translated when the app refuses it (a
+            2026-07-28 client with a legacy-only app: ``bridge/serve/eras.py``; a 2025-era
+            client with a 2026-07-28-only app: ``bridge/serve/modernapp.py``). ``legacy``:
+            always 2025-11-25 (2026-07-28 clients translated). ``modern``: always
+            2026-07-28 (2025-era clients translated).
     """
 
     url: str | None = None
@@ -193,7 +200,7 @@ class BridgeConfig:
     delete_timeout_seconds: float = 0.5
     allow_remote: bool = False
     verify_listener: bool = True
-    translate_eras: bool = False
+    protocol_era: str = "auto"
 
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:
@@ -207,6 +214,8 @@ class BridgeConfig:
             raise ConfigError("the token is empty or contains spaces or control characters")
         if self.launch_policy not in LAUNCH_POLICIES:
             raise ConfigError(f"launch_policy must be one of {', '.join(LAUNCH_POLICIES)}")
+        if self.protocol_era not in PROTOCOL_ERAS:
+            raise ConfigError(f"protocol_era must be one of {', '.join(PROTOCOL_ERAS)}")
         if self.launch_command is not None and not self.launch_command:
             raise ConfigError("the launch command is empty")
         for name in (

@@ -93,18 +93,28 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None) -> di
     return dict(result) if isinstance(result, dict) else None
 
 
+#: Where a 2026-07-28 ``server/discover`` result names the server: in its ``_meta``.
+_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+
+
 def app_version(entry: dict[str, Any] | None) -> str | None:
     """The app's ``serverInfo.version`` as the catalog ``entry`` has it, or ``None``."""
     for key in ("initialize", "discover"):
-        result = entry.get(key) if entry is not None else None
-        info = result.get("serverInfo") if isinstance(result, dict) else None
+        info = _server_info(entry.get(key) if entry is not None else None)
         if isinstance(info, dict) and isinstance(info.get("version"), str):
             return str(info["version"])
     return None
 
 
 def _server_info(result: Any) -> Any:
-    return result.get("serverInfo") if isinstance(result, dict) else None
+    """The ``serverInfo`` of an ``initialize`` result, or of a ``server/discover`` result
+    (2026-07-28: ``_meta["io.modelcontextprotocol/serverInfo"]``); ``None`` without one."""
+    if not isinstance(result, dict):
+        return None
+    if "serverInfo" in result:
+        return result["serverInfo"]
+    meta = result.get("_meta")
+    return meta.get(_SERVER_INFO_META) if isinstance(meta, dict) else None
 
 
 def record(
@@ -158,12 +168,23 @@ def changed_list_notifications(cached: dict[str, Any], served: dict[str, Any]) -
     owed: list[str] = []
     old_lists = cached.get("lists") or {}
     for method, result in served.items():
-        if method not in LIST_METHODS or method not in old_lists or old_lists[method] == result:
+        if method not in LIST_METHODS or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
             continue
         notification = LIST_METHODS[method]
         if _CAPABILITY[method] in capabilities and notification not in owed:
             owed.append(notification)
     return owed
+
+
+#: The member of each list result that holds the list itself.
+_ITEMS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+
+
+def _items(method: str, result: Any) -> Any:
+    """The list in a list ``result``: what a ``list_changed`` is about. The era's own members
+    around it (2026-07-28's ``resultType``, ``cacheScope``, ``ttlMs``, ``_meta``) differ between a
+    2026-07-28 client's listing and a legacy one's of the same list."""
+    return result.get(_ITEMS[method]) if isinstance(result, dict) else result
 
 
 def valid_entry(entry: Any, *, app: str, endpoint: str) -> bool:

@@ -45,7 +45,8 @@ from ..app.launcher import Launcher
 from ..app.tokenstore import TokenStore
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from ..core.errors import SessionLostError, UpstreamError
+from ..core.eramap import is_legacy_refusal
+from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
@@ -63,6 +64,7 @@ from ..core.policy import (
 from ..streamable.upstream import Emit, Upstream
 from ..system.cancelscope import move_on_after
 from .eras import LegacyAppEras
+from .modernapp import ModernAppEras
 
 if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
@@ -99,8 +101,10 @@ class Driver:
         endpoint: where the app listens (the one the upstream and the launcher use).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
-        translate_eras: answer a 2026-07-28 client's ``server/discover`` from a legacy-only
-            app's ``initialize`` and translate its requests (``bridge/serve/eras.py``).
+        protocol_era: ``auto``, ``legacy`` or ``modern`` (``BridgeConfig.protocol_era``): which
+            era translations may run (``bridge/serve/eras.py`` for a 2026-07-28 client with a
+            legacy-only app, ``bridge/serve/modernapp.py`` for a 2025-era client with a
+            2026-07-28-only app).
         catalog: what the app last served, for lazy launch (``None``: no lazy launch).
         launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
     """
@@ -114,7 +118,7 @@ class Driver:
         *,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
-        translate_eras: bool = False,
+        protocol_era: str = "auto",
         catalog: ServedCatalog | None = None,
         launch_policy: str = "on-call",
     ) -> None:
@@ -134,8 +138,17 @@ class Driver:
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
+        self._protocol_era = protocol_era
         #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
-        self.eras = LegacyAppEras(self) if translate_eras else None
+        self.eras = LegacyAppEras(self, ask_app=protocol_era == "auto") if protocol_era != "modern" else None
+        #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
+        self.modern_app = (
+            ModernAppEras(
+                self, always=protocol_era == "modern", app_name=app_name, answer_timeout_seconds=upstream.request_timeout_seconds
+            )
+            if protocol_era != "legacy"
+            else None
+        )
         #: What the app last served (lazy launch), or ``None``.
         self.catalog = catalog
         self._launch_policy = launch_policy
@@ -143,18 +156,41 @@ class Driver:
         # session is open (the app not started yet); ``None`` once one is, or never.
         self._deferred: dict[str, Any] | None = None
         self._opened = asyncio.Event()  # set once a deferred session is open
+        self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a request; return its stdout line (the app's reply, or the catalog's). A
         2026-07-28 request to an app that proved legacy-only is translated
-        (``bridge/serve/eras.py``).
+        (``bridge/serve/eras.py``), and so is a legacy request to an app that proved
+        2026-07-28-only (``bridge/serve/modernapp.py``), as ``--protocol-era`` allows.
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
-        if request.era.stateless and self.eras is not None and self.eras.handles(request):
-            return await self.eras.request(request, emit)
+        if request.era.stateless:
+            eras = self.eras
+            if eras is not None and eras.handles(request):
+                if self._protocol_era == "auto" and eras.initialize_result is None:
+                    # auto: the request goes as it is. A client's own probe gets the app's
+                    # refusal (a client that probes falls back to initialize by itself, losing
+                    # nothing); a request refused for want of a session, from a client that
+                    # never probes, is translated (docs/behaviour.md, "Protocol eras").
+                    try:
+                        line = await self.forward(request, emit)
+                    except HTTPStatusError as exc:
+                        if request.method == "server/discover" or not 400 <= exc.http_status < 500 or exc.http_status == 404:
+                            raise
+                    else:
+                        refused = is_legacy_refusal(json.loads(line))
+                        if not refused:
+                            self.eras = None  # the app speaks 2026-07-28: nothing to translate
+                        if request.method == "server/discover" or not (refused and _wants_a_session(line)):
+                            return line
+                    log.info("%s refused a 2026-07-28 %s as a legacy-only app does; translating", self._app, request.method)
+                return await eras.request(request, emit)
+        elif self.modern_app is not None and self.modern_app.handles(request):
+            return await self.modern_app.request(request, emit)
         return await self.forward(request, emit)
 
     async def forward(self, request: Request, emit: Emit) -> bytes:
@@ -178,9 +214,11 @@ class Driver:
                 return self._catalog_reply(request, result)
             await self._open_deferred_session(emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch = None
+        launch: Callable[[], Awaitable[None]] | None = None
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
+        elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
+            launch = self._hold_listen_until_the_app_is_needed
         try:
             line = await self._run(
                 lambda: self._upstream.send_request(
@@ -200,6 +238,7 @@ class Driver:
                 self._deferred = self.catalog.entry() if self.catalog is not None else None
                 log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
             return self._catalog_reply(request, answer.result)
+        self._app_reached.set()
         if self.catalog is not None:
             self._remember(request.method, request.params, line)
         return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
@@ -222,6 +261,20 @@ class Driver:
         if result is not None:
             raise _FromCatalog(result)
         await self._launcher.ensure_running()
+
+    async def _hold_listen_until_the_app_is_needed(self) -> None:
+        """The flow's ``EnsureRunning`` for a 2026-07-28 ``subscriptions/listen`` that found
+        the app down while a catalog answers the client's start-up: the stream is held, and
+        the app is not started for it (Claude Code opens one at every start, ``claude mcp
+        list`` included). It goes out once another request of this bridge reached the app
+        (the first call starts it). Once the app was reached, a listen that finds it down
+        starts it, as without a catalog."""
+        assert self.catalog is not None
+        if self._app_reached.is_set() or self.catalog.entry() is None:
+            await self._launcher.ensure_running()
+            return
+        log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
+        await self._app_reached.wait()
 
     def _catalog_reply(self, request: Request, result: dict[str, Any]) -> bytes:
         reply = encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
@@ -365,6 +418,9 @@ class Driver:
         if self._deferred is not None:
             log.debug("%s not sent: %s is not started yet", what, self._app)
             return
+        if self.modern_app is not None and self.modern_app.active:
+            await self.modern_app.deliver(body, what)
+            return
         await self._run(self._post_message(body, what))
 
     def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
@@ -500,6 +556,9 @@ class Driver:
                 on_open()
                 on_open = None
             await self._opened.wait()
+        if self.modern_app is not None and self.modern_app.active:
+            await self.modern_app.listen(emit, on_open=on_open)
+            return
         await self._upstream.listen(emit, on_open=on_open)
 
     async def terminate_session(self, timeout_seconds: float | None = None) -> None:
@@ -523,6 +582,11 @@ class Driver:
             UpstreamError: ``app_launch_failed`` or ``app_unreachable``, as the launcher says.
         """
         await self._launcher.ensure_running()
+
+    @property
+    def launched_pid(self) -> int | None:
+        """The pid of the app this bridge started, while it runs (``Launcher.started_pid``)."""
+        return self._launcher.started_pid
 
     def stop_unready_child(self) -> int | None:
         """Stop and reap the app process this bridge launched if it is still running
@@ -564,6 +628,13 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+def _wants_a_session(line: bytes) -> bool:
+    """Whether an error reply says the request needed an MCP session (or ``initialize``)
+    first, as a legacy-only app answers a 2026-07-28 request: the app did not act on it."""
+    text = line.lower()
+    return b'"error"' in text and (b"session" in text or b"initializ" in text)
 
 
 def _time_left(timeout_seconds: float) -> Callable[[], float]:

@@ -62,8 +62,11 @@ class LegacyAppEras:
     """The translation state of one driver: whether the app proved legacy-only, and the
     ``initialize`` result the probe is answered from."""
 
-    def __init__(self, driver: Forwarder) -> None:
+    def __init__(self, driver: Forwarder, *, ask_app: bool = True) -> None:
         self._driver = driver
+        #: Whether the probe goes to the app first (``False``: ``--protocol-era legacy``, the
+        #: legacy session is opened at once, whatever the app would answer).
+        self._ask_app = ask_app
         #: The legacy app's ``initialize`` result once the translation is on, else ``None``.
         self.initialize_result: dict[str, Any] | None = None
         #: Whether the app answered a probe as a 2026-07-28 app does (nothing to translate).
@@ -124,6 +127,13 @@ class LegacyAppEras:
 
     async def _probe(self, request: Request, emit: Emit) -> bytes:
         """Send the probe; on a legacy refusal open a legacy session and answer from it."""
+        if not self._ask_app:
+            result = await self._open_session(request)
+            if result is None:
+                error = {"code": -32603, "message": "The app refused the bridge's initialize (--protocol-era legacy)."}
+                return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+            self.initialize_result = result
+            return self._discover_line(request)
         try:
             line = await self._driver.forward(request, emit)
         except HTTPStatusError as exc:

@@ -170,7 +170,7 @@ def build_driver(
         parts.endpoint,
         app_name=config.app_name,
         on_session_rebuilt=on_session_rebuilt,
-        translate_eras=config.translate_eras,
+        protocol_era=config.protocol_era,
         catalog=parts.catalog,
         launch_policy=config.launch_policy,
     )

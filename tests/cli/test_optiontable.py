@@ -87,11 +87,12 @@ def test_every_option_reaches_bridgeconfig_as_given(tmp_path: Path) -> None:
     other: dict[type, Any] = {bool: None, float: 7.5, int: 4096}
     options = defaults() | {"url": "http://127.0.0.1:9/other", "discovery_file": tmp_path / "d.json"}
     for option in BRIDGE_OPTIONS:
-        if option.config and option.dest not in ("url", "discovery_file", "launch_log_file", "launch_policy"):
+        if option.config and option.dest not in ("url", "discovery_file", "launch_log_file", "launch_policy", "protocol_era"):
             default = option.default
             options[option.dest] = (not default) if isinstance(default, bool) else other[type(default)]
     options["launch_log_file"] = tmp_path / "launch.log"
     options["launch_policy"] = "never"
+    options["protocol_era"] = "modern"
     config = build_config(options)
     for option in BRIDGE_OPTIONS:
         if option.config:

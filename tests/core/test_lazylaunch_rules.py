@@ -50,3 +50,28 @@ def test_changed_lists_are_announced_once_each_for_declared_capabilities() -> No
 def test_the_policies() -> None:
     assert answers_from_catalog("on-call", "tools/list") and answers_from_catalog("never", "initialize")
     assert not answers_from_catalog("on-start", "tools/list") and not answers_from_catalog("on-call", "tools/call")
+
+
+def test_a_2026_discover_result_names_its_app_in_meta_and_shares_the_catalog_with_initialize() -> None:
+    """A 2026-07-28 ``server/discover`` result names the server in ``_meta`` (not in a
+    ``serverInfo`` member): the same app's ``initialize`` and ``server/discover`` (Codex
+    starts with one, Claude Code with the other) are kept side by side; another version of
+    either starts the catalog anew."""
+    discover = {"supportedVersions": ["2026-07-28"], "capabilities": {}, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "a", "version": "1"}}}
+    both = keep(keep(keep(None, "initialize", INIT), "tools/list", TOOLS), "server/discover", discover)
+    assert both is not None and both["initialize"] == INIT and both["discover"] == discover and both["lists"]
+    again = keep(both, "initialize", INIT)
+    assert again is None  # unchanged: nothing to write
+    newer = {**discover, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "a", "version": "2"}}}
+    fresh = keep(both, "server/discover", newer)
+    assert fresh is not None and fresh["initialize"] is None and fresh["lists"] == {} and app_version(fresh) == "2"
+    assert app_version(keep(None, "server/discover", discover)) == "1"
+
+
+def test_the_same_list_in_another_era_s_envelope_is_no_change() -> None:
+    """Claude Code (2026-07-28) and Codex (legacy) list the same tools; a 2026-07-28 result
+    carries ``resultType`` and ``cacheScope`` beside them. That is not a changed list."""
+    entry = keep(keep(None, "initialize", INIT), "tools/list", {**TOOLS, "resultType": "complete", "cacheScope": "private"})
+    assert entry is not None
+    assert changed_list_notifications(entry, {"tools/list": TOOLS}) == []
+    assert changed_list_notifications(entry, {"tools/list": {"tools": []}}) == ["notifications/tools/list_changed"]

@@ -16,6 +16,7 @@ secrets.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
@@ -316,6 +317,23 @@ def test_check_launch_leaves_no_child_behind(desk: Desk) -> None:
     assert processes.wait_until(lambda: not _running(pid), 5), f"pid {pid} still runs after check"
 
 
+def test_check_launch_names_the_app_it_started_and_leaves_it_running(desk: Desk) -> None:
+    """``check --launch`` that starts the app says so with its pid, and that it keeps
+    running (the bridge leaves a launched app running, and so does the check once it listens)."""
+    args = ["check", "--discovery-file", str(desk.discovery), "--launch", desk.launch_command(), "--launch-timeout", "20"]
+    check = subprocess.run(
+        [*processes.bridge_command(), *args], env=desk.env, capture_output=True, timeout=90, cwd=REPO_ROOT
+    )
+    report = check.stdout.decode()
+    (pid,) = desk.launches()
+    try:
+        assert check.returncode == 0, report
+        assert f"(pid {pid}; it keeps running, as the bridge leaves it)" in report, report
+        assert _running(pid), "the check stopped an app that listened"
+    finally:
+        os.kill(pid, 15)
+
+
 # -- the discovery file -----------------------------------------------------------------------
 
 
@@ -398,3 +416,78 @@ def test_zz_no_token_or_secret_in_any_captured_output() -> None:
         if needle in text
     ]
     assert not found, f"secret or token pieces found in captured output: {found[:10]}"
+
+
+# -- the app updated while a bridge is connected ----------------------------------------------
+
+
+def _install_app(folder: Path, version: str) -> Path:
+    """The example app "installed" at ``folder/myapp.py``, serving ``serverInfo.version``
+    `version`; an existing install is replaced as an updater replaces a program: a new
+    file renamed over the old one (a new inode, the old one gone)."""
+    from support.apps import APP_SERVER_SCRIPT
+
+    text = APP_SERVER_SCRIPT.read_text(encoding="utf-8")
+    assert 'version="1.0.0"' in text
+    folder.mkdir(exist_ok=True)
+    program = folder / "myapp.py"
+    staged = folder / ".myapp.py.new"
+    staged.write_text(text.replace('version="1.0.0"', f'version="{version}"'), encoding="utf-8")
+    os.replace(staged, program)
+    return program
+
+
+@pytest.mark.parametrize("restart", ["by-the-user", "by-the-bridge"])
+def test_the_app_is_updated_while_a_bridge_is_connected(desk: Desk, restart: str) -> None:
+    """docs/discovery.md, "App restarts": the app's program is replaced by a new version
+    (renamed over the old file) and the app restarts on a new port with a new token and a
+    new discovery file, while a client's bridge stays connected. Its next call works: the
+    bridge re-reads the discovery file and rebuilds the session. ``by-the-user``: the user
+    starts the new version; ``by-the-bridge``: nobody does, and the bridge's ``--launch``,
+    which names the program's stable path, starts the new version."""
+    from support.apps import start_listening_app
+
+    program = _install_app(desk.root / "MyApp", "1.0.0")
+    launch = shlex.join([sys.executable, str(program), "--port", "0", *desk.app_args()])
+    old = start_listening_app(
+        [sys.executable, str(program), "--port", "0", *desk.app_args()],
+        log_path=desk.root / "old-app.log", scheme="http", what="the app, version 1.0.0",
+    )
+    try:
+        old_token = desk.note_token()
+        args = ["--discovery-file", str(desk.discovery), "--launch", launch, "--launch-timeout", str(LAUNCH_TIMEOUT)]
+        with desk.bridge(*args) as bridge:
+            bridge.send(initialize(0))
+            assert bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)["result"]["serverInfo"]["version"] == "1.0.0"
+            bridge.send(INITIALIZED)
+            assert app_info(bridge, 1)["pid"] == old.proc.pid
+
+            _install_app(desk.root / "MyApp", "2.0.0")  # the update: the program is replaced
+            old.kill()  # the updater quits the old version
+            assert wait_until(lambda: not process_alive(old.proc.pid), 10)
+            new = None
+            if restart == "by-the-user":
+                new = start_listening_app(
+                    [sys.executable, str(program), "--port", "0", *desk.app_args()],
+                    log_path=desk.root / "new-app.log", scheme="http", what="the app, version 2.0.0",
+                )
+                assert new.port != old.port
+            try:
+                info = app_info(bridge, 2, LAUNCH_REPLY_TIMEOUT)
+                new_token = desk.note_token()
+                assert new_token != old_token and rejected_by(desk.endpoint(), old_token) == 401
+                pids = desk.launches()
+                assert info["pid"] == pids[-1] != old.proc.pid and len(pids) == 2, pids
+                if new is not None:
+                    assert info["pid"] == new.proc.pid
+                bridge.send(tool_call(3, "echo", {"text": "after the update"}))
+                assert result_text(bridge.read_reply(3)) == "after the update", bridge.stderr_tail()
+                document = json.loads(desk.discovery.read_text(encoding="utf-8"))
+                assert document["pid"] == info["pid"] and document["url"] != old.url
+            finally:
+                if new is not None:
+                    new.stop()
+            bridge.finish()
+        assert reply_ids(bridge) == [0, 1, 2, 3], "only the client's own replies reach stdout"
+    finally:
+        old.stop()

@@ -158,9 +158,10 @@ async def test_sdk_client_auto_mode_falls_back_to_initialize_on_a_legacy_only_ap
 async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_translated(
     start_app_server: Callable[..., AppServer], mode: str
 ) -> None:
-    """``--translate-eras``: the official client pinned to 2026-07-28 (it never probes), or in
-    ``auto`` mode, through the bridge to an app that refuses 2026-07-28: the bridge answers
-    the probe from the app's initialize and sends the calls within that session."""
+    """``--protocol-era legacy``: the official client pinned to 2026-07-28 (it never probes), or in
+    ``auto`` mode, through the bridge to an app that refuses 2026-07-28: the bridge opens a
+    legacy session at once, answers the probe from the app's initialize and sends the calls
+    within that session."""
     legacy = start_app_server("--legacy-only")
     seen: list[float] = []
 
@@ -168,7 +169,7 @@ async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_
         seen.append(progress)
 
     with anyio.fail_after(60):
-        async with Client(_sdk_params(legacy.url, "--translate-eras"), mode=mode, read_timeout_seconds=REPLY_TIMEOUT) as client:
+        async with Client(_sdk_params(legacy.url, "--protocol-era", "legacy"), mode=mode, read_timeout_seconds=REPLY_TIMEOUT) as client:
             assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert {"echo", "progress"} <= names
@@ -177,7 +178,7 @@ async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_
             result = await client.call_tool("progress", {"steps": 3, "delay_seconds": 0.05}, progress_callback=on_progress)
             assert not result.is_error
     assert seen == [1.0, 2.0, 3.0]
-    assert count_in_log(legacy, '"POST /mcp HTTP/1.1" 400') >= 1  # the probe was refused by the app
+    assert count_in_log(legacy, '"POST /mcp HTTP/1.1" 400') == 0  # legacy: no probe, the session at once
     assert count_in_log(legacy, '"DELETE /mcp HTTP/1.1"') == 1  # the session the bridge opened, closed at exit
 
 

@@ -99,3 +99,22 @@ async def test_other_policies(run_bridge: RunBridge, policy: str) -> None:
     else:
         assert starter.calls == 0 and init["result"] == INITIALIZE
         assert call["error"]["data"]["reason"] == "app_unreachable", call
+
+
+async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts_nothing(run_bridge: RunBridge) -> None:
+    """Claude Code (2.1.328) opens ``subscriptions/listen`` at every start, ``claude mcp list``
+    included: with the app down and a catalog, it is held (the app is not started for it) and
+    goes out once the first call started the app."""
+    cache(discover=DISCOVER, lists={"tools/list": TOOLS})
+    app = McpApp(stateless=True, result={"content": [], "resultType": "complete"})
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        listen = modern("listen:0", "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        h.stdin.feed(listen + modern(1, "server/discover") + modern(2, "tools/list"))
+        assert {reply["id"] for reply in await h.stdout.wait_for(2)} == {1, 2}
+        assert starter.calls == 0 and not app.up
+        h.stdin.feed(modern(3, "tools/call", {"name": "cached", "arguments": {}}))
+        replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
+    assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
+    assert starter.calls == 1

@@ -62,7 +62,7 @@ class LegacyOnlyApp(McpApp):
 @pytest.mark.parametrize("refusal", ["-32601", "400", "405"])
 async def test_discover_is_answered_from_initialize_and_requests_go_within_the_session(run_bridge: RunBridge, refusal: str) -> None:
     app = LegacyOnlyApp(refusal, tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         h.stdin.feed(modern(1, "server/discover"))
         (discovered,) = await h.stdout.wait_for(1)
         h.stdin.feed(modern(2, "tools/list") + modern(3, "tools/call", {"name": "echo", "arguments": {}}))
@@ -85,17 +85,18 @@ async def test_a_client_that_pinned_its_version_is_probed_for_by_the_bridge(run_
     """A client that adopts 2026-07-28 without a probe (the official SDK's ``mode="2026-07-28"``)
     sends tools/list first: the bridge probes on its behalf, then translates."""
     app = LegacyOnlyApp(tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="auto") as h:
         h.stdin.feed(modern(1, "tools/list"))
         (reply,) = await h.stdout.wait_for(1)
     assert reply["id"] == 1 and reply["result"]["tools"][0]["name"] == "echo"
     methods = [json.loads(r.content).get("method") for r in app.posts]
-    assert methods == ["server/discover", "initialize", "notifications/initialized", "tools/list"]
+    # (auto: the request went as it was first; refused for want of a session, it is translated)
+    assert methods == ["tools/list", "server/discover", "initialize", "notifications/initialized", "tools/list"]
 
 
 async def test_a_second_discover_is_answered_without_another_initialize(run_bridge: RunBridge) -> None:
     app = LegacyOnlyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         h.stdin.feed(modern(1, "server/discover"))
         await h.stdout.wait_for(1)
         h.stdin.feed(modern(2, "server/discover"))
@@ -106,7 +107,7 @@ async def test_a_second_discover_is_answered_without_another_initialize(run_brid
 
 async def test_a_method_without_a_legacy_equivalent_gets_an_error_naming_it(run_bridge: RunBridge) -> None:
     app = LegacyOnlyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         h.stdin.feed(modern(1, "server/discover"))
         await h.stdout.wait_for(1)
         h.stdin.feed(modern(2, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
@@ -118,7 +119,7 @@ async def test_a_method_without_a_legacy_equivalent_gets_an_error_naming_it(run_
 
 async def test_a_lost_session_is_rebuilt_for_the_translated_client(run_bridge: RunBridge) -> None:
     app = LegacyOnlyApp()
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="legacy") as h:
         h.stdin.feed(modern(1, "server/discover"))
         await h.stdout.wait_for(1)
         app.restart()
@@ -132,7 +133,7 @@ async def test_a_lost_session_is_rebuilt_for_the_translated_client(run_bridge: R
 
 async def test_a_modern_app_is_not_translated(run_bridge: RunBridge) -> None:
     app = McpApp(result={"supportedVersions": [MODERN], "capabilities": {}})
-    async with run_bridge(app, translate_eras=True) as h:
+    async with run_bridge(app, protocol_era="auto") as h:
         h.stdin.feed(modern(1, "server/discover"))
         (reply,) = await h.stdout.wait_for(1)
         h.stdin.feed(modern(2, "tools/list"))
@@ -147,15 +148,16 @@ async def test_an_app_that_refuses_initialize_too_leaves_the_probe_refused(run_b
         message = json.loads(request.content)
         return json_response({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32601, "message": "Method not found"}})
 
-    async with run_bridge(refuses_everything, translate_eras=True) as h:
+    async with run_bridge(refuses_everything, protocol_era="auto") as h:
         h.stdin.feed(modern(1, "server/discover"))
         (reply,) = await h.stdout.wait_for(1)
     assert reply == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}
 
 
 async def test_without_the_option_the_refusal_reaches_the_client(run_bridge: RunBridge) -> None:
-    """Off by default: a dual-era client gets the app's refusal and falls back to
-    ``initialize``, keeping what the translation does not map yet."""
+    """``--protocol-era auto`` (the default): a client's own probe gets the app's refusal, so
+    a dual-era client falls back to ``initialize``, keeping what the translation does not
+    map yet."""
     app = LegacyOnlyApp()
     async with run_bridge(app) as h:
         h.stdin.feed(modern(1, "server/discover"))

@@ -1,0 +1,78 @@
+"""``check --client CLIENT``: an entry whose programs no longer exist is flagged (issue 30
+item 3; docs/clients.md, "A stable launcher path"), and ``check``'s launch step names a
+versioned install folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.posix_only("POSIX executables and PATH")
+
+
+def _program(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def _bridge(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", *args], cwd=cwd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+    )
+
+
+def test_an_entry_whose_command_was_removed_by_an_update_is_flagged(tmp_path: Path) -> None:
+    """The entry was written for the app's own executable (``--command``) and for a
+    ``--launch`` program; an update removes the app's install folder: ``check --client``
+    says which program no longer exists, and exits 1. Before that, both are ✓."""
+    app = _program(tmp_path / "MyApp" / "myapp")
+    launched = _program(tmp_path / "Other" / "other")
+    installed = _bridge("config", "install", "--client", "claude-code", "--name", "mine", "--command", str(app), "--", "--mcp-stdio", cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr
+    installed = _bridge("config", "install", "--client", "claude-code", "--name", "other", "--app-name", "Other", "--launch", f"{launched} --serve", cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr
+
+    done = _bridge("check", "--client", "claude-code", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"✓ mine: command {app}" in done.stdout and f"--launch {launched}" in done.stdout
+
+    app.unlink()
+    launched.unlink()
+    done = _bridge("check", "--client", "claude-code", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert f"✗ mine: its command {app} no longer exists" in done.stdout
+    assert f"✗ other: its --launch program {launched} no longer exists" in done.stdout
+    assert "config install --client claude-code --name mine --force" in done.stdout
+    done = _bridge("check", "--client", "claude-code", "--name", "nothere", cwd=tmp_path)
+    assert done.returncode == 1 and "✗ nothere: no entry of that name" in done.stdout
+
+
+def test_codex_s_entries_are_flagged_before_codex_is_asked(tmp_path: Path) -> None:
+    """For Codex only a broken entry is shown before Codex's own report (which follows)."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f'[mcp_servers.gone]\ncommand = "{tmp_path / "MyApp-1.2" / "myapp"}"\nargs = ["--mcp-stdio"]\n', encoding="utf-8"
+    )
+    done = _bridge("check", "--client", "codex", cwd=tmp_path, env={"CODEX_HOME": str(home), "PATH": os.path.dirname(sys.executable)})
+    assert done.returncode == 1
+    assert f"✗ gone: its command {tmp_path / 'MyApp-1.2' / 'myapp'} no longer exists" in done.stdout, done.stdout
+    assert "Codex's own report" in done.stdout
+
+
+def test_check_names_a_launch_program_in_a_versioned_folder(tmp_path: Path) -> None:
+    program = _program(tmp_path / "MyApp-1.2.3" / "myapp")
+    done = _bridge("check", "--url", "http://127.0.0.1:9/mcp", "--launch", str(program), "--launch-policy", "never", cwd=tmp_path)
+    assert f"✓ launch      program {program}" in done.stdout
+    assert "inside a versioned install folder ('MyApp-1.2.3')" in done.stdout, done.stdout
+
+
+def test_an_unknown_client_is_refused(tmp_path: Path) -> None:
+    done = _bridge("check", "--client", "nope", cwd=tmp_path)
+    assert done.returncode == 2 and "'nope' is not one of" in done.stderr
