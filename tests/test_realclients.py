@@ -25,7 +25,6 @@ or runs as the frozen file (which writes itself) when ``MCP_APP_BRIDGE_EXE`` nam
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
@@ -94,20 +93,10 @@ FIRST_REQUEST = {"claude-code": "server/discover", "gemini-cli": "initialize", "
 TRACED_APP = Path(__file__).resolve().parent / "realclients" / "traced_app.py"
 
 
-@functools.cache
-def _app_options() -> str:
-    """The example app's ``--help``: which era options this checkout's app has."""
-    done = subprocess.run([sys.executable, str(APP_SERVER_SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
-    return done.stdout
-
-
 def _start_app(tmp_path: Path, start: Callable[[list[str], Path, str], AppServer], era: str, link: str) -> AppServer:
     """The example app in `era` mode (traced: :mod:`realclients.traced_app`), on its Unix socket
     beside a discovery file in `tmp_path` (``link="unix"``) or on a free TCP port."""
     options = list(APP_ERAS[era])
-    for option in options:
-        if option not in _app_options():
-            pytest.skip(f"the example app has no {option} yet")
     where = ["--link", "unix", "--discovery-file", str(tmp_path / "app" / "mcp-endpoint.json")] if link == "unix" else ["--port", "0"]
     (tmp_path / "app").mkdir(exist_ok=True)
     return start([sys.executable, str(TRACED_APP), *where, *options], tmp_path / "app" / "app.log", "http+unix" if link == "unix" else "http")
