@@ -31,12 +31,25 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
-from realclients.harness import CLIENTS, COPILOT, Home, check, config_install, fresh_home, require_clients, trust
-from support.apps import APP_SERVER_SCRIPT, AppServer, read_pids
+from realclients.harness import (
+    CLIENTS,
+    COPILOT,
+    LOGGED_OUT_PROMPT,
+    Home,
+    check,
+    config_install,
+    fresh_home,
+    require_clients,
+    start_session,
+    trust,
+)
+from realclients.traced_app import traced_methods
+from support.apps import APP_SERVER_SCRIPT, AppServer, read_pids, start_listening_app
 from support.processes import BRIDGE_EXE_VAR, bridge_command, free_port
 
 pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
@@ -60,25 +73,96 @@ def _explain(client: str, status: object) -> str:
     return f"{client}'s own check did not report {NAME!r} connected:\n{getattr(status, 'output', status)}"
 
 
+#: The example app's protocol-era modes, by its own options: both eras (its default), the
+#: 2025 handshake only (``--legacy-only``: ``server/discover`` gets 400), MCP 2026-07-28 only
+#: (``--modern-only``: ``initialize`` refused).
+APP_ERAS: dict[str, tuple[str, ...]] = {
+    "dual": (),
+    "legacy-only": ("--legacy-only",),
+    "modern-only": ("--modern-only",),
+}
+
+#: (era, link) cases of the app-up test: each era on the app's Unix socket (its default on
+#: Linux and macOS), and one TCP case.
+APP_CASES = [("dual", "unix"), ("legacy-only", "unix"), ("modern-only", "unix"), ("dual", "tcp")]
+
+#: The handshake each client starts with (its first request, as the app sees it through the
+#: bridge): Claude Code speaks 2026-07-28 first; the others 2025-11-25 or older.
+FIRST_REQUEST = {"claude-code": "server/discover", "gemini-cli": "initialize", "qwen-code": "initialize", "codex": "initialize"}
+
+TRACED_APP = Path(__file__).resolve().parent / "realclients" / "traced_app.py"
+
+
+def _start_app(tmp_path: Path, start: Callable[[list[str], Path, str], AppServer], era: str, link: str) -> AppServer:
+    """The example app in `era` mode (traced: :mod:`realclients.traced_app`), on its Unix socket
+    beside a discovery file in `tmp_path` (``link="unix"``) or on a free TCP port."""
+    options = list(APP_ERAS[era])
+    where = ["--link", "unix", "--discovery-file", str(tmp_path / "app" / "mcp-endpoint.json")] if link == "unix" else ["--port", "0"]
+    (tmp_path / "app").mkdir(exist_ok=True)
+    return start([sys.executable, str(TRACED_APP), *where, *options], tmp_path / "app" / "app.log", "http+unix" if link == "unix" else "http")
+
+
+@pytest.fixture
+def start_traced_app() -> Iterator[Callable[[list[str], Path, str], AppServer]]:
+    """Factory ``start(command, log_path, scheme) -> AppServer``; each is stopped at teardown."""
+    started: list[AppServer] = []
+
+    def start(command: list[str], log_path: Path, scheme: str) -> AppServer:
+        server = start_listening_app(command, log_path=log_path, scheme=scheme, what=shlex.join(command[1:]))
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _reached(app: AppServer) -> list[str]:
+    return traced_methods(app.stderr_text())
+
+
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize(("era", "link"), APP_CASES, ids=[f"{era}-{link}" for era, link in APP_CASES])
 @pytest.mark.parametrize("client", CLIENTS)
-def test_the_client_reports_the_bridge_connected_with_the_app_up(
-    tmp_path: Path, start_app_server: Callable[..., AppServer], client: str
+def test_the_client_reports_the_bridge_connected_with_tools_for_each_app_era(
+    tmp_path: Path, start_traced_app: Callable[[list[str], Path, str], AppServer], client: str, era: str, link: str
 ) -> None:
-    """``config install --url``; the client's check reports it connected once the user took
-    the client's one-time step, and (where the client has such a step) not before."""
-    app = start_app_server()
+    """``config install --url`` with the app's own URL (``http+unix://…`` for its socket); the
+    client's check reports it connected once the user took the client's one-time step, and
+    (where the client has such a step) not before. Then the client lists the app's tools:
+    Claude Code and Codex in their check, Gemini CLI and Qwen Code at the start of a session
+    (their ``mcp list`` does not ask); Codex also calls one.
+
+    The app sees each client's own era through the bridge (:data:`FIRST_REQUEST`), or the
+    other era's handshake where its mode refuses the client's: a legacy-only app gets
+    ``initialize`` from every client (Claude Code falls back after its ``server/discover``
+    gets the app's 400), a 2026-only app gets ``server/discover`` only."""
+    app = _start_app(tmp_path, start_traced_app, era, link)
+    assert app.url.startswith("http+unix://" if link == "unix" else "http://127.0.0.1:"), app.url
     home = _home(tmp_path)
     said = config_install(home, client, NAME, ["--url", app.url], bridge=bridge_command())
-    if client in ("claude-code", "gemini-cli"):  # Qwen Code's folder trust does not gate a user-level entry
+    if client in ("claude-code", "gemini-cli") and (era, link) == APP_CASES[0]:  # Qwen Code's folder trust does not gate a user-level entry
         assert "trust the folder" in said
         before = check(home, client, NAME)
         assert not before.connected, f"{client} started a server before the user's trust step:\n{before.output}"
+        assert _reached(app) == []
     trust(home, client, NAME)
-    status = check(home, client, NAME)
-    assert status.connected, _explain(client, status)
-    if client == "codex":  # the only check that lists the tools
+    status = check(home, client, NAME, call=("echo", {"text": "héllo"}) if client == "codex" else None)
+    reached = _reached(app)
+    assert status.connected, _explain(client, status) + f"\nthe app got: {reached}"
+    handshakes = [entry for entry in reached if entry.split(" ")[0] in ("initialize", "server/discover")]
+    expected = {"legacy-only": "initialize", "modern-only": "server/discover"}.get(era, FIRST_REQUEST[client])
+    assert handshakes and all(entry == f"{expected} -> 200" for entry in handshakes if entry.endswith("200")), reached
+    if client == "codex":  # the only check that lists the tools by name, and calls one
         assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
+        result = (status.called or {}).get("result")
+        assert isinstance(result, dict), status.called
+        # (a 2026-07-28 app's result also carries its serverInfo in _meta)
+        assert (result.get("content"), result.get("isError")) == ([{"type": "text", "text": "héllo"}], False), result
+    elif client in LOGGED_OUT_PROMPT:
+        output = start_session(home, client, until=lambda: "tools/list -> 200" in _reached(app))
+        assert "tools/list -> 200" in _reached(app), f"{client}'s session listed no tools:\n{output}\nthe app got: {_reached(app)}"
+    assert "tools/list -> 200" in _reached(app), reached
 
 
 @pytest.mark.timeout(300)
@@ -87,19 +171,18 @@ def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
     tmp_path: Path, reap_apps: Callable[[Path], Path], client: str
 ) -> None:
     """The app is not running: the bridge the client starts launches it (``--launch``), finds it
-    through its discovery file and the client reports it connected, within the client's own
-    start-up budget (Gemini CLI's is the shortest)."""
+    through its discovery file (which names the app's Unix socket) and the client reports it
+    connected, within the client's own start-up budget (Gemini CLI's is the shortest)."""
     home = _home(tmp_path)
     app_dir = tmp_path / "app"
     app_dir.mkdir()
     discovery = app_dir / "mcp-endpoint.json"
     started = reap_apps(app_dir / "started")
+    # No --port: the app serves on its Unix socket, beside its discovery file.
     launch = shlex.join(
         [
             sys.executable,
             str(APP_SERVER_SCRIPT),
-            "--port",
-            "0",
             "--discovery-file",
             str(discovery),
             "--started-file",
@@ -127,6 +210,18 @@ def test_the_client_reports_the_bridge_connected_with_the_app_down_and_launched(
     status = check(home, client, NAME)
     assert status.connected, _explain(client, status) + _launch_log(app_dir)
     assert len(read_pids(started)) == 1, "the bridge launched the app once"
+    published = json.loads(discovery.read_text(encoding="utf-8"))["url"]
+    assert published.startswith("http+unix://"), f"the launched app is not on its Unix socket: {published}"
+    # The bridge's own check of that link: the socket file and its peer, as the OS reports it.
+    checked = subprocess.run(
+        [*bridge_command(), "check", "--discovery-file", str(discovery)],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    listener = next((line for line in checked.stdout.splitlines() if "listener" in line), "")
+    assert checked.returncode == 0 and "Unix socket" in listener and "its peer" in listener, checked.stdout + checked.stderr
     if client == "codex":
         assert status.tools is not None and "echo" in status.tools, status.tools
 
@@ -152,12 +247,19 @@ def _error_text(client: str, status: object) -> str:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("link", ["unix", "tcp"])
 @pytest.mark.parametrize("client", SHOWS_ERRORS)
-def test_the_app_is_not_running_message_reaches_the_user(tmp_path: Path, client: str) -> None:
+def test_the_app_is_not_running_message_reaches_the_user(tmp_path: Path, client: str, link: str) -> None:
     """App down and no ``--launch``: the bridge answers ``initialize`` with its reason, and the
-    client shows it to the user instead of "Connection closed"."""
+    client shows it to the user instead of "Connection closed"; for an app's Unix socket
+    (no such file) as for its TCP port (nothing listening)."""
     home = _home(tmp_path)
-    config_install(home, client, NAME, ["--url", f"http://127.0.0.1:{free_port()}/mcp"], bridge=bridge_command())
+    url = (
+        "http+unix://" + quote(str(tmp_path / "gone.sock"), safe="") + "/mcp"
+        if link == "unix"
+        else f"http://127.0.0.1:{free_port()}/mcp"
+    )
+    config_install(home, client, NAME, ["--url", url], bridge=bridge_command())
     trust(home, client, NAME)
     status = check(home, client, NAME)
     assert not status.connected
@@ -242,7 +344,7 @@ def _unpack_folders(tmpdir: Path) -> tuple[int, int]:
     "client", CLIENTS
 )
 def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern(
-    tmp_path: Path, app_server: AppServer, client: str
+    tmp_path: Path, start_traced_app: Callable[[list[str], Path, str], AppServer], client: str
 ) -> None:
     """20 checks in a row, each ending the frozen bridge the client's own way (Claude Code:
     SIGINT, SIGTERM 0.1 s later, SIGKILL 0.5 s after the first; Codex: SIGTERM to the process
@@ -258,7 +360,8 @@ def test_the_frozen_file_leaves_nothing_in_tmpdir_under_the_clients_kill_pattern
     tmpdir.mkdir()
     home = _home(tmp_path, TMPDIR=str(tmpdir))
     # Every one of these clients passes TMPDIR on to its servers (Codex's short list has it).
-    config_install(home, client, NAME, ["--url", app_server.url], bridge=[exe])
+    app = _start_app(tmp_path, start_traced_app, "dual", "unix")
+    config_install(home, client, NAME, ["--url", app.url], bridge=[exe])
     trust(home, client, NAME)
     for run in range(KILL_PATTERN_RUNS):
         status = check(home, client, NAME)

@@ -31,9 +31,11 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,13 +185,20 @@ class Status:
     """Tool names, where the check shows them (Codex); None where it does not."""
     output: str
     seconds: float
+    called: dict[str, object] | None = None
+    """Codex only, when asked (``call=``): the result of the tool call it made, or its error."""
 
 
-def check(home: Home, client: str, name: str) -> Status:
-    """The client's own check of server `name`, run as the fresh user in the project folder."""
+def check(home: Home, client: str, name: str, *, call: tuple[str, dict[str, object]] | None = None) -> Status:
+    """The client's own check of server `name`, run as the fresh user in the project folder.
+
+    `call` (Codex only, the one client that calls a tool without a model or a login): the
+    tool and arguments Codex then calls itself, in a new thread (``thread/start``, then
+    ``mcpServer/tool/call``); its answer is :attr:`Status.called`."""
     started = time.monotonic()
     if client == "codex":
-        return _codex_status(home, name, started)
+        return _codex_status(home, name, started, call)
+    assert call is None, f"{client} calls no tool without a model"
     done = subprocess.run(
         [str(BIN / PROGRAM[client]), "mcp", "list"],
         cwd=home.project,
@@ -205,15 +214,83 @@ def check(home: Home, client: str, name: str) -> Status:
     return Status(connected=connected, tools=None, output=output, seconds=time.monotonic() - started)
 
 
+SESSION_TIMEOUT_SECONDS = 60.0
+"""Bound on :func:`start_session`: the client's start and its MCP servers' discovery."""
+
+LOGGED_OUT_PROMPT = {
+    "gemini-cli": ["-p", "Say hi"],
+    "qwen-code": ["-p", "Say hi"],
+}
+"""The clients whose ``mcp list`` does not list tools (it sends ``initialize``, and Gemini CLI
+a ``ping``), but whose non-interactive session does, before it needs a model."""
+
+
+def start_session(home: Home, client: str, until: Callable[[], bool]) -> str:
+    """Start a non-interactive session of `client` (:data:`LOGGED_OUT_PROMPT`) without a login,
+    which discovers its MCP servers' tools first; end it once `until()` is true (or it ended,
+    or :data:`SESSION_TIMEOUT_SECONDS` passed); return its output.
+
+    Qwen Code lists the tools, then stops: "No auth type is selected". Gemini CLI stops before
+    its MCP servers without a way to authenticate, so it gets a placeholder API key and a
+    model endpoint on a closed loopback port (``GOOGLE_GEMINI_BASE_URL``, with
+    ``security.auth.selectedType`` ``gemini-api-key``): it lists the tools, then retries that
+    port, and is ended here. Nothing leaves the machine."""
+    env = dict(home.env)
+    if client == "gemini-cli":
+        env.update(GEMINI_API_KEY="placeholder-not-a-key", GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:9")
+        _merge_json(
+            Path(home.env["HOME"]) / ".gemini" / "settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        )
+    process = subprocess.Popen(
+        [str(BIN / PROGRAM[client]), *LOGGED_OUT_PROMPT[client]],
+        cwd=home.project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + SESSION_TIMEOUT_SECONDS
+    while process.poll() is None and not until() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process.poll() is None:
+        _end_group(process)
+    assert process.stdout is not None
+    output = process.stdout.read().decode("utf-8", errors="replace")
+    process.stdout.close()
+    process.wait()
+    return _plain(output)
+
+
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the client's process group (the client and the bridge it started), SIGKILL
+    what is left after 5 s."""
+    if sys.platform == "win32":  # the clients' POSIX installs only; for the type check
+        process.kill()
+        return
+    for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, signal_number)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=5.0)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _plain(text: str) -> str:
     import re
 
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
-def _codex_status(home: Home, name: str, started: float) -> Status:
+def _codex_status(home: Home, name: str, started: float, call: tuple[str, dict[str, object]] | None) -> Status:
     """``codex app-server`` over stdio (newline-delimited JSON-RPC without the ``jsonrpc``
-    member): ``initialize``, ``initialized``, then ``mcpServerStatus/list``."""
+    member): ``initialize``, ``initialized``, then ``mcpServerStatus/list``; with `call`,
+    ``thread/start`` and ``mcpServer/tool/call`` (``threadId``, ``server``, ``tool``,
+    ``arguments``; Codex answers with the tool's result, no model involved)."""
     process = subprocess.Popen(
         [str(BIN / "codex"), "app-server"],
         cwd=home.project,
@@ -224,6 +301,7 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
     )
     assert process.stdin is not None and process.stdout is not None
     seen: list[str] = []
+    called: dict[str, object] | None = None
     deadline = time.monotonic() + CHECK_TIMEOUT_SECONDS
 
     def send(message: dict[str, object]) -> None:
@@ -258,6 +336,19 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
         send({"method": "initialized"})
         send({"id": 2, "method": "mcpServerStatus/list", "params": {}})
         reply = answer(2)
+        if call is not None:
+            send({"id": 3, "method": "thread/start", "params": {}})
+            thread = (answer(3) or {}).get("result")
+            thread_id = thread.get("thread", {}).get("id") if isinstance(thread, dict) else None
+            tool, arguments = call
+            send(
+                {
+                    "id": 4,
+                    "method": "mcpServer/tool/call",
+                    "params": {"threadId": thread_id, "server": name, "tool": tool, "arguments": arguments},
+                }
+            )
+            called = answer(4)
     finally:
         process.stdin.close()
         try:
@@ -275,4 +366,4 @@ def _codex_status(home: Home, name: str, started: float) -> Status:
     entry = next((item for item in entries if isinstance(item, dict) and item.get("name") == name), None)
     tools = sorted((entry.get("tools") or {}).keys()) if entry else None
     connected = bool(entry) and not entry.get("toolsError") and bool(tools)  # type: ignore[union-attr]
-    return Status(connected=connected, tools=tools, output=output, seconds=time.monotonic() - started)
+    return Status(connected=connected, tools=tools, output=output, seconds=time.monotonic() - started, called=called)
