@@ -49,6 +49,7 @@ from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
+from ..system.privatefile import state_file_digest
 from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
 
 if TYPE_CHECKING:
@@ -80,11 +81,9 @@ def retry_delay_seconds(failures_in_a_row: int) -> float:
 
 def default_lock_path(key: str) -> Path:
     """The per-user lock file shared by every bridge that may launch the same app."""
-    import hashlib
-
     import platformdirs
 
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    digest = state_file_digest(key)
     return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "locks" / f"launch-{digest}.lock"
 
 

@@ -2,8 +2,8 @@
 
 One JSON file per app and endpoint, in the bridge's private state folder:
 ``platformdirs.user_state_path("mcp-app-bridge") / "catalogs" / "<16 hex digits>.json"``,
-the digits the start of the SHA-256 of the app's name and the endpoint's identity (its
-``--url``, else its discovery file's path). What it holds, and when it answers, is
+the digits :func:`~bridge.system.privatefile.state_file_digest` of the app's name and the
+endpoint's identity (its ``--url``, else its discovery file's path). What it holds, and when it answers, is
 ``bridge/core/lazylaunch.py``: the ``initialize`` (or ``server/discover``) result and the
 four lists, never a token or a header. The app's version is the ``serverInfo.version`` in it.
 
@@ -16,7 +16,6 @@ Writing never fails a request: an error is logged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.lazylaunch import valid_entry
-from ..system.privatefile import UnsafeFileError, read_private_file, write_private_file
+from ..system.privatefile import UnsafeFileError, read_private_file, state_file_digest, write_private_file
 
 __all__ = ["ServedCatalog", "default_catalog_path", "MAX_CATALOG_BYTES"]
 
@@ -38,7 +37,7 @@ def default_catalog_path(app_name: str, endpoint_identity: str) -> Path:
     """Where the catalog of ``app_name`` at ``endpoint_identity`` lives (see the module docstring)."""
     import platformdirs
 
-    digest = hashlib.sha256(f"{app_name}\0{endpoint_identity}".encode()).hexdigest()[:16]
+    digest = state_file_digest(f"{app_name}\0{endpoint_identity}")
     return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "catalogs" / f"{digest}.json"
 
 

@@ -55,7 +55,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from datetime import UTC
 
 from .errors import (
     AppUnreachableError,
@@ -277,7 +276,7 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
         return float(int(text))
     # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
     import email.utils
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     when: datetime | None
     try:

@@ -53,7 +53,7 @@ import contextlib
 import itertools
 import json
 import logging
-import secrets
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -481,7 +481,8 @@ class LegacyAppEras:
             self._notice_rebuilds()
 
     def _park(self, call: _Call, request: Request) -> bytes:
-        state = secrets.token_urlsafe(16)
+        # 128 random bits (os.urandom: `secrets` would load OpenSSL's hashes into every start)
+        state = os.urandom(16).hex()
         call.waiting = dict(call.asked)
         call.asked.clear()
         self._parked[state] = call

@@ -72,14 +72,21 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
     the peer), and on a named pipe (``npipe://``) the server check (``bridge/app/pipepeer.py``).
     The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
     from ..app.listener import ListenerCheck
-    from ..app.pipepeer import PipePeerCheck
     from ..app.unixpeer import UnixPeerCheck
     from ..transport.unixlink import verify_by_family
 
     listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
     unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
-    pipe_check = PipePeerCheck(endpoint.discovery_for_pipe, app_name=config.app_name, refresh=endpoint.reload)
-    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection, pipe_check.verify_connection)
+    pipe_checks: list[Any] = []  # the named-pipe check, made on the first pipe (Windows only)
+
+    def verify_pipe(handle: Any) -> object:
+        if not pipe_checks:
+            from ..app.pipepeer import PipePeerCheck
+
+            pipe_checks.append(PipePeerCheck(endpoint.discovery_for_pipe, app_name=config.app_name, refresh=endpoint.reload))
+        return pipe_checks[0].verify_connection(handle)
+
+    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection, verify_pipe)
     assert verify is not None
     return listener_check, verify
 

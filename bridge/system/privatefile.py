@@ -24,6 +24,7 @@ import errno
 import os
 import shlex
 import stat
+import zlib
 from pathlib import Path
 
 __all__ = [
@@ -33,11 +34,25 @@ __all__ = [
     "check_folders",
     "make_private_folders",
     "MAX_PRIVATE_FILE_BYTES",
+    "state_file_digest",
 ]
 
 #: Credential files are small; more than this is not read.
 MAX_PRIVATE_FILE_BYTES = 64 * 1024
 _POSIX = os.name == "posix"
+
+
+def state_file_digest(key: str) -> str:
+    """16 hex digits naming the state file of ``key`` (the launch lock, the catalog): the
+    CRC-32 and the Adler-32 of its UTF-8 bytes.
+
+    Not a hash from ``hashlib``: that loads OpenSSL's (3.5 MiB resident) into every bridge
+    that starts with ``--launch``. The name only spreads keys over files; it guards nothing.
+    The files live in a folder only this user may write, and a catalog's entry names its own
+    app and endpoint (a mismatch reads as no catalog).
+    """
+    data = key.encode("utf-8")
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
 class UnsafeFileError(Exception):
@@ -177,9 +192,7 @@ def write_private_file(path: Path, data: bytes) -> None:
     """
     make_private_folders(path.parent)
     check_folders(path)
-    import secrets
-
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")  # (not `secrets`: it loads OpenSSL)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     descriptor = os.open(temporary, flags, 0o600)
     try:

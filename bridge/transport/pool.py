@@ -38,7 +38,6 @@ from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
 from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
-from .pipelink import connect_pipe
 from .unixlink import connect_unix
 from .verifiedconnect import connect_first_verified
 
@@ -325,6 +324,8 @@ class Http11Pool:
 
         async def connect(address: str) -> Connection:
             if pipe:
+                from .pipelink import connect_pipe  # Windows only: not loaded for sockets
+
                 _transport, connection = await connect_pipe(address, lambda: Connection(key))
             elif unix:
                 _transport, connection = await connect_unix(address, lambda: Connection(key), check_file=self._verify_connection is not None)

@@ -39,7 +39,6 @@ from ..core.pipeurl import is_pipe_url, split_pipe_url
 from ..core.unixurl import is_unix_url, split_unix_url
 from ..system.cancelscope import fail_after
 from .base import ConnectFailed, ConnectTimeout, TransportError
-from .pipelink import open_pipe
 from .unixlink import connect_unix_socket
 
 __all__ = ["connect_first_verified", "connect_socket", "open_verified_socket", "resolve_addresses", "pick_failure", "verified_probe", "VERIFY_REFUSALS"]
@@ -209,6 +208,8 @@ async def open_verified_socket(
     ``http+unix://`` or ``npipe://`` URL that is not valid).
     """
     if is_pipe_url(url):
+        from .pipelink import open_pipe  # Windows only: not loaded for sockets
+
         pipe, _target = split_pipe_url(url)
 
         def close_pipe(end: Any) -> None:

@@ -194,3 +194,15 @@ def test_missing_folders_are_created_0700_whatever_the_umask(tmp_path: Path, uma
     for folder in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_state_file_digest_is_stable_and_spreads_keys() -> None:
+    """The launch lock's and the catalog's file names: 16 hex digits, the same for the same
+    key in every process (bridges of one app share the lock), different for different keys."""
+    from bridge.system.privatefile import state_file_digest
+
+    assert state_file_digest("app|http://127.0.0.1:1/mcp") == state_file_digest("app|http://127.0.0.1:1/mcp")
+    assert state_file_digest("app|http://127.0.0.1:1/mcp") == "4702971d70ea07a5"  # CRC-32 + Adler-32, any platform
+    names = {state_file_digest(f"app|http://127.0.0.1:{port}/mcp") for port in range(1000, 3000)}
+    assert len(names) == 2000
+    assert all(len(name) == 16 and int(name, 16) >= 0 for name in names)
