@@ -23,7 +23,8 @@ Hierarchy (every class says what happens after it is raised)::
         ├── StreamClosedError         reason "stream_closed"
         ├── SessionLostError          reason "session_lost"
         ├── MessageTooLargeError      reason "message_too_large"
-        └── ListenerUnverifiedError   reason "listener_unverified"
+        ├── ListenerUnverifiedError   reason "listener_unverified"
+        └── ProtocolEraError          reason "protocol_era"
 
 Codes and the ``data`` shape are documented in docs/behaviour.md, "Errors". -32603 is used for every failure
 between the bridge and the app because it is valid in every MCP revision: 2026-07-28 calls
@@ -62,6 +63,7 @@ __all__ = [
     "ShuttingDownError",
     "NotConfiguredError",
     "ListenerUnverifiedError",
+    "ProtocolEraError",
     "BridgeInternalError",
     "error_object",
     "error_response",
@@ -270,6 +272,19 @@ class ListenerUnverifiedError(UpstreamError):
     #: Set for a check made before connecting (the auth route) that saw no listener at
     #: all: the app is most likely not running, which ``ensure_running`` may fix.
     nothing_listens: bool = False
+
+    def __init__(self, message: str, *, recoverable: bool = False) -> None:
+        super().__init__(message, recoverable=recoverable)
+
+
+class ProtocolEraError(UpstreamError):
+    """The app does not speak the MCP era the bridge needs from it (docs/behaviour.md,
+    "Protocol eras"): under ``--protocol-era legacy`` it refused ``initialize``; under
+    ``--protocol-era modern`` it refused ``server/discover``. Not recoverable: the next
+    request meets the same app. The message names the option and the fix
+    (``--protocol-era auto``)."""
+
+    reason = "protocol_era"
 
     def __init__(self, message: str, *, recoverable: bool = False) -> None:
         super().__init__(message, recoverable=recoverable)

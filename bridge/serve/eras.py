@@ -79,7 +79,15 @@ from ..core.eramap import (
     unmapped_server_request,
     without_retry,
 )
-from ..core.errors import INTERNAL_ERROR, HTTPStatusError, StreamClosedError, UpstreamError, UpstreamTimeoutError
+from ..core.errors import (
+    INTERNAL_ERROR,
+    HTTPStatusError,
+    ProtocolEraError,
+    StreamClosedError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    error_response,
+)
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
@@ -300,8 +308,11 @@ class LegacyAppEras:
         if not self._ask_app:
             result = await self._open_session(request)
             if result is None:
-                error = {"code": -32603, "message": "The app refused the bridge's initialize (--protocol-era legacy)."}
-                return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+                refused = ProtocolEraError(
+                    "The app refused the bridge's initialize (--protocol-era legacy): it may serve MCP 2026-07-28 "
+                    "only; try --protocol-era auto."
+                )
+                return encode_message(error_response(request.id, refused))
             return self._session_opened(request, result)
         try:
             line = await self._driver.forward(request, emit)

@@ -42,7 +42,16 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core.errors import HTTPStatusError, UpstreamError
+from ..core.errors import (
+    BadUpstreamResponseError,
+    BridgeError,
+    HTTPStatusError,
+    ProtocolEraError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    error_object,
+    error_response,
+)
 from ..core.jsonrpc import Request, encode_message
 from ..core.modernmap import (
     ClientContext,
@@ -68,7 +77,6 @@ MAX_INPUT_ROUNDS = 10
 LISTEN_RETRY_MAX_SECONDS = 30.0
 #: How long ``resources/subscribe`` waits for the app to acknowledge the new stream (seconds).
 ACKNOWLEDGE_SECONDS = 10.0
-_INTERNAL_ERROR = -32603
 
 
 class Forwarder(Protocol):
@@ -133,7 +141,7 @@ class ModernAppEras:
             line = await self._probe(emit)
             reply = json.loads(line)
             if speaks_modern(reply) is None:
-                return _error_line(request.id, _INTERNAL_ERROR, f"{self._app} did not answer server/discover (the bridge's ping).")
+                return _failure_line(request.id, BadUpstreamResponseError(f"{self._app} did not answer server/discover (the bridge's ping)."))
             return _result_line(request.id, {})
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return await self._subscribe(request)
@@ -173,11 +181,12 @@ class ModernAppEras:
                 return refusal
             if refusal is not None:
                 raise refusal
-            return _error_line(
+            return _failure_line(
                 request.id,
-                _INTERNAL_ERROR,
-                f"{self._app} does not answer server/discover with 2026-07-28, so the bridge cannot speak "
-                "MCP 2026-07-28 to it (--protocol-era modern); try --protocol-era auto.",
+                ProtocolEraError(
+                    f"{self._app} does not answer server/discover with 2026-07-28, so the bridge cannot speak "
+                    "MCP 2026-07-28 to it (--protocol-era modern); try --protocol-era auto."
+                ),
             )
         if not self.active:
             log.info("%s serves only MCP 2026-07-28; translating for this %s client", self._app, asked or "legacy")
@@ -214,8 +223,8 @@ class ModernAppEras:
             if "error" in answers:
                 return encode_message({"jsonrpc": "2.0", "id": request.id, "error": answers["error"]})
             params = retry_params(params, answers["responses"], asked.state)
-        return _error_line(
-            request.id, _INTERNAL_ERROR, f"{self._app} still asked for input after {MAX_INPUT_ROUNDS} rounds; the bridge gave up."
+        return _failure_line(
+            request.id, BadUpstreamResponseError(f"{self._app} still asked for input after {MAX_INPUT_ROUNDS} rounds; the bridge gave up.")
         )
 
     async def _ask_client(self, requests: dict[str, dict[str, Any]], emit: Emit) -> dict[str, Any]:
@@ -244,7 +253,7 @@ class ModernAppEras:
                 return {"responses": responses}
         except TimeoutError:
             methods = ", ".join(sorted({str(asked.get("method")) for asked in requests.values()}))
-            return {"error": {"code": _INTERNAL_ERROR, "message": f"The client did not answer {methods} within {self._answer_timeout_seconds:g} s."}}
+            return {"error": error_object(UpstreamTimeoutError(f"The client did not answer {methods} within {self._answer_timeout_seconds:g} s."))}
         finally:
             for request_id, future in waiting.values():
                 self._asked.pop(request_id, None)
@@ -295,8 +304,9 @@ class ModernAppEras:
             async with asyncio.timeout(ACKNOWLEDGE_SECONDS):
                 await self._acknowledged.wait()
         except TimeoutError:
-            return _error_line(
-                request.id, _INTERNAL_ERROR, f"{self._app} did not acknowledge the subscriptions/listen stream within {ACKNOWLEDGE_SECONDS:g} s."
+            return _failure_line(
+                request.id,
+                UpstreamTimeoutError(f"{self._app} did not acknowledge the subscriptions/listen stream within {ACKNOWLEDGE_SECONDS:g} s."),
             )
         return _result_line(request.id, {})
 
@@ -370,7 +380,13 @@ def _result_line(request_id: Any, result: dict[str, Any]) -> bytes:
     return encode_message({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+def _failure_line(request_id: Any, exc: BridgeError) -> bytes:
+    """A -32603 with ``data.reason`` (docs/behaviour.md, "Errors"), for what failed with the app."""
+    return encode_message(error_response(request_id, exc))
+
+
 def _error_line(request_id: Any, code: int, message: str) -> bytes:
+    """A -32601 or -32602: the request has no translation, or lacks what it needs."""
     return encode_message({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": {"source": "bridge"}}})
 
 

@@ -31,6 +31,7 @@ DOCUMENTED_REASONS = {
     "shutting_down",
     "not_configured",
     "listener_unverified",
+    "protocol_era",
     "bridge_error",
 }
 

@@ -113,6 +113,23 @@ async def test_an_app_that_refuses_initialize_too_leaves_the_probe_refused(run_b
     assert reply == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}
 
 
+async def test_legacy_with_an_app_that_refuses_initialize_names_the_option(run_bridge: RunBridge) -> None:
+    """``--protocol-era legacy`` with an app that refuses ``initialize`` (a 2026-07-28-only
+    app): the probe gets a -32603 with ``data.reason`` ``protocol_era`` and the fix."""
+
+    def refuses_everything(request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content)
+        error = {"code": -32022, "message": "Unsupported protocol version"}
+        return json_response({"jsonrpc": "2.0", "id": message.get("id"), "error": error}, 400)
+
+    async with run_bridge(refuses_everything, protocol_era="legacy") as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["id"] == 1 and reply["error"]["code"] == -32603
+    assert reply["error"]["data"] == {"source": "bridge", "reason": "protocol_era"}
+    assert "--protocol-era auto" in reply["error"]["message"]
+
+
 async def test_without_the_option_the_refusal_reaches_the_client(run_bridge: RunBridge) -> None:
     """``--protocol-era auto`` (the default): a client's own probe gets the app's refusal, so
     a dual-era client falls back to ``initialize``, keeping what the translation does not

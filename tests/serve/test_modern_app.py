@@ -222,6 +222,22 @@ async def test_modern_never_sends_initialize_and_legacy_never_translates(run_bri
     assert app.methods() == ["initialize"]
 
 
+async def test_modern_with_an_app_that_refuses_server_discover_names_the_option(run_bridge: RunBridge) -> None:
+    """``--protocol-era modern`` with a legacy-only app: the client gets a -32603 whose
+    ``data.reason`` says what failed (docs/behaviour.md, "Errors") and whose message names
+    the fix, not the app's bare refusal."""
+
+    def legacy_only(request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content)
+        return json_response({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32601, "message": "Method not found"}})
+
+    async with run_bridge(legacy_only, protocol_era="modern") as h:
+        reply = await handshake(h)
+    assert reply["error"]["code"] == -32603
+    assert reply["error"]["data"] == {"source": "bridge", "reason": "protocol_era"}
+    assert "--protocol-era auto" in reply["error"]["message"]
+
+
 async def test_an_app_that_answers_initialize_is_not_translated(run_bridge: RunBridge) -> None:
     async def dual(request: httpx.Request) -> httpx.Response:
         message = json.loads(request.content) if request.method == "POST" else {}
@@ -245,6 +261,7 @@ async def test_state_only_rounds_are_retried_and_bounded(run_bridge: RunBridge) 
         replies = {m["id"]: m for m in await h.stdout.wait_for(3, timeout_seconds=15)}
     assert replies[1]["result"] == {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}, "content": []}
     assert "after 10 rounds" in replies[2]["error"]["message"]
+    assert replies[2]["error"]["data"] == {"source": "bridge", "reason": "bad_upstream_response"}
     calls = [b["params"]["name"] for b in app.bodies if b.get("method") == "tools/call"]
     assert calls.count("poll") == 3 and calls.count("forever") == 11  # the first send and 10 rounds
     assert not any(m.get("method") for m in h.stdout.messages() if isinstance(m, dict) and "id" in m and "method" in m)
@@ -275,4 +292,5 @@ async def test_a_client_that_never_answers_gets_an_error_within_the_request_time
         messages = await h.stdout.wait_for(4)
     (reply,) = [m for m in messages if m.get("id") == 5]
     assert "did not answer elicitation/create within 0.5 s" in reply["error"]["message"]
+    assert reply["error"]["code"] == -32603 and reply["error"]["data"] == {"source": "bridge", "reason": "timeout"}
     assert {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": messages[1]["id"]}} in messages
