@@ -130,6 +130,30 @@ def entry_problems(entry: dict[str, Any], environ: Mapping[str, str] | None = No
     return found, problems
 
 
+def _unix_url_note(entry: dict[str, Any]) -> str | None:
+    """A note for an entry whose ``--url`` names a Unix socket: the socket does not exist now
+    (the app is down, or made another one), or, when it does, that an app making a new
+    socket at each start breaks such an entry (``--app-name``/``--discovery-file`` follow it)."""
+    from ..core.unixurl import is_unix_url, split_unix_url
+
+    args = entry.get("args")
+    args = args if isinstance(args, list) else []
+    urls = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--url" and isinstance(args[i + 1], str)]
+    urls += [arg.partition("=")[2] for arg in args if isinstance(arg, str) and arg.startswith("--url=")]
+    for url in urls:
+        if not is_unix_url(url):
+            continue
+        try:
+            path, _target = split_unix_url(url)
+        except ValueError:
+            return "its --url is not a valid http+unix:// URL"
+        if not os.path.exists(path):
+            return (f"its --url names the socket {path!r}, which does not exist now: the app is not running, or it made "
+                    "another socket; an app that names its socket anew at each start needs --app-name or --discovery-file")
+        return None
+    return None
+
+
 def run_entry_check(
     client: str,
     names: tuple[str, ...],
@@ -183,7 +207,10 @@ def run_entry_check(
                                  "versioned install folder, and install it again "
                                  f"(`mcp-app-bridge config install --client {client} --name {name} --force …`)"))
             continue
-        report.append((False, f"{good} {name}: " + ", ".join(found)))
+        report.append((False, f"{good} {name}: " + ", ".join(found) + " (they exist; `check` with the entry's options tries the app)"))
+        socket_note = _unix_url_note(entry)
+        if socket_note:
+            report.append((False, f"  {socket_note}"))
         for program in found:
             kind, _, where = program.partition(" ")
             folder = versioned_folder(where)

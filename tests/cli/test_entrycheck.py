@@ -76,3 +76,31 @@ def test_check_names_a_launch_program_in_a_versioned_folder(tmp_path: Path) -> N
 def test_an_unknown_client_is_refused(tmp_path: Path) -> None:
     done = _bridge("check", "--client", "nope", cwd=tmp_path)
     assert done.returncode == 2 and "'nope' is not one of" in done.stderr
+
+
+def test_an_entry_whose_unix_socket_url_is_gone_gets_a_note(tmp_path: Path) -> None:
+    """An entry written with the example app's ``--url http+unix://…``: the app's next start
+    makes another socket, so the entry reaches nothing. ``check --client`` says so and
+    points at ``--app-name``/``--discovery-file`` (found by a newcomer's trial, where it
+    showed a bare ✓ that read as "connected")."""
+    import socket
+
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    sock_path = folder / "app.sock"
+    url = "http+unix://" + str(sock_path).replace("/", "%2F") + "/mcp"
+    installed = _bridge("config", "install", "--client", "claude-code", "--name", "sock", "--url", url, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr
+
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock_path))
+    try:
+        done = _bridge("check", "--client", "claude-code", cwd=tmp_path)
+    finally:
+        listener.close()
+    assert done.returncode == 0 and "✓ sock:" in done.stdout and "does not exist now" not in done.stdout, done.stdout
+
+    sock_path.unlink()
+    done = _bridge("check", "--client", "claude-code", cwd=tmp_path)
+    assert f"its --url names the socket {str(sock_path)!r}, which does not exist now" in done.stdout, done.stdout
+    assert "--app-name or --discovery-file" in done.stdout
