@@ -19,7 +19,7 @@ import pytest
 
 from bridge.core.errors import ListenerUnverifiedError
 from bridge.transport import pipelink
-from bridge.transport import pool as pool_module
+from bridge.transport import pipelink as pipelink_module
 from bridge.transport.base import ConnectFailed
 from bridge.transport.pipelink import PIPE_OPEN_FLAGS, SECURITY_SQOS_PRESENT, connect_pipe, open_pipe_handle
 from bridge.transport.pool import Http11Pool
@@ -183,7 +183,7 @@ async def pipe_played_by_a_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         _transport, protocol = await open_inner(made)
         return protocol.transport, protocol
 
-    monkeypatch.setattr(pool_module, "connect_pipe", fake_connect_pipe)
+    monkeypatch.setattr(pipelink_module, "connect_pipe", fake_connect_pipe)  # pool.py imports it at the call
     async with server:
         yield app, opened
 
