@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from bridge.cli.buildconfig import build_config
 from bridge.cli.commands import main
-from bridge.cli.optiontable import BRIDGE_OPTIONS, defaults
 from bridge.cli.options import parse_bridge_args
+from bridge.cli.optiontable import BRIDGE_OPTIONS, defaults
 from bridge.cli.serve import parse_plain_argv
 from bridge.clients.bundle import read_manifest
 from bridge.core.config import BridgeConfig
