@@ -263,3 +263,16 @@ async def test_the_catalog_keeps_the_merged_list(run_bridge: RunBridge) -> None:
     assert entry is not None
     assert [tool["name"] for tool in entry["lists"]["tools/list"]["tools"]] == app.names(0, 1, 2)
     assert "nextCursor" not in entry["lists"]["tools/list"]
+
+
+async def test_a_2026_client_s_pages_go_in_its_era(run_bridge: RunBridge) -> None:
+    """A 2026-07-28 request (its era in ``_meta``) is merged the same way; each page keeps
+    the era's ``_meta``, so the app reads every page in the client's era."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
+    app = PagedApp(3)
+    async with run_bridge(app, merge_list_pages=True) as h:
+        h.stdin.feed(request_line(1, "tools/list", {"_meta": meta}))
+        (reply,) = await h.stdout.wait_for(1)
+    assert names_in(reply) == app.names(0, 1, 2) and "nextCursor" not in reply["result"]
+    assert [message["params"]["_meta"] for message in app.list_requests()] == [meta] * 3
+    assert not [body for body in app.bodies if b"notifications/cancelled" in body]
