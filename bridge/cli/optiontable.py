@@ -226,6 +226,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _from_config("--max-concurrent-requests", "max_concurrent_requests", "Requests in flight to the app at once.", convert=whole_number(1), metavar="N"),
     _switch("--allow-remote", "allow_remote", "Allow a non-loopback --url (https only)."),
     _from_config("--protocol-era", "protocol_era", "Which MCP era to speak to the app: auto (the client's; translated when the app does not speak it), legacy (always 2025-11-25), modern (always 2026-07-28).", convert=protocol_era, metavar="ERA", choices=PROTOCOL_ERAS),
+    _switch("--merge-list-pages", "merge_list_pages", "For a client that drops pages: answer a tools, prompts, resources or templates list that has a nextCursor with the app's pages merged into one."),
     _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
     BridgeOption("--log-level", "log_level", f"Diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),

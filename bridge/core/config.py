@@ -176,6 +176,15 @@ class BridgeConfig:
             client with a 2026-07-28-only app: ``bridge/serve/modernapp.py``). ``legacy``:
             always 2025-11-25 (2026-07-28 clients translated). ``modern``: always
             2026-07-28 (2025-era clients translated).
+        merge_list_pages: for a client known to drop pages (it never sends a list's
+            ``cursor``), a ``tools/list``, ``prompts/list``, ``resources/list`` or
+            ``resources/templates/list`` reply with ``nextCursor`` is completed by the bridge:
+            it asks the app for the next pages itself and answers with one list and no
+            ``nextCursor`` (``Driver.request``, ``bridge/serve/driver.py``). Bounded by
+            ``MAX_LIST_PAGES`` pages, ``max_message_bytes`` and the request's
+            ``request_timeout_seconds``; a merge a bound stopped keeps the ``nextCursor`` of
+            the first page not merged. Off by default: a client that follows cursors gets
+            the app's pages as they are (docs/clients.md says which clients need it).
     """
 
     url: str | None = None
@@ -201,6 +210,7 @@ class BridgeConfig:
     allow_remote: bool = False
     verify_listener: bool = True
     protocol_era: str = "auto"
+    merge_list_pages: bool = False
 
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:

@@ -15,8 +15,8 @@ catalog of what the app last served, these requests are answered from it instead
 | ``initialize``                            | the catalog's ``protocolVersion`` is the one the client asks for |
 | ``server/discover`` (2026-07-28)          | the catalog holds a ``server/discover`` result                  |
 | ``tools/list``, ``prompts/list``,         | the catalog holds that list, and the request asks for no         |
-| ``resources/list``,                       | ``cursor`` (only a list the app served in one page is kept)      |
-| ``resources/templates/list``              |                                                                |
+| ``resources/list``,                       | ``cursor`` (only a whole list is kept: one the app served in one |
+| ``resources/templates/list``              | page, or whose pages ``--merge-list-pages`` merged into one)     |
 | ``ping``                                  | the catalog exists (``{}``)                                     |
 
 Anything else needs the app: the first such request starts it (single-flight across
@@ -125,7 +125,9 @@ def record(
 
     An ``initialize`` or ``server/discover`` result from another app (its ``serverInfo``
     differs: another version) starts a new entry: lists from another version are dropped. A
-    list is kept only when it came in one page (no ``cursor`` asked, no ``nextCursor`` given).
+    list is kept only when it is whole (no ``cursor`` asked, no ``nextCursor`` given): served
+    in one page, or merged from all its pages (``--merge-list-pages``: the driver records
+    the merged reply; a merge a bound stopped keeps a ``nextCursor`` and is not kept).
     ``ping`` and anything else change nothing."""
     if method not in CATALOG_METHODS or method == "ping" or not isinstance(result, dict):
         return None

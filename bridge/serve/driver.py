@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 from ..app.discovery import Endpoint
 from ..app.launcher import Launcher
 from ..app.tokenstore import TokenStore
-from ..core.config import DEFAULT_APP_NAME
+from ..core.config import DEFAULT_APP_NAME, DEFAULT_MAX_MESSAGE_BYTES
 from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from ..core.eramap import is_legacy_refusal
-from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError
+from ..core.eramap import cancelled_notification, is_legacy_refusal
+from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
@@ -61,9 +61,10 @@ from ..core.policy import (
     forward_flow,
     is_idempotent,
 )
+from ..core.quirks import LIST_ITEMS, ListMerge
 from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
-from ..system.cancelscope import move_on_after
+from ..system.cancelscope import current_time, move_on_after
 from .eras import LegacyAppEras
 from .modernapp import ModernAppEras
 
@@ -80,6 +81,8 @@ _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initia
 _LISTS = ("tools", "prompts", "resources")
 #: Bound on listing again, after a lazy launch, what the client was served (seconds).
 RELIST_AFTER_LAUNCH_SECONDS = 10.0
+#: Bound on telling the app that a private page (``--merge-list-pages``) is abandoned (seconds).
+PAGE_CANCEL_SECONDS = 1.0
 
 
 class _FromCatalog(Exception):
@@ -108,6 +111,9 @@ class Driver:
             2026-07-28-only app).
         catalog: what the app last served, for lazy launch (``None``: no lazy launch).
         launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
+        merge_list_pages: merge a list's pages into one reply (``BridgeConfig.merge_list_pages``;
+            :meth:`request`).
+        max_message_bytes: the merged reply's cap (bytes, ``BridgeConfig.max_message_bytes``).
     """
 
     def __init__(
@@ -122,6 +128,8 @@ class Driver:
         protocol_era: str = "auto",
         catalog: ServedCatalog | None = None,
         launch_policy: str = "on-call",
+        merge_list_pages: bool = False,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self._app = app_name
         #: Where the app listens (read by ``check``).
@@ -159,9 +167,113 @@ class Driver:
         self._opened = asyncio.Event()  # set once a deferred session is open
         self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
+        self._merge_list_pages = merge_list_pages
+        self._max_message_bytes = max_message_bytes
+        self._pages = 0  # private page requests sent (their ids)
+        self._notices: set[asyncio.Task[None]] = set()  # cancellations of private pages, in flight
 
     async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply, or the catalog's). A
+        """Forward a request; return its stdout line (the app's reply, or the catalog's).
+
+        With ``merge_list_pages``, a ``tools/list``, ``prompts/list``, ``resources/list`` or
+        ``resources/templates/list`` whose reply has a ``nextCursor`` is answered with the
+        app's pages merged into one list (docs/behaviour.md, "Quirks smoothed"; the rules:
+        :class:`~bridge.core.quirks.ListMerge`). The next pages go out under private ids
+        (``mcp-app-bridge-page-N``) the client never sees, each a copy of the client's
+        request with ``cursor`` set; all of them within the client's request timeout,
+        counted from now. A page that fails, or a bound (``MAX_LIST_PAGES`` pages,
+        ``max_message_bytes``, the timeout, a repeated cursor), ends the merge: the reply
+        then holds the pages merged so far and the ``nextCursor`` of the first page not
+        merged, and one warning is logged. A failing first page is answered as without
+        the option. A page the timeout cut off is cancelled at the app
+        (``notifications/cancelled``, before 2026-07-28; closing its exchange says it since).
+
+        Raises:
+            UpstreamError: the error that ended the recovery flow (of the first page).
+        """
+        if not self._merge_list_pages or request.method not in LIST_ITEMS:
+            return await self._request_one(request, emit)
+        deadline = current_time() + self._upstream.request_timeout_seconds
+        line = await self._request_one(request, emit)
+        if b'"nextCursor"' not in line:
+            return line
+        try:
+            first = json.loads(line)
+        except ValueError:
+            return line
+        merge = ListMerge.start(request.method, first, max_message_bytes=self._max_message_bytes)
+        if merge is None:
+            return line
+        await self._merge_pages(request, emit, merge, deadline)
+        merged = encode_message(merge.reply())
+        if merge.stopped is not None:
+            log.warning(
+                "%s: merged %d page(s) of %s's list, then stopped: %s; the reply keeps the nextCursor of the next page",
+                request.method,
+                merge.pages,
+                self._app,
+                merge.stopped,
+            )
+        elif self.catalog is not None:  # the whole list: what lazy launch may serve
+            self._remember(request.method, request.params, merged)
+        return merged
+
+    async def _merge_pages(self, request: Request, emit: Emit, merge: ListMerge, deadline: float) -> None:
+        """Ask the app for the pages after the first until ``merge`` is complete or stops,
+        by ``deadline`` (loop time, seconds)."""
+        while merge.next_cursor is not None and merge.stopped is None:
+            page = merge.pages + 1
+            left = deadline - current_time()
+            if left <= 0:
+                merge.stop(f"the request timeout ran out before page {page}")
+                return
+            self._pages += 1
+            params = merge.page_params(request.params)
+            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-page-{self._pages}", "method": request.method, "params": params}
+            private = Request(message["id"], request.method, params, encode_message(message)[:-1])
+            scope = move_on_after(left)
+            try:
+                with scope:
+                    line = await self._request_one(private, emit)
+            except UpstreamError as exc:
+                if isinstance(exc, UpstreamTimeoutError):
+                    self._cancel_page(private)
+                merge.stop(f"page {page} failed: {exc.message}")
+                return
+            except asyncio.CancelledError:  # the client cancelled its request, or the bridge stops
+                self._cancel_page(private)
+                raise
+            if scope.cancelled_caught:
+                self._cancel_page(private)
+                merge.stop(f"the request timeout ran out while page {page} was read")
+                return
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                merge.stop(f"page {page} is not JSON")
+                return
+            merge.add(reply)
+
+    def _cancel_page(self, page: Request) -> None:
+        """Tell the app a private page is abandoned, in its own task, bounded (before
+        2026-07-28: ``notifications/cancelled``; since, the closed exchange said it)."""
+        if not page.era.sends_timeout_cancellation:
+            return
+        body = encode_message(cancelled_notification(page.id, "The bridge stopped waiting for this page."))[:-1]
+
+        async def notify() -> None:
+            try:
+                with move_on_after(PAGE_CANCEL_SECONDS):
+                    await self.deliver(body, "notification notifications/cancelled")
+            except UpstreamError as exc:
+                log.info("the cancellation of %s not delivered: %s", page.id, exc.message)
+
+        task = asyncio.get_running_loop().create_task(notify())
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    async def _request_one(self, request: Request, emit: Emit) -> bytes:
+        """Forward one request (its era translated as needed); return its stdout line. A
         2026-07-28 request to an app that proved legacy-only is translated
         (``bridge/serve/eras.py``), and so is a legacy request to an app that proved
         2026-07-28-only (``bridge/serve/modernapp.py``), as ``--protocol-era`` allows.
@@ -600,6 +712,8 @@ class Driver:
 
     async def aclose(self) -> None:
         """Close the connections the bridge opened."""
+        for task in list(self._notices):
+            task.cancel()
         if self.eras is not None:
             await self.eras.aclose()
         await self._upstream.aclose()

@@ -183,4 +183,6 @@ def build_driver(
         protocol_era=config.protocol_era,
         catalog=parts.catalog,
         launch_policy=config.launch_policy,
+        merge_list_pages=config.merge_list_pages,
+        max_message_bytes=config.max_message_bytes,
     )
