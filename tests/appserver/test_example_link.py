@@ -3,7 +3,7 @@ at once off Windows and ``unix`` on Windows, in server mode and with ``--mcp-std
 before anything is served or bridged; ``--mcp-stdio`` starts the app with the link it was
 given (none: ``auto``, the app's socket or named pipe); its token comes from the public
 ``bridge.AuthRouteTokenSource``. The app served on each link runs in tests/process
-(test_unixsocket.py on Linux, test_namedpipe.py on Windows)."""
+(test_unixsocket.py on Linux, test_pipe_process.py on Windows)."""
 
 from __future__ import annotations
 
