@@ -5,8 +5,9 @@ The public API is three import paths, and exactly the names in their ``__all__``
 (``tests/test_public_api.py`` pins them; the docs' API page lists them):
 
 - ``bridge``: run the bridge (:class:`BridgeConfig`, :func:`run_stdio`, :class:`Bridge`),
-  give an app its ``--mcp-stdio`` flag (:func:`mcp_stdio_option`), publish and find the
-  app (the discovery-file helpers), its private credential files, and the errors;
+  give an app its ``--mcp-stdio`` flag (:func:`mcp_stdio_option`), get its token from the
+  app's auth route (:class:`AuthRouteTokenSource`), publish and find the app (the
+  discovery-file helpers), its private credential files, and the errors;
 - ``bridge.clients``: write the entry an AI client needs to start the bridge;
 - ``bridge.appserver.server``: the server half for Python apps.
 
@@ -21,12 +22,14 @@ from .core.errors import REASONS, BridgeError, UpstreamError
 
 if _TYPE_CHECKING:  # the lazy names below, typed for type checkers (never run)
     from .app.discovery import default_discovery_path, remove_discovery_file, write_discovery_file
+    from .app.tokens import AuthRouteTokenSource
     from .cli.appflag import mcp_stdio_option
     from .serve.loop import Bridge, run_stdio
     from .system.privatefile import UnsafeFileError, read_private_file, write_private_file
 
 __all__ = [
     "REASONS",
+    "AuthRouteTokenSource",
     "Bridge",
     "BridgeConfig",
     "BridgeError",
@@ -49,6 +52,7 @@ _LAZY = {
     "Bridge": "serve.loop",
     "run_stdio": "serve.loop",
     "mcp_stdio_option": "cli.appflag",
+    "AuthRouteTokenSource": "app.tokens",
     "write_discovery_file": "app.discovery",
     "remove_discovery_file": "app.discovery",
     "default_discovery_path": "app.discovery",

@@ -8,17 +8,21 @@ start, and offers ``--mcp-stdio`` for AI clients through the bridge library.
 
 Server mode (what the app does when the user starts it)::
 
-    python examples/app_server.py [--port 0 [--host 127.0.0.1] | --link auto|unix|tcp] [--json-response] [--stateless]
-        [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
+    python examples/app_server.py [--port 0 [--host 127.0.0.1] | --link auto|unix|npipe|tcp] [--json-response]
+        [--stateless] [--discovery-file PATH [--token-in-discovery]] [--secret-file PATH] [--started-file PATH]
 
-Without ``--port`` it serves on a Unix domain socket where the OS allows (Linux, macOS:
-``--link auto``, beside its discovery file or in a private temporary folder), else on TCP
-with a log line; ``--port 0`` serves TCP on a free port. The server half is the library's
-(``bridge.appserver.AppServer``, see docs/python-apps.md). Once uvicorn serves
-the socket the server writes its discovery file (if asked), then prints exactly one line to
-**stdout** and flushes it::
+Without ``--port`` it serves with ``--link auto``: on a Unix domain socket on Linux and
+macOS (beside its discovery file or in a private temporary folder), on a named pipe of a
+new name on Windows (``\\\\.\\pipe\\mcp-app-bridge-<pid>-<random>``, this user only), and on
+TCP with a log line when the OS cannot make either. ``--link unix`` (Linux, macOS) and
+``--link npipe`` (Windows) fail instead of falling back, and each is refused at once on
+the other OSes; ``--port 0`` (or ``--link tcp``) serves TCP on a free port. The server
+half is the library's (``bridge.appserver.AppServer``, see docs/python-apps.md). Once
+uvicorn serves, the server writes its discovery file (if asked), then prints exactly one
+line to **stdout** and flushes it::
 
-    LISTENING http://127.0.0.1:<port>/mcp        (or LISTENING http+unix://%2F…%2Fmcp-endpoint.sock/mcp)
+    LISTENING http://127.0.0.1:<port>/mcp
+    (or LISTENING http+unix://%2F…%2Fmcp-endpoint.sock/mcp, or LISTENING npipe://./pipe/mcp-app-bridge-…/mcp)
 
 Everything else (SDK logs, uvicorn's access log such as ``"DELETE /mcp HTTP/1.1" 200``)
 goes to **stderr**. Sessions are on (stateful) unless ``--stateless`` is given. Stop it
@@ -38,14 +42,16 @@ with SIGTERM/SIGINT (the discovery file is then removed).
 Bridge mode (what an AI client runs; the app's own entry point, no GUI, no server)::
 
     python examples/app_server.py --mcp-stdio [--discovery-file PATH] [--secret-file PATH]
-        [--token-in-discovery] [--started-file PATH] [--launch-log PATH]
+        [--token-in-discovery] [--started-file PATH] [--launch-log PATH] [--link auto|unix|npipe|tcp]
 
 ``--mcp-stdio`` comes from the bridge library (``bridge.mcp_stdio_option``): the process
 becomes a stdio↔HTTP bridge to the *running* app, found through the discovery file
 (default: the per-user one of ``demo-app``), authenticated through the app's
-``/auth/token`` route with the secret file, and started in server mode (same discovery,
-secret and started files; its output to ``--launch-log`` or discarded) when nothing
-listens. Only those options are passed on to the launched app.
+``/auth/token`` route with the secret file (``bridge.AuthRouteTokenSource``: over the
+bridge's own link, checked to be the app's before the secret is sent), and started in
+server mode (same discovery, secret and started files and ``--link``; its output to
+``--launch-log`` or discarded) when nothing listens. Only those options are passed on to
+the launched app.
 
 Tools (all ``async``, so a cancelled request really stops):
 
@@ -74,14 +80,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from bridge import BridgeConfig, default_discovery_path, mcp_stdio_option
+from bridge import AuthRouteTokenSource, BridgeConfig, default_discovery_path, mcp_stdio_option
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -93,10 +98,10 @@ __all__ = [
     "APP_NAME",
     "AUTH_PATH",
     "DEFAULT_MAX_BODY_BYTES",
+    "LINKS",
     "LOOPBACK_HOSTS",
     "MODERN_VERSIONS",
     "ModernOnlyMiddleware",
-    "auth_route_token_provider",
     "bridge_config",
     "build_app",
     "build_server",
@@ -105,6 +110,9 @@ __all__ = [
 
 APP_NAME = "demo-app"
 """The app's name: server name, bridge messages, default discovery file."""
+
+LINKS = ("auto", "unix", "npipe", "tcp")
+"""``--link``: where the app serves (see the module; ``auto`` by default)."""
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1")
 """Hosts this example agrees to bind. It is a local app stand-in, never a public server."""
@@ -331,57 +339,19 @@ class ModernOnlyMiddleware:
 # -- the bridge side: what --mcp-stdio runs ---------------------------------------------------
 
 
-def auth_route_token_provider(secret_file: Path) -> Callable[[str], Awaitable[str | None]]:
-    """The bridge's token provider ``(base_url) -> token``: POST the secret to the auth
-    route of whichever endpoint the bridge found (the port changes with every start).
-
-    Returns ``None`` (no token) while the auth route cannot be reached: the bridge then
-    meets "connection refused" on the endpoint itself, starts the app, gets a 401 from the
-    new instance and asks this provider again. Any other failure raises; the bridge answers
-    the request with an error naming this provider (never the secret or a token).
-    """
-    import httpx
-
-    async def provider(base_url: str) -> str | None:
-        if not base_url:
-            return None
-        transport = None
-        if base_url.startswith("http+unix://"):  # the app's Unix socket: the same route on it
-            from bridge.core.unixurl import UNIX_HOST, split_unix_url
-
-            socket_path, _target = split_unix_url(base_url if base_url.count("/") > 2 else base_url + "/")
-            transport = httpx.AsyncHTTPTransport(uds=socket_path)
-            auth_url = f"http://{UNIX_HOST}{AUTH_PATH}"
-        else:
-            parts = urlsplit(base_url)
-            auth_url = urlunsplit((parts.scheme, parts.netloc, AUTH_PATH, "", ""))
-        secret = _read_secret(secret_file)
-        # No proxies (loopback), no redirects (the secret must not travel), bounded.
-        async with httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=5.0) as client:
-            try:
-                response = await client.post(auth_url, json={"secret": secret})
-            except httpx.ConnectError:
-                return None
-        if response.status_code != 200:
-            raise RuntimeError(f"the auth route answered HTTP {response.status_code}")
-        token = response.json().get("token")
-        if not isinstance(token, str) or not token:
-            raise RuntimeError("the auth route answered without a token")
-        return token
-
-    return provider
-
-
 def server_command(
     *,
     discovery_file: Path,
     secret_file: Path | None = None,
     token_in_discovery: bool = False,
     started_file: Path | None = None,
+    link: str = "auto",
 ) -> tuple[str, ...]:
     """The argv that starts this app in server mode (no shell), for ``launch_command``."""
-    # No --port: the app serves on its Unix socket where the OS allows (else TCP, port 0).
+    # No --port: the app serves on its Unix socket or named pipe where the OS allows (else TCP, port 0).
     argv = [sys.executable, str(SCRIPT), "--discovery-file", str(discovery_file)]
+    if link != "auto":
+        argv += ["--link", link]
     if secret_file is not None:
         argv += ["--secret-file", str(secret_file)]
     if token_in_discovery:
@@ -398,20 +368,22 @@ def bridge_config(
     token_in_discovery: bool = False,
     started_file: Path | None = None,
     launch_log: Path | None = None,
+    link: str = "auto",
 ) -> BridgeConfig:
     """The bridge configuration behind ``--mcp-stdio``: find the app by its discovery
-    file, get tokens from its auth route (or the discovery file), start it when it is not
-    running."""
+    file, get tokens from its auth route (``bridge.AuthRouteTokenSource``) or the discovery
+    file, start it (on ``link``) when it is not running."""
     discovery_file = discovery_file or default_discovery_path(APP_NAME)
     return BridgeConfig(
         discovery_file=discovery_file,
         app_name=APP_NAME,
-        token_source=auth_route_token_provider(secret_file) if secret_file is not None else None,
+        token_source=AuthRouteTokenSource(AUTH_PATH, secret_file) if secret_file is not None else None,
         launch_command=server_command(
             discovery_file=discovery_file,
             secret_file=secret_file,
             token_in_discovery=token_in_discovery,
             started_file=started_file,
+            link=link,
         ),
         launch_log_file=launch_log,
         launch_timeout_seconds=30.0,
@@ -425,6 +397,7 @@ def _bridge_config_from_options(params: dict[str, Any]) -> BridgeConfig:
         token_in_discovery=bool(params.get("token_in_discovery")),
         started_file=params.get("started_file"),
         launch_log=params.get("launch_log"),
+        link=str(params.get("link") or "auto"),
     )
 
 
@@ -480,9 +453,9 @@ def serve(
 ) -> int:
     """Server mode: serve until SIGTERM/SIGINT; returns the exit status.
 
-    The server half is the library's (``bridge.appserver.AppServer``): a Unix domain
-    socket where the OS allows (``link="auto"``; a ``port`` given means TCP), else
-    loopback TCP on ``port`` (0: a free one), the bearer-token middleware and auth route, and the discovery file written once
+    The server half is the library's (``bridge.appserver.AppServer``): with
+    ``link="auto"`` a Unix domain socket (Linux, macOS) or a named pipe (Windows) where
+    the OS allows (a ``port`` given means TCP), else loopback TCP on ``port`` (0: a free one), the bearer-token middleware and auth route, and the discovery file written once
     uvicorn serves and removed on the way out. Without ``--secret-file`` or
     ``--token-in-discovery`` the example serves without a token, as the tests' plain
     ``--url`` bridges expect.
@@ -530,7 +503,7 @@ def serve(
     logger.info(
         "serving %s on %s (%s%s%s)",
         url,
-        "a Unix domain socket" if server.link == "unix" else "TCP",
+        {"unix": "a Unix domain socket", "npipe": "a named pipe"}.get(server.link, "TCP"),
         "stateless" if stateless else "stateful",
         ", json responses" if json_response else "",
         ", bearer token required" if server.token is not None else "",
@@ -544,9 +517,19 @@ def serve(
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
 
+def _check_link(ctx: click.Context, param: click.Parameter, link: str) -> str:
+    """Refuse a link this OS cannot serve, at once (in both modes: ``--mcp-stdio`` passes
+    it on to the app it launches)."""
+    if link == "npipe" and sys.platform != "win32":
+        raise click.BadParameter("named pipes exist only on Windows; use auto, unix or tcp here")
+    if link == "unix" and sys.platform == "win32":
+        raise click.BadParameter("the app serves on a Unix domain socket on Linux and macOS only; use auto (a named pipe here), npipe or tcp")
+    return link
+
+
 @click.command(help=__doc__.split("\n\n")[0], context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Serve on TCP at this port (0 picks a free one) instead of a Unix socket.")
-@click.option("--link", type=click.Choice(["auto", "unix", "tcp"]), default="auto", show_default=True, help="auto: a Unix domain socket where the OS allows, else TCP.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Serve on TCP at this port (0 picks a free one) instead of a Unix socket or named pipe.")
+@click.option("--link", type=click.Choice(LINKS), default="auto", show_default=True, callback=_check_link, help="auto: a Unix domain socket (Linux, macOS) or a named pipe (Windows), else TCP with a log line.")
 @click.option("--host", type=click.Choice(LOOPBACK_HOSTS), default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--json-response", is_flag=True, help="Answer POSTs with JSON instead of SSE.")
 @click.option("--stateless", is_flag=True, help="No sessions (no mcp-session-id).")

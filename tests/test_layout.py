@@ -48,7 +48,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.
-    "__init__": {"_version", "core", "app.discovery", "system.privatefile", "serve.loop", "cli"},
+    "__init__": {"_version", "core", "app.discovery", "app.tokens", "system.privatefile", "serve.loop", "cli"},
     "__main__": {"cli"},
 }
 

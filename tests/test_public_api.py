@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "bridge": [
         "REASONS",
+        "AuthRouteTokenSource",
         "Bridge",
         "BridgeConfig",
         "BridgeError",

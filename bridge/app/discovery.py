@@ -225,11 +225,10 @@ def remove_discovery_file(path: Path, *, pid: int | None = None) -> None:
 def pid_is_alive(pid: int) -> bool:
     """Return whether a process with this id exists (best effort, never raises)."""
     if sys.platform == "win32":  # pragma: no cover - Windows only
-        import ctypes
-
         from ..system.winapi import pid_is_alive as windows_pid_is_alive
+        from ..system.winapi import windows_kernel32
 
-        return windows_pid_is_alive(ctypes.windll.kernel32, pid)
+        return windows_pid_is_alive(windows_kernel32(), pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -351,7 +351,25 @@ class AuthRouteTokenSource:
     turn, runs the listener check on that very socket (this user's, held by the discovery
     file's pid when the route is on the endpoint's port) and sends on the first connection
     that passes; another user's listener on ``[::1]`` while the app has ``127.0.0.1`` is
-    skipped, never written to. ``https://`` routes rely on TLS instead.
+    skipped, never written to. On a Unix socket or a named pipe (``npipe://``) the route
+    goes on the endpoint's own socket or pipe, whose server the OS names and the bridge
+    checks as for every request. ``https://`` routes rely on TLS instead.
+
+    Public as ``bridge.AuthRouteTokenSource``: a Python app's ``--mcp-stdio`` passes it as
+    ``BridgeConfig(token_source=AuthRouteTokenSource("/auth/token", secret_file))``, the
+    same source as the command line's ``--auth-url /auth/token --secret-file PATH``.
+
+    Args:
+        auth_url: ``/path`` (resolved against the MCP endpoint found) or an absolute
+            loopback URL.
+        secret_file: the file holding the secret; read at each fetch, refused when others
+            may read it.
+
+    :meth:`fetch` raises :class:`TokenSourceUnreachableError` when nothing accepts
+    connections at the route (the app is down: a launch may follow) and
+    :class:`TokenSourceError` for any other failure (an unsafe secret file, a status other
+    than 200, a reply without a token); the bridge answers ``auth_rejected`` then. Neither
+    message holds the secret or a token.
     """
 
     def __init__(self, auth_url: str, secret_file: Path) -> None:

@@ -41,9 +41,24 @@ from typing import Any
 
 from ..core.pipeurl import PIPE_PREFIX
 
-__all__ = ["PipeListener", "check_proactor_loop", "named_pipes_supported", "new_pipe_path", "proactor_calls"]
+__all__ = [
+    "FIRST_RETRY_SECONDS",
+    "MAX_RETRY_SECONDS",
+    "PipeListener",
+    "check_proactor_loop",
+    "named_pipes_supported",
+    "new_pipe_path",
+    "proactor_calls",
+]
 
 log = logging.getLogger("bridge.appserver")
+
+#: After a second failure in a row of the accept loop (an instance that cannot be made, a
+#: wait that fails at once), the wait before the next try: doubled at each further failure up
+#: to the maximum, back to none once a client is served. A lasting failure (out of handles,
+#: say) then costs a try every 5 s, not a busy loop and a log line per turn.
+FIRST_RETRY_SECONDS = 0.05
+MAX_RETRY_SECONDS = 5.0
 
 
 def named_pipes_supported() -> bool:
@@ -94,6 +109,8 @@ class PipeListener:
         self._waiting_pipe: Any = None
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
         self._closed = False
+        self._failures = 0  # failures of the accept loop in a row
+        self._retry: asyncio.TimerHandle | None = None
         #: Connections served so far.
         self.accepted = 0
 
@@ -108,7 +125,10 @@ class PipeListener:
         """The accept loop of CPython's ``start_serving_pipe``: serve the instance a client
         connected to (``done``), then wait on the next one; keep a spare instance meanwhile.
         An instance whose wait failed (a client gone before it was served) is closed here,
-        where CPython's loop leaves it to the garbage collector."""
+        where CPython's loop leaves it to the garbage collector, and the loop goes on: at once
+        after one failure, after :data:`FIRST_RETRY_SECONDS` doubling up to
+        :data:`MAX_RETRY_SECONDS` while the failures go on (CPython's loop retries at once)."""
+        self._retry = None
         pipe: Any = None
         try:
             if done is not None:
@@ -120,6 +140,7 @@ class PipeListener:
                 assert self._factory is not None
                 self._make_transport(pipe, self._factory())
                 self.accepted += 1
+                self._failures = 0
                 pipe = None
             if self._closed:
                 return
@@ -133,11 +154,29 @@ class PipeListener:
             if pipe is not None:
                 pipe.close()
             if not self._closed:
-                log.info("a connection on the named pipe %s failed before it was served: %s", self.path, exc)
-                asyncio.get_running_loop().call_soon(self._accept_next)
+                self._failures += 1
+                delay = self.retry_delay_seconds(self._failures)
+                if delay == 0:
+                    log.info("a connection on the named pipe %s failed before it was served: %s", self.path, exc)
+                    asyncio.get_running_loop().call_soon(self._accept_next)
+                else:
+                    log.warning(
+                        "the named pipe %s failed %d times in a row (%s); trying again in %g s",
+                        self.path, self._failures, exc, delay,
+                    )
+                    self._retry = asyncio.get_running_loop().call_later(delay, self._accept_next)
             return
         self._waiting, self._waiting_pipe = future, pipe
         future.add_done_callback(self._accept_next)
+
+    @staticmethod
+    def retry_delay_seconds(failures: int) -> float:
+        """The wait before the accept loop's next try after ``failures`` failures in a row:
+        0 after the first, then :data:`FIRST_RETRY_SECONDS` doubling up to
+        :data:`MAX_RETRY_SECONDS`."""
+        if failures <= 1:
+            return 0.0
+        return min(FIRST_RETRY_SECONDS * 2.0 ** (failures - 2), MAX_RETRY_SECONDS)
 
     def close(self) -> None:
         """Stop accepting: the instance waiting for a client and the spare one are closed
@@ -145,6 +184,9 @@ class PipeListener:
         if self._closed:
             return
         self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         if self._waiting is not None:
             self._waiting.cancel()
             self._waiting = None

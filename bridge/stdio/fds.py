@@ -393,11 +393,9 @@ def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0
     parent = os.getppid()
     watch: Callable[[], None] | None
     if sys.platform == "win32":  # pragma: no cover - Windows only
-        import ctypes
+        from ..system.winapi import parent_waiter, windows_kernel32
 
-        from ..system.winapi import parent_waiter
-
-        watch = parent_waiter(ctypes.windll.kernel32, parent, on_parent_gone)
+        watch = parent_waiter(windows_kernel32(), parent, on_parent_gone)
         if watch is None:
             return
     else:

@@ -223,10 +223,14 @@ def create_pipe_instance(
             name, open_mode, pipe_mode, PIPE_UNLIMITED_INSTANCES, _PIPE_BUFFER_BYTES, _PIPE_BUFFER_BYTES, 0,
             ctypes.byref(attributes),
         )
+        # Read at once, before LocalFree: a call that succeeds may reset the last error to 0
+        # (Microsoft, GetLastError: "call it immediately"), and a squatter would then read as
+        # an unexplained failure instead of PipeServerRefused.
+        failed = not handle or handle in (INVALID_HANDLE_VALUE, -1)
+        error = _last_error(last_error) if failed else 0
     finally:
         kernel32.LocalFree(descriptor)
-    if not handle or handle in (INVALID_HANDLE_VALUE, -1):
-        error = _last_error(last_error)
+    if failed:
         if first and error == ERROR_ACCESS_DENIED:
             raise PipeServerRefused(
                 f"the pipe name {name} is held by another process already (it may be another user's, squatting it); "

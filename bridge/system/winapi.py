@@ -2,9 +2,15 @@
 
 Each function takes the Win32 API it needs as an argument (``kernel32``, ``popen``,
 ``get_std_handle``): the bridge passes the real one on Windows, and the tests of every OS
-pass stand-ins, so a name error or a wrong decision shows up in CI on Linux too. The one
-function that calls Windows itself, :func:`adopt_std_handles`, is checked by
-``mypy --platform win32`` (CONTRIBUTING.md, "CI on three operating systems").
+pass stand-ins, so a name error or a wrong decision shows up in CI on Linux too. The
+functions that call Windows themselves, :func:`adopt_std_handles` and
+:func:`windows_kernel32`, are checked by ``mypy --platform win32`` (CONTRIBUTING.md, "CI on
+three operating systems").
+
+The real ``kernel32`` is :func:`windows_kernel32`: a DLL object of its own with each function
+this module calls typed as Microsoft documents it (a handle is pointer-sized; ctypes's
+default ``int`` result would cut a 64-bit one). ``ctypes.windll.kernel32`` is shared with
+every other library in the process, so its prototypes are neither relied on nor changed.
 
 The constants are the values of the Win32 headers named beside them (the same values as
 ``subprocess``'s constants on Windows, which a Windows-only test checks).
@@ -13,6 +19,7 @@ The constants are the values of the Win32 headers named beside them (the same va
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -25,6 +32,7 @@ __all__ = [
     "pid_is_alive",
     "spawn_outside_job",
     "std_handles_to_adopt",
+    "windows_kernel32",
 ]
 
 #: ``GetStdHandle``'s ids for stdin, stdout and stderr (processenv.h), by descriptor.
@@ -78,8 +86,7 @@ def adopt_std_handles() -> None:  # pragma: no cover - Windows only
     if sys.platform == "win32":  # (so that mypy checks this body with --platform win32)
         import msvcrt
 
-        get_std_handle = ctypes.windll.kernel32.GetStdHandle
-        get_std_handle.restype = ctypes.c_void_p
+        get_std_handle = windows_kernel32().GetStdHandle
         invalid = ctypes.c_void_p(-1).value or -1
         for fd, handle in std_handles_to_adopt(_fd_is_open, get_std_handle, invalid):
             mode = os.O_RDONLY if fd == 0 else os.O_WRONLY
@@ -145,3 +152,30 @@ def pid_is_alive(kernel32: Any, pid: int) -> bool:
         return code.value == STILL_ACTIVE
     finally:
         kernel32.CloseHandle(handle)
+
+
+@functools.cache
+def windows_kernel32() -> Any:  # pragma: no cover - Windows only
+    """``kernel32`` for this module's functions (see the module), each typed as documented:
+    ``GetStdHandle(DWORD) -> HANDLE``, ``OpenProcess(DWORD, BOOL, DWORD) -> HANDLE``,
+    ``WaitForSingleObject(HANDLE, DWORD) -> DWORD``, ``GetExitCodeProcess(HANDLE, LPDWORD)
+    -> BOOL``, ``CloseHandle(HANDLE) -> BOOL``.
+
+    Raises:
+        OSError: not Windows.
+    """
+    if sys.platform == "win32":  # (so that mypy checks this body with --platform win32)
+        kernel32 = ctypes.WinDLL("kernel32")
+        handle, dword, boolean = ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int
+        prototypes: list[tuple[str, Any, list[Any]]] = [
+            ("GetStdHandle", handle, [dword]),
+            ("OpenProcess", handle, [dword, boolean, dword]),
+            ("WaitForSingleObject", dword, [handle, dword]),
+            ("GetExitCodeProcess", boolean, [handle, ctypes.POINTER(ctypes.c_ulong)]),
+            ("CloseHandle", boolean, [handle]),
+        ]
+        for name, result, arguments in prototypes:
+            function = getattr(kernel32, name)
+            function.restype, function.argtypes = result, arguments
+        return kernel32
+    raise OSError("kernel32 exists only on Windows")

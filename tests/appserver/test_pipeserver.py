@@ -1,8 +1,8 @@
 """The server half's named pipe (bridge/appserver/pipeserver.py), on every OS: the accept
 loop with stand-ins for the pipe's instances and the proactor (the first instance made at
 once and with FILE_FLAG_FIRST_PIPE_INSTANCE, a spare instance always there, each client
-served by the protocol, a client gone before it was served, close), and AppServer's link
-choice off Windows. The real pipe is served in tests/transport/test_pipe_windows.py."""
+served by the protocol, a client gone before it was served, repeated failures backed off,
+close), and AppServer's link choice off Windows. The real pipe is served in tests/transport/test_pipe_windows.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from bridge.appserver import AppServer
-from bridge.appserver.pipeserver import PipeListener, named_pipes_supported, new_pipe_path
+from bridge.appserver.pipeserver import (
+    FIRST_RETRY_SECONDS,
+    MAX_RETRY_SECONDS,
+    PipeListener,
+    named_pipes_supported,
+    new_pipe_path,
+)
 from bridge.core.pipeurl import pipe_url, split_pipe_url
 
 PIPE = "\\\\.\\pipe\\mcp-app-bridge-1-0123456789abcdef"
@@ -38,6 +44,8 @@ class FakeProactor:
 
     def __init__(self, *, squatted: bool = False) -> None:
         self.squatted = squatted
+        self.failing = False  # every wait for a client fails at once (a broken pipe, say)
+        self.accepts = 0
         self.instances: list[Instance] = []
         self.waiting: list[tuple[Instance, asyncio.Future[Any]]] = []
         self.served: list[tuple[Instance, Any]] = []
@@ -50,6 +58,9 @@ class FakeProactor:
         return instance
 
     def accept(self, pipe: Instance) -> asyncio.Future[Any]:
+        self.accepts += 1
+        if self.failing:
+            raise OSError(232, "The pipe is being closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting.append((pipe, future))
         return future
@@ -116,6 +127,53 @@ async def test_a_client_accepted_after_close_is_dropped() -> None:
     future.set_result(pipe)
     await settle()
     assert pipe.closed and proactor.served == []
+
+
+@pytest.mark.anyio
+async def test_an_accept_loop_that_keeps_failing_backs_off_and_recovers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure is retried at once; further failures in a row wait 0.05 s, doubling up to
+    5 s (no busy loop while, say, the process is out of handles); a client served resets it."""
+    loop = asyncio.get_running_loop()
+    timers: list[tuple[float, Any]] = []
+
+    def call_later(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        timers.append((delay, callback))  # the test runs the callback when it wants
+        return asyncio.TimerHandle(0, callback, args, loop)
+
+    monkeypatch.setattr(loop, "call_later", call_later)
+    proactor = FakeProactor()
+    proactor.failing = True
+    listener = PipeListener(PIPE, **proactor.calls())
+    listener.start(asyncio.Protocol)
+    await settle()
+    assert proactor.accepts == 2, "the first failure is tried again at once, the second waits"
+    assert [delay for delay, _ in timers] == [FIRST_RETRY_SECONDS]
+    for _ in range(10):
+        timers[-1][1]()  # the wait is over
+        await settle()
+    delays = [delay for delay, _ in timers]
+    assert delays[:4] == [0.05, 0.1, 0.2, 0.4] and delays[-1] == MAX_RETRY_SECONDS == max(delays)
+    assert proactor.accepts == 12, "one try per wait, none in between"
+    assert all(i.closed for i in proactor.instances[:-1]), "each instance whose wait failed is closed"
+    proactor.failing = False
+    timers[-1][1]()
+    await settle()
+    pipe, future = proactor.waiting[-1]
+    future.set_result(pipe)  # a client is served
+    await settle()
+    assert listener.accepted == 1
+    proactor.failing = True
+    accepts = proactor.accepts
+    proactor.waiting[-1][1].set_result(proactor.waiting[-1][0])  # another client: served, then the waits fail again
+    await settle()
+    assert listener.accepted == 2 and proactor.accepts == accepts + 2
+    assert len(timers) == 12 and timers[-1][0] == FIRST_RETRY_SECONDS, "a client served starts the back-off anew"
+    listener.close()
+
+
+def test_the_retry_delays() -> None:
+    delays = [PipeListener.retry_delay_seconds(failures) for failures in range(1, 12)]
+    assert delays == [0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5, 5, 5]
 
 
 def test_pipe_names_are_new_at_every_start_and_make_valid_urls() -> None:

@@ -150,6 +150,36 @@ def test_a_relative_auth_url_is_served_on_the_socket_and_never_sent_to_an_impost
         app.stop()
 
 
+def test_the_example_apps_mcp_stdio_sends_its_secret_only_to_the_checked_app(desk: Desk) -> None:  # noqa: F811
+    """``examples/app_server.py --mcp-stdio --secret-file``, the library path a Python app
+    copies: its auth route goes over the bridge's own checked link. Another process of this
+    user squats the app's socket while the app still runs (its pid and start time are
+    live, the discovery file names it): the squatter is not the named pid, so it gets
+    neither the secret nor anything else, and no second app is launched."""
+    app = start_listening_app(
+        [sys.executable, str(APP_SERVER_SCRIPT), "--link", "unix", *desk.app_args(auth="secret")],
+        log_path=desk.root / "app-secret.log", scheme="http+unix", what="the example app on its Unix socket",
+    )
+    socket_path = Path(split_unix_url(app.url)[0])
+    try:
+        with desk.app_stdio() as bridge:
+            processes.handshake(bridge)
+            assert app_info(bridge, 1)["pid"] == app.proc.pid, "the secret's route works on the app's own socket"
+        impostor = _squat(socket_path, uid=None)
+        try:
+            with desk.app_stdio() as bridge:
+                bridge.send(initialize(0))
+                reply = bridge.read_reply(0)
+                assert bridge_error_reason(reply) == "listener_unverified", f"{reply}\n{bridge.stderr_tail()}"
+                assert f"not by pid {app.proc.pid}" in reply["error"]["message"], reply
+        finally:
+            received = impostor.stop()
+        assert_got_nothing(received, desk.secret)
+        assert desk.launches() == [app.proc.pid], "the squatter made the bridge launch a second app"
+    finally:
+        app.stop()
+
+
 def test_two_bridges_started_against_the_down_app_launch_it_once_on_its_socket(desk: Desk) -> None:  # noqa: F811
     """The launch lock holds over the socket: two bridges meet a down app (no socket yet)
     at once; exactly one app process is started, both initialize, both reach it."""

@@ -41,6 +41,7 @@ class FakeWindows:
     def __init__(self, users: dict[int, str], *, my_pid: int = 10, server_pid: int = 0, held: set[str] | None = None) -> None:
         self.users, self.my_pid, self.server_pid = users, my_pid, server_pid
         self.held = held if held is not None else set()
+        self.busy = False
         self.error = 0
         self.opened: list[int] = []
         self.closed: list[int | None] = []
@@ -73,6 +74,7 @@ class FakeWindows:
 
     def LocalFree(self, memory: Any) -> None:  # noqa: N802
         self.freed += 1
+        self.error = 0  # a call that succeeds may reset the last error (Microsoft, GetLastError)
 
     def CreateNamedPipeW(self, name: str, open_mode: int, pipe_mode: int, instances: int, out_bytes: int,  # noqa: N802
                          in_bytes: int, timeout: int, attributes: Any) -> int:
@@ -80,6 +82,9 @@ class FakeWindows:
         self.created.append((name, open_mode, pipe_mode, self._descriptors[int(descriptor[1] or 0)]))
         if open_mode & FILE_FLAG_FIRST_PIPE_INSTANCE and name in self.held:
             self.error = 5  # ERROR_ACCESS_DENIED
+            return -1
+        if self.busy:
+            self.error = 231  # ERROR_PIPE_BUSY: every instance the name allows exists
             return -1
         return 4242
 
@@ -163,3 +168,17 @@ def test_the_first_instance_refuses_a_name_held_already_and_carries_the_users_da
     with pytest.raises(PipeServerRefused, match="held by another process already"):
         create_pipe_instance(squatted, squatted, PIPE, user_sid=ME, first=True, last_error=squatted.last_error)
     assert squatted.freed == 1, "the security descriptor is freed on failure too"
+
+
+def test_create_pipe_instance_reads_the_last_error_before_localfree_can_reset_it() -> None:
+    """The security descriptor is freed (LocalFree) after CreateNamedPipeW whatever happens;
+    a LocalFree that succeeds may set the last error to 0. Read after it, a squatted name
+    was an unexplained "error 0" instead of the squatter's refusal."""
+    squatted = FakeWindows({10: ME}, held={PIPE})
+    with pytest.raises(PipeServerRefused, match="held by another process already"):
+        create_pipe_instance(squatted, squatted, PIPE, user_sid=ME, first=True, last_error=squatted.last_error)
+    assert squatted.freed == 1 and squatted.error == 0, "LocalFree ran after the failure, and reset the error"
+    busy = FakeWindows({10: ME})
+    busy.busy = True
+    with pytest.raises(PipeUnavailable, match=r"CreateNamedPipeW\(.*\) failed \(error 231\)"):
+        create_pipe_instance(busy, busy, PIPE, user_sid=ME, first=False, last_error=busy.last_error)

@@ -1,5 +1,5 @@
-"""The Win32 prototypes the pipe code declares (bridge/system/namedpipe.win32_pipe_api,
-bridge/transport/pipelink._kernel32), read with a stand-in ``ctypes.WinDLL`` on every OS:
+"""The Win32 prototypes the bridge declares (bridge/system/namedpipe.win32_pipe_api,
+bridge/transport/pipelink._kernel32, bridge/system/winapi.windows_kernel32), read with a stand-in ``ctypes.WinDLL`` on every OS:
 every function the pipe code calls is declared, and every handle or pointer it returns is
 pointer-sized (ctypes's default ``int`` result would cut a 64-bit handle, and
 ``GetCurrentProcess``'s pseudo-handle, -1, would not pass back in)."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bridge.system import namedpipe
+from bridge.system import namedpipe, winapi
 from bridge.transport import pipelink
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -53,9 +53,11 @@ def fake_windows(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(ctypes, "get_last_error", last_error, raising=False)
     namedpipe.win32_pipe_api.cache_clear()
     pipelink._kernel32.cache_clear()
+    winapi.windows_kernel32.cache_clear()
     yield
     namedpipe.win32_pipe_api.cache_clear()
     pipelink._kernel32.cache_clear()
+    winapi.windows_kernel32.cache_clear()
 
 
 def called_win32_functions(path: Path) -> set[str]:
@@ -68,7 +70,7 @@ def called_win32_functions(path: Path) -> set[str]:
     }
 
 
-HANDLE_RESULTS = {"GetCurrentProcess", "OpenProcess", "CreateNamedPipeW", "CreateFileW", "LocalFree"}
+HANDLE_RESULTS = {"GetCurrentProcess", "OpenProcess", "CreateNamedPipeW", "CreateFileW", "LocalFree", "GetStdHandle"}
 
 
 def test_every_function_namedpipe_calls_is_declared_with_a_pointer_sized_handle(fake_windows: None) -> None:
@@ -93,3 +95,21 @@ def test_the_client_opens_the_pipe_with_a_typed_createfilew(fake_windows: None) 
     assert set(kernel32.functions) == {"CreateFileW"} == called_win32_functions(ROOT / "bridge" / "transport" / "pipelink.py")
     create = kernel32.functions["CreateFileW"]
     assert create.restype is ctypes.c_void_p and len(create.argtypes) == 7 and create.argtypes[0] is ctypes.c_wchar_p
+
+
+def test_the_process_calls_get_a_typed_kernel32_of_their_own(fake_windows: None) -> None:
+    """The parent watchdog, the pid check and the standard handles' adoption: a DLL object of
+    their own (ctypes.windll.kernel32 is shared with every library in the process), each
+    function typed, a handle pointer-sized both ways."""
+    kernel32 = winapi.windows_kernel32()
+    assert kernel32.name == "kernel32" and kernel32 is not getattr(ctypes, "windll", None)
+    called = called_win32_functions(ROOT / "bridge" / "system" / "winapi.py") | {"GetStdHandle"}
+    assert called == set(kernel32.functions), called ^ set(kernel32.functions)
+    for name, function in kernel32.functions.items():
+        assert function.argtypes is not None, name
+        if name in HANDLE_RESULTS:
+            assert function.restype is ctypes.c_void_p, name
+    for name in ("WaitForSingleObject", "GetExitCodeProcess", "CloseHandle"):
+        assert kernel32.functions[name].argtypes[0] is ctypes.c_void_p, f"{name} takes the handle pointer-sized"
+    for path in ("app/discovery.py", "stdio/fds.py", "system/winapi.py"):
+        assert "windll.kernel32." not in (ROOT / "bridge" / path).read_text(encoding="utf-8"), path

@@ -146,5 +146,8 @@ def test_the_flags_are_the_ones_subprocess_knows() -> None:
 def test_the_real_kernel32_sees_this_process_alive() -> None:
     import os
 
-    assert winapi.pid_is_alive(ctypes.windll.kernel32, os.getpid())  # type: ignore[attr-defined,unused-ignore]
+    assert winapi.pid_is_alive(winapi.windows_kernel32(), os.getpid())
+    assert not winapi.pid_is_alive(winapi.windows_kernel32(), 0xFFFFFFF0), "no such process"
+    waiter = winapi.parent_waiter(winapi.windows_kernel32(), os.getpid(), lambda: None)
+    assert waiter is not None, "a handle to a live process is opened (and waited on by the watchdog)"
     assert sys.platform == "win32"
