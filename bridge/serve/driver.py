@@ -162,6 +162,9 @@ class Driver:
         # 2026-07-28 client's) was answered from while the app was down; ``None`` once the
         # app was needed (its lists then listed again), or never.
         self._stateless_served: dict[str, Any] | None = None
+        # The 2026-07-28 requests in flight under ``auto`` whose reply says which era the app
+        # speaks (id → whether the catalog answered it instead: then it says nothing).
+        self._catalog_answered: dict[Any, bool] = {}
         self._opened = asyncio.Event()  # set once a deferred session is open
         self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
@@ -183,8 +186,13 @@ class Driver:
                     # refusal (a client that probes falls back to initialize by itself, losing
                     # nothing); a request refused for want of a session, from a client that
                     # never probes, is translated (docs/behaviour.md, "Protocol eras").
+                    self._catalog_answered[request.id] = False
+                    from_catalog = False
                     try:
-                        line = await self.forward(request, emit)
+                        try:
+                            line = await self.forward(request, emit)
+                        finally:
+                            from_catalog = self._catalog_answered.pop(request.id, False)
                     except HTTPStatusError as exc:
                         if request.method == "server/discover" and 400 <= exc.http_status < 500:
                             self.mark_catalog("refusesDiscover", True)
@@ -193,6 +201,8 @@ class Driver:
                     else:
                         reply = json.loads(line)
                         refused = is_legacy_refusal(reply)
+                        if from_catalog:
+                            return line  # the catalog's answer, not the app's: it proves nothing
                         if not refused:
                             self.eras = None  # the app speaks 2026-07-28: nothing to translate
                         elif request.method == "server/discover":
@@ -254,6 +264,8 @@ class Driver:
                 log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
             elif era.stateless and self._stateless_served is None and not self._app_reached.is_set() and self.catalog is not None:
                 self._stateless_served = self.catalog.entry()
+            if request.id in self._catalog_answered:
+                self._catalog_answered[request.id] = True
             return self._catalog_reply(request, answer.reply)
         self._app_reached.set()
         if self.catalog is not None:

@@ -233,3 +233,31 @@ async def test_a_list_cached_from_a_2026_session_reaches_a_2025_client_without_t
         h.stdin.feed(initialize(0, "2025-11-25") + request_line(1, "tools/list"))
         (_, listing) = await h.stdout.wait_for(2)
     assert listing["result"] == TOOLS and starter.calls == 0
+
+
+async def test_a_list_from_the_catalog_does_not_make_a_legacy_only_app_look_2026(run_bridge: RunBridge) -> None:
+    """A 2026-07-28 client that never probes (the official SDK pinned to 2026-07-28): its
+    ``tools/list`` answered from the catalog proves nothing about the app's era, so its
+    first call, refused by the legacy-only app for want of a session once it started, is
+    translated. Before, the catalog's answer counted as the app's, and the call got the
+    app's "Missing session ID"."""
+
+    def legacy_only(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
+        meta = (message.get("params") or {}).get("_meta") or {}
+        if meta.get("io.modelcontextprotocol/protocolVersion") == MODERN and "mcp-session-id" not in request.headers:
+            return httpx.Response(400, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}})
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "legacy"}]}})
+
+    cache(initialize=INITIALIZE, lists={"tools/list": TOOLS}, refusesDiscover=True)
+    app = McpApp(on_request=legacy_only)
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(modern(1, "tools/list"))
+        (listing,) = await h.stdout.wait_for(1)
+        assert starter.calls == 0
+        h.stdin.feed(modern(2, "tools/call", {"name": "cached", "arguments": {}}))
+        (_, call) = await h.stdout.wait_for(2)
+    assert listing["result"] == {**TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert call["result"]["content"][0]["text"] == "legacy" and call["result"]["resultType"] == "complete", call
+    assert starter.calls == 1
