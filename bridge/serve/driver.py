@@ -357,14 +357,18 @@ class Driver:
         were answered from it (a 2026-07-28-only app, ``bridge/serve/modernapp.py``): start
         the app (if no bridge did), list again what the catalog held, in the 2026-07-28
         form of ``request``, and tell the client (``emit``) which lists changed, as
-        :meth:`_open_deferred_session` does for a legacy session."""
+        :meth:`_open_deferred_session` does for a legacy session.
+
+        Raises:
+            UpstreamError: the app could not be started (the next request tries again).
+        """
         async with self._open_lock:
             cached = self._stateless_served
             if cached is None:
                 return  # (another request did it meanwhile)
-            self._stateless_served = None
             log.info("%s is needed now: starting it", self._app)
-            await self._launcher.ensure_running()
+            await self._launcher.ensure_running()  # (on failure, the next request tries again)
+            self._stateless_served = None
         from ..core.lazylaunch import changed_list_notifications
 
         meta = request.params.get("_meta") if isinstance(request.params, dict) else None

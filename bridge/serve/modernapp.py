@@ -184,7 +184,7 @@ class ModernAppEras:
         try:
             discovered = speaks_modern(json.loads(await self._probe(_drop)))
         except UpstreamError as exc:
-            if refusal is None:
+            if refusal is None and not hinted:
                 raise
             log.info("server/discover after the app refused initialize failed too: %s", exc.message)
             discovered = None

@@ -261,3 +261,20 @@ async def test_a_list_from_the_catalog_does_not_make_a_legacy_only_app_look_2026
     assert listing["result"] == {**TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
     assert call["result"]["content"][0]["text"] == "legacy" and call["result"]["resultType"] == "complete", call
     assert starter.calls == 1
+
+
+async def test_an_app_that_answers_initialize_again_is_not_translated_for_a_stale_mark(run_bridge: RunBridge) -> None:
+    """The catalog says the app refuses ``initialize``, but the running app (updated since)
+    serves the 2025 era only: the client's ``initialize`` goes to it after all, and the
+    mark goes."""
+
+    def refuse_discover(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
+        return httpx.Response(405, text="Method Not Allowed")  # no JSON-RPC: an HTTP refusal
+
+    cache(discover=DISCOVER, refusesInitialize=True)
+    app = McpApp(on_request=refuse_discover)
+    async with run_bridge(app, ensure_running=lambda: None, app_probe=lambda url: True) as h:
+        h.stdin.feed(init(0))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["result"]["serverInfo"]["name"] == "scripted", reply
+    assert "refusesInitialize" not in cached()
