@@ -27,7 +27,13 @@ so answered has no MCP session yet: its later notifications are not sent, its GE
 waits, and the first request the catalog cannot answer starts the app, replays the
 client's ``initialize`` (the client never sees that reply), lists again what the client was
 served and announces each list that differs, then goes out. Every catalog method's reply
-from the app updates the catalog.
+from the app updates the catalog. Across eras: a 2025-era client translated for a
+2026-07-28-only app (the catalog's ``refusesInitialize``, ``bridge/serve/modernapp.py``)
+is answered from the cached ``server/discover``; its first request the catalog cannot
+answer starts the app, lists again in the 2026-07-28 form and announces what changed
+(there is no session to open). A ``server/discover`` for an app marked ``refusesDiscover``
+gets the app's refusal from the catalog. A catalog's answer never counts as proof of the
+app's era (``--protocol-era auto``).
 """
 
 from __future__ import annotations
