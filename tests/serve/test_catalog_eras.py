@@ -278,3 +278,22 @@ async def test_an_app_that_answers_initialize_again_is_not_translated_for_a_stal
         (reply,) = await h.stdout.wait_for(1)
     assert reply["result"]["serverInfo"]["name"] == "scripted", reply
     assert "refusesInitialize" not in cached()
+
+
+async def test_under_protocol_era_legacy_a_2026_probe_is_answered_translated_from_the_cached_initialize(run_bridge: RunBridge) -> None:
+    """``--protocol-era legacy`` translates every 2026-07-28 client: with the app down, its
+    ``server/discover`` is answered from the ``initialize`` result the catalog gives for
+    2025-11-25 (the version the bridge asks for), and its lists in its era."""
+    cache(initialize=INITIALIZE, lists={"tools/list": TOOLS}, refusesDiscover=True)
+    app = McpApp(tools=TOOLS["tools"])
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, protocol_era="legacy") as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (probe,) = await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "tools/list"))
+        (_, listing) = await h.stdout.wait_for(2)
+    assert probe["result"]["capabilities"] == INITIALIZE["capabilities"]
+    assert probe["result"]["_meta"]["io.modelcontextprotocol/serverInfo"] == INITIALIZE["serverInfo"]
+    assert listing["result"]["tools"] == TOOLS["tools"] and listing["result"]["resultType"] == "complete"
+    assert starter.calls == 0
