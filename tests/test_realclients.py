@@ -414,8 +414,9 @@ def _not_launched(started: Path, pid: int, probe: str) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("era_flag", ["", "--modern-only", "--legacy-only"], ids=["dual", "modern-only", "legacy-only"])
 def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_first_call_launches_once(
-    tmp_path: Path, reap_apps: Callable[[Path], Path]
+    tmp_path: Path, reap_apps: Callable[[Path], Path], era_flag: str
 ) -> None:
     """docs/behaviour.md, "Lazy launch": with a catalog cached and the app down, ``claude mcp
     list`` (twice), a Claude Desktop-style ``server/discover`` probe from a second process and
@@ -425,7 +426,13 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
     The catalog is written the way a user's first day writes it: each client's first start
     launches the app (the bridge's default ``--launch-policy on-call`` with no catalog yet),
     and Claude Desktop's probe runs while it is up. Both clients' entries share the state
-    folder (``XDG_STATE_HOME``, written into each entry), so they share the catalog."""
+    folder (``XDG_STATE_HOME``, written into each entry), so they share the catalog.
+
+    With the example app serving one era only (``era_flag``), each client of the other era is
+    answered from the catalog too: Codex (2025-06-18) from the 2026-only app's cached
+    ``server/discover``, translated; Claude Code's and the probe's ``server/discover`` with
+    the legacy-only app's refusal (Claude Code falls back to ``initialize``), and the probe's
+    ``tools/list`` in its era."""
     from support.apps import process_alive, stop_pids
     from support.processes import wait_until
 
@@ -436,6 +443,7 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
     started = reap_apps(app_dir / "started")
     launch = shlex.join(
         [sys.executable, str(APP_SERVER_SCRIPT), "--port", "0", "--discovery-file", str(discovery), "--started-file", str(started)]
+        + ([era_flag] if era_flag else [])
     )
     args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
     for client in ("claude-code", "codex"):
@@ -449,7 +457,7 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
         status = check(home, client, NAME)
         assert status.connected, _explain(client, status)
     served = _run_entry(home, [discover, tools])
-    assert "result" in served[1] and "result" in served[2], served
+    assert ("error" if era_flag == "--legacy-only" else "result") in served[1] and "result" in served[2], served
     (pid,) = read_pids(started)
     stop_pids([pid])
     assert wait_until(lambda: not process_alive(pid), 10)
@@ -460,7 +468,10 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
         assert status.connected, f"claude mcp list, run {run + 1}: " + _explain("claude-code", status)
         _not_launched(started, pid, f"claude mcp list, run {run + 1}")
     probed = _run_entry(home, [discover, tools])
-    assert probed[1].get("result") == served[1]["result"], probed
+    if era_flag == "--legacy-only":
+        assert "error" in probed[1], probed
+    else:
+        assert probed[1].get("result") == served[1]["result"], probed
     assert probed[2].get("result") == served[2]["result"], probed
     _not_launched(started, pid, "the server/discover probe")
     status = check(home, "codex", NAME)

@@ -47,6 +47,8 @@ __all__ = [
     "discover_result",
     "legacy_params",
     "modern_result",
+    "legacy_result",
+    "MODERN_RESULT_MEMBERS",
     "LOG_LEVEL_META_KEY",
     "SUBSCRIPTION_ID_META_KEY",
     "INPUT_REQUEST_METHODS",
@@ -135,6 +137,16 @@ def modern_result(method: str, result: dict[str, Any]) -> dict[str, Any]:
     if method in _CACHEABLE:
         added.update(ttlMs=0, cacheScope="private")
     return {**added, **result}
+
+
+#: The members a 2026-07-28 result carries that the 2025-era schemas do not define.
+MODERN_RESULT_MEMBERS = ("resultType", "ttlMs", "cacheScope")
+
+
+def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 result as a 2025-era client gets it from a legacy app: without
+    :data:`MODERN_RESULT_MEMBERS` (the inverse of :func:`modern_result`). A new object."""
+    return {key: value for key, value in result.items() if key not in MODERN_RESULT_MEMBERS}
 
 
 def discover_result(initialize_result: dict[str, Any], version: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Lazy launch: which requests a cached catalog answers while the app is down, and what it holds.
 
-Pure: imports only the standard library. The driver (``bridge/serve/driver.py``) asks this
+Pure: imports only the standard library and the era mappings (``bridge/core/eramap.py``). The driver (``bridge/serve/driver.py``) asks this
 module; the catalog file itself is ``bridge/app/servedcatalog.py`` (docs/behaviour.md,
 "Lazy launch"; docs/discovery.md, "The catalog").
 
@@ -12,8 +12,10 @@ catalog of what the app last served, these requests are answered from it instead
 
 | request                                   | answered from the catalog when                                 |
 |-------------------------------------------|----------------------------------------------------------------|
-| ``initialize``                            | the catalog's ``protocolVersion`` is the one the client asks for |
-| ``server/discover`` (2026-07-28)          | the catalog holds a ``server/discover`` result                  |
+| ``initialize``                            | the catalog knows what the app answers the version asked for    |
+|                                           | (:func:`catalog_result`: negotiated as the app would)            |
+| ``server/discover`` (2026-07-28)          | the catalog holds a ``server/discover`` result (or, for an app  |
+|                                           | marked ``refusesDiscover``, the refusal: :func:`discover_refusal`) |
 | ``tools/list``, ``prompts/list``,         | the catalog holds that list, and the request asks for no         |
 | ``resources/list``,                       | ``cursor`` (only a whole list is kept: one the app served in one |
 | ``resources/templates/list``              | page, or whose pages ``--merge-list-pages`` merged into one)     |
@@ -27,12 +29,17 @@ listed again; each that differs is announced with its ``notifications/*/list_cha
 A catalog entry is a JSON object (no token, no header, nothing but what the app served):
 ``{"format": 1, "app": <name>, "endpoint": <URL or discovery file path>, "savedAtSeconds":
 <Unix time>, "initialize": <result> | null, "discover": <result> | null, "lists": {<method>:
-<result>}}``.
+<result>}}``, and optionally ``"initializeByVersion": {<version asked>: <result>}``,
+``"refusesInitialize": true`` (the app serves 2026-07-28 only: a 2025-era client is answered
+from ``discover``, translated, ``bridge/serve/modernapp.py``) and ``"refusesDiscover": true |
+<the app's error>`` (the app serves the 2025 era only).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .eramap import legacy_result, modern_result
 
 __all__ = [
     "CATALOG_FORMAT",
@@ -40,6 +47,11 @@ __all__ = [
     "LIST_METHODS",
     "answers_from_catalog",
     "catalog_result",
+    "why_not_answered",
+    "refuses",
+    "discover_refusal",
+    "mark",
+    "REFUSAL_MARKS",
     "record",
     "changed_list_notifications",
     "app_version",
@@ -71,26 +83,160 @@ def answers_from_catalog(policy: str, method: str) -> bool:
     return policy != "on-start" and method in CATALOG_METHODS
 
 
-def catalog_result(method: str, params: Any, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, modern: bool | None = None) -> dict[str, Any] | None:
     """The result the catalog ``entry`` gives a ``method`` request with ``params``, or
-    ``None`` when it cannot answer it (then the app is needed). A new object each time."""
+    ``None`` when it cannot answer it (then the app is needed; :func:`why_not_answered`
+    says why). A new object each time.
+
+    ``modern``: the era of the request (``True``: 2026-07-28, ``False``: 2025-era, ``None``:
+    as cached). A list cached from the other era's session is given in the request's era,
+    by the mappings the live translation uses (``bridge/core/eramap.py``): a 2026-07-28
+    client gets the ``resultType``, ``ttlMs`` and ``cacheScope`` its schema requires, a
+    2025-era client gets none of them."""
     if entry is None or method not in CATALOG_METHODS:
         return None
     if method == "ping":
         return {}
     if method == "initialize":
-        result = entry.get("initialize")
         asked = params.get("protocolVersion") if isinstance(params, dict) else None
-        if isinstance(result, dict) and asked is not None and result.get("protocolVersion") == asked:
-            return dict(result)
-        return None
+        return _negotiated_initialize(entry, asked)
     if method == "server/discover":
         result = entry.get("discover")
         return dict(result) if isinstance(result, dict) else None
     if isinstance(params, dict) and params.get("cursor") is not None:
         return None
     result = entry.get("lists", {}).get(method)
-    return dict(result) if isinstance(result, dict) else None
+    if not isinstance(result, dict):
+        return None
+    if modern is True:
+        return modern_result(method, result)
+    if modern is False:
+        return legacy_result(result)
+    return dict(result)
+
+
+#: The 2025-era revisions, oldest first (MCP's dated revisions before 2026-07-28).
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+#: Server capabilities added after 2024-11-05, with the revision that added them (each
+#: revision's schema, ``ServerCapabilities``); the others (``experimental``, ``logging``,
+#: ``prompts``, ``resources``, ``tools``) are in every 2025-era revision.
+_CAPABILITY_SINCE = {"completions": "2025-03-26", "tasks": "2025-11-25"}
+_CAPABILITIES_OF_ALL = frozenset({"experimental", "logging", "prompts", "resources", "tools"})
+#: At most this many ``initialize`` results are kept, one per version a client asked for.
+MAX_INITIALIZE_VERSIONS = 8
+
+
+def _negotiated_initialize(entry: dict[str, Any], asked: Any) -> dict[str, Any] | None:
+    """The ``initialize`` result the app would give a client asking for ``asked``, as far as
+    the catalog knows it (MCP basic/lifecycle, "Version Negotiation": a server that supports
+    the version asked answers with it, else with the latest it supports):
+
+    1. the result the app gave a client asking for that very version;
+    2. a version newer than the app's latest, known because the app once answered an older
+       version than a client asked for: that answer (the app's latest);
+    3. an older 2025-era version than the one cached: the cached result with the version
+       asked, if each of its capabilities exists in that version (else ``None``).
+
+    ``None`` otherwise: the app is needed to answer."""
+    return _negotiation(entry, asked)[0]
+
+
+def _negotiation(entry: dict[str, Any], asked: Any) -> tuple[dict[str, Any] | None, str]:
+    """(:func:`_negotiated_initialize`'s result, why ``None``)."""
+    latest = entry.get("initialize")
+    if not isinstance(latest, dict) or not isinstance(latest.get("protocolVersion"), str):
+        return None, "the catalog holds no initialize result"
+    if not isinstance(asked, str):
+        return None, "the client names no protocolVersion"
+    by_version = entry.get("initializeByVersion")
+    by_version = by_version if isinstance(by_version, dict) else {}
+    exact = by_version.get(asked)
+    if isinstance(exact, dict):
+        return dict(exact), ""
+    if latest.get("protocolVersion") == asked and not by_version:
+        return dict(latest), ""  # (a catalog written before initializeByVersion)
+    served = [str(r["protocolVersion"]) for r in [latest, *by_version.values()] if isinstance(r, dict) and isinstance(r.get("protocolVersion"), str)]
+    newest = max(served)
+    downgraded = [
+        result for version, result in by_version.items()
+        if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str) and result["protocolVersion"] < version
+    ]
+    if downgraded:
+        app_latest = max(downgraded, key=lambda result: str(result["protocolVersion"]))
+        if asked > str(app_latest["protocolVersion"]):
+            return dict(app_latest), ""
+    if asked not in HANDSHAKE_VERSIONS:
+        return None, f"the client asks for protocol version {asked}, which the bridge does not know"
+    if asked > newest:
+        return None, f"the client asks for protocol version {asked}; the app last answered {newest}, and whether it speaks {asked} is not known"
+    base = max(
+        (r for r in [latest, *by_version.values()] if isinstance(r, dict) and isinstance(r.get("protocolVersion"), str)),
+        key=lambda result: str(result["protocolVersion"]),
+    )
+    capabilities = base.get("capabilities")
+    invalid = sorted(
+        name for name in (capabilities if isinstance(capabilities, dict) else {})
+        if name not in _CAPABILITIES_OF_ALL and asked < _CAPABILITY_SINCE.get(name, "9999")
+    )
+    if invalid:
+        return None, f"the app's capabilities {', '.join(invalid)} do not exist in protocol version {asked}"
+    return {**base, "protocolVersion": asked}, ""
+
+
+def why_not_answered(method: str, params: Any, entry: dict[str, Any] | None) -> str:
+    """Why :func:`catalog_result` gives ``None`` for this request (for the log)."""
+    if entry is None:
+        return "there is no catalog"
+    if method == "initialize":
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        return _negotiation(entry, asked)[1] or "it answers"
+    if method == "server/discover":
+        return "the catalog holds no server/discover result"
+    if isinstance(params, dict) and params.get("cursor") is not None:
+        return "the request asks for a cursor (only first pages are kept)"
+    return f"the catalog holds no {method} result"
+
+
+#: The catalog's marks of what the app refused (``refusesInitialize``: it serves 2026-07-28
+#: only; ``refusesDiscover``: it serves the 2025 era only), each with the method refused.
+REFUSAL_MARKS = {"refusesInitialize": "initialize", "refusesDiscover": "server/discover"}
+
+
+def refuses(entry: dict[str, Any] | None, method: str) -> bool:
+    """Whether the catalog ``entry`` records that the app refused ``method`` (``initialize``
+    or ``server/discover``) and served the other era instead."""
+    return entry is not None and any(entry.get(mark) and refused == method for mark, refused in REFUSAL_MARKS.items())
+
+
+def discover_refusal(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON-RPC ``error`` the catalog gives a ``server/discover`` for an app it records
+    as legacy-only (``refusesDiscover``; the app's own refusal when it was one), or ``None``.
+    A client that probes falls back to ``initialize`` on it, as with the app itself."""
+    if entry is None or not entry.get("refusesDiscover") or isinstance(entry.get("discover"), dict):
+        return None
+    error = entry.get("refusesDiscover")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return dict(error)
+    return {"code": -32601, "message": "Method not found: the app serves MCP 2025-11-25 or older (server/discover refused)"}
+
+
+def mark(
+    entry: dict[str, Any] | None, key: str, value: Any, *, app: str, endpoint: str, now_seconds: float
+) -> dict[str, Any] | None:
+    """The catalog entry after the app proved to refuse one era's handshake (``key``, one of
+    :data:`REFUSAL_MARKS`; ``value``: ``True`` or the app's JSON-RPC error), or ``None`` when
+    nothing changes. An entry of another app or endpoint is started afresh. The mark goes
+    when the app serves the method it refused (:func:`record`), and with a new app version."""
+    if key not in REFUSAL_MARKS:
+        raise ValueError(f"not a refusal mark: {key}")
+    base = entry if entry is not None and entry.get("app") == app and entry.get("endpoint") == endpoint else _fresh(app, endpoint)
+    if base.get(key) == value:
+        return None
+    return {**base, key: value, "savedAtSeconds": now_seconds}
+
+
+def _fresh(app: str, endpoint: str) -> dict[str, Any]:
+    return {"format": CATALOG_FORMAT, "app": app, "endpoint": endpoint, "initialize": None, "discover": None, "lists": {}}
 
 
 #: Where a 2026-07-28 ``server/discover`` result names the server: in its ``_meta``.
@@ -135,16 +281,24 @@ def record(
         (isinstance(params, dict) and params.get("cursor") is not None) or result.get("nextCursor") is not None
     ):
         return None
-    fresh: dict[str, Any] = {"format": CATALOG_FORMAT, "app": app, "endpoint": endpoint, "initialize": None, "discover": None, "lists": {}}
+    fresh = _fresh(app, endpoint)
     base = entry if entry is not None and entry.get("app") == app and entry.get("endpoint") == endpoint else fresh
     key = {"initialize": "initialize", "server/discover": "discover"}.get(method)
     if key is not None:
         known = [_server_info(base.get(k)) for k in ("initialize", "discover") if isinstance(base.get(k), dict)]
         if known and any(info != _server_info(result) for info in known):
             base = fresh  # another version of the app: nothing of the old one holds
-        if base.get(key) == result:
+        stale_mark = "refusesInitialize" if key == "initialize" else "refusesDiscover"  # it answered after all
+        by_version: dict[str, Any] = dict(base.get("initializeByVersion") or {})
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        if key == "initialize" and isinstance(asked, str) and (asked in by_version or len(by_version) < MAX_INITIALIZE_VERSIONS):
+            by_version[asked] = result
+        if base.get(key) == result and base.get("initializeByVersion", {}) == by_version and stale_mark not in base:
             return None
-        updated = {**base, key: result, "savedAtSeconds": now_seconds}
+        updated = {k: v for k, v in base.items() if k != stale_mark}
+        updated.update({key: result, "savedAtSeconds": now_seconds})
+        if by_version:
+            updated["initializeByVersion"] = by_version
     else:
         lists: dict[str, Any] = dict(base.get("lists") or {})
         if lists.get(method) == result:

@@ -27,7 +27,13 @@ so answered has no MCP session yet: its later notifications are not sent, its GE
 waits, and the first request the catalog cannot answer starts the app, replays the
 client's ``initialize`` (the client never sees that reply), lists again what the client was
 served and announces each list that differs, then goes out. Every catalog method's reply
-from the app updates the catalog.
+from the app updates the catalog. Across eras: a 2025-era client translated for a
+2026-07-28-only app (the catalog's ``refusesInitialize``, ``bridge/serve/modernapp.py``)
+is answered from the cached ``server/discover``; its first request the catalog cannot
+answer starts the app, lists again in the 2026-07-28 form and announces what changed
+(there is no session to open). A ``server/discover`` for an app marked ``refusesDiscover``
+gets the app's refusal from the catalog. A catalog's answer never counts as proof of the
+app's era (``--protocol-era auto``).
 """
 
 from __future__ import annotations
@@ -86,11 +92,12 @@ PAGE_CANCEL_SECONDS = 1.0
 
 
 class _FromCatalog(Exception):
-    """Raised through ``_run`` instead of starting the app: the catalog answers (``result``)."""
+    """Raised through ``_run`` instead of starting the app: the catalog answers (``reply``:
+    ``{"result": …}``, or ``{"error": …}`` for the refusal it records)."""
 
-    def __init__(self, result: dict[str, Any]) -> None:
+    def __init__(self, reply: dict[str, Any]) -> None:
         super().__init__("answered from the catalog")
-        self.result = result
+        self.reply = reply
 
 
 class Driver:
@@ -164,6 +171,14 @@ class Driver:
         # The catalog entry a legacy client's initialize was answered from while no MCP
         # session is open (the app not started yet); ``None`` once one is, or never.
         self._deferred: dict[str, Any] | None = None
+        self._deferred_version: Any = None  # the protocolVersion the catalog told that client
+        # The catalog entry a 2026-07-28-form request (a translated legacy client's, or a
+        # 2026-07-28 client's) was answered from while the app was down; ``None`` once the
+        # app was needed (its lists then listed again), or never.
+        self._stateless_served: dict[str, Any] | None = None
+        # The 2026-07-28 requests in flight under ``auto`` whose reply says which era the app
+        # speaks (id → whether the catalog answered it instead: then it says nothing).
+        self._catalog_answered: dict[Any, bool] = {}
         self._opened = asyncio.Event()  # set once a deferred session is open
         self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
@@ -289,15 +304,27 @@ class Driver:
                     # refusal (a client that probes falls back to initialize by itself, losing
                     # nothing); a request refused for want of a session, from a client that
                     # never probes, is translated (docs/behaviour.md, "Protocol eras").
+                    self._catalog_answered[request.id] = False
+                    from_catalog = False
                     try:
-                        line = await self.forward(request, emit)
+                        try:
+                            line = await self.forward(request, emit)
+                        finally:
+                            from_catalog = self._catalog_answered.pop(request.id, False)
                     except HTTPStatusError as exc:
+                        if request.method == "server/discover" and 400 <= exc.http_status < 500:
+                            self.mark_catalog("refusesDiscover", True)
                         if request.method == "server/discover" or not 400 <= exc.http_status < 500 or exc.http_status == 404:
                             raise
                     else:
-                        refused = is_legacy_refusal(json.loads(line))
+                        reply = json.loads(line)
+                        refused = is_legacy_refusal(reply)
+                        if from_catalog:
+                            return line  # the catalog's answer, not the app's: it proves nothing
                         if not refused:
                             self.eras = None  # the app speaks 2026-07-28: nothing to translate
+                        elif request.method == "server/discover":
+                            self.mark_catalog("refusesDiscover", _error_of(reply))
                         if request.method == "server/discover" or not (refused and _wants_a_session(line)):
                             return line
                     log.info("%s refused a 2026-07-28 %s as a legacy-only app does; translating", self._app, request.method)
@@ -322,10 +349,12 @@ class Driver:
         if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
             from ..core.lazylaunch import catalog_result
 
-            result = catalog_result(request.method, request.params, self._deferred)
+            result = catalog_result(request.method, request.params, self._deferred, modern=False)
             if result is not None:
-                return self._catalog_reply(request, result)
+                return self._catalog_reply(request, {"result": result})
             await self._open_deferred_session(emit)
+        elif self._stateless_served is not None and era.stateless and self._translating_for_legacy() and self._needs_the_app(request):
+            await self._announce_after_launch(request, emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
         launch: Callable[[], Awaitable[None]] | None = None
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
@@ -349,8 +378,13 @@ class Driver:
         except _FromCatalog as answer:
             if request.method == "initialize" and era.may_rebuild:
                 self._deferred = self.catalog.entry() if self.catalog is not None else None
+                self._deferred_version = answer.reply.get("result", {}).get("protocolVersion")
                 log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
-            return self._catalog_reply(request, answer.result)
+            elif era.stateless and self._stateless_served is None and not self._app_reached.is_set() and self.catalog is not None:
+                self._stateless_served = self.catalog.entry()
+            if request.id in self._catalog_answered:
+                self._catalog_answered[request.id] = True
+            return self._catalog_reply(request, answer.reply)
         self._app_reached.set()
         if self.catalog is not None:
             self._remember(request.method, request.params, line)
@@ -367,12 +401,23 @@ class Driver:
     async def _launch_unless_cataloged(self, request: Request) -> None:
         """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
         :class:`_FromCatalog` when it does, else start the app."""
-        from ..core.lazylaunch import catalog_result
+        from ..core.lazylaunch import catalog_result, discover_refusal, why_not_answered
 
         assert self.catalog is not None
-        result = catalog_result(request.method, request.params, self.catalog.entry())
+        entry = self.catalog.entry()
+        if request.method == "server/discover" and self._protocol_era == "auto":
+            refusal = discover_refusal(entry)
+            if refusal is not None:
+                log.info("%s is not running; server/discover refused from its catalog (the app serves the 2025 era only)", self._app)
+                raise _FromCatalog({"error": refusal})
+        result = catalog_result(request.method, request.params, entry, modern=request.era.stateless)
         if result is not None:
-            raise _FromCatalog(result)
+            raise _FromCatalog({"result": result})
+        if entry is not None:
+            log.info(
+                "%s is not running and its catalog does not answer %s: %s; starting it",
+                self._app, request.method, why_not_answered(request.method, request.params, entry),
+            )
         await self._launcher.ensure_running()
 
     async def _hold_listen_until_the_app_is_needed(self) -> None:
@@ -389,9 +434,71 @@ class Driver:
         log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
         await self._app_reached.wait()
 
-    def _catalog_reply(self, request: Request, result: dict[str, Any]) -> bytes:
-        reply = encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
+    def _catalog_reply(self, request: Request, answer: dict[str, Any]) -> bytes:
+        reply = encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
         return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
+
+    def catalog_refuses(self, method: str) -> bool:
+        """Whether the catalog records that the app refuses ``method`` (``initialize``: it
+        serves 2026-07-28 only; ``server/discover``: the 2025 era only)."""
+        if self.catalog is None or self._launch_policy == "on-start":
+            return False
+        from ..core.lazylaunch import refuses
+
+        return refuses(self.catalog.entry(), method)
+
+    def mark_catalog(self, key: str, value: Any) -> None:
+        """Record in the catalog that the app refused one era's handshake (``key``:
+        ``refusesInitialize`` or ``refusesDiscover``, ``bridge/core/lazylaunch.py``)."""
+        if self.catalog is None:
+            return
+        from ..core.lazylaunch import mark
+
+        updated = mark(
+            self.catalog.entry(), key, value, app=self.catalog.app_name, endpoint=self.catalog.endpoint_identity, now_seconds=time.time()
+        )
+        if updated is not None:
+            self.catalog.replace(updated)
+
+    def _translating_for_legacy(self) -> bool:
+        return self.modern_app is not None and self.modern_app.active
+
+    def _needs_the_app(self, request: Request) -> bool:
+        """Whether a 2026-07-28-form request is one the catalog never answers (a held
+        ``subscriptions/listen`` is not: it waits for one that is)."""
+        from ..core.lazylaunch import CATALOG_METHODS
+
+        return request.method not in CATALOG_METHODS and request.method != "subscriptions/listen"
+
+    async def _announce_after_launch(self, request: Request, emit: Emit) -> None:
+        """A translated legacy client's first request the catalog cannot answer, after others
+        were answered from it (a 2026-07-28-only app, ``bridge/serve/modernapp.py``): start
+        the app (if no bridge did), list again what the catalog held, in the 2026-07-28
+        form of ``request``, and tell the client (``emit``) which lists changed, as
+        :meth:`_open_deferred_session` does for a legacy session.
+
+        Raises:
+            UpstreamError: the app could not be started (the next request tries again).
+        """
+        async with self._open_lock:
+            cached = self._stateless_served
+            if cached is None:
+                return  # (another request did it meanwhile)
+            log.info("%s is needed now: starting it", self._app)
+            await self._launcher.ensure_running()  # (on failure, the next request tries again)
+            self._stateless_served = None
+        from ..core.lazylaunch import changed_list_notifications
+
+        meta = request.params.get("_meta") if isinstance(request.params, dict) else None
+        meta = {key: value for key, value in meta.items() if key != "progressToken"} if isinstance(meta, dict) else None
+        owed: list[str] = []
+        with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
+            served = await self._list_privately(list((cached.get("lists") or {}).keys()), meta=meta)
+            owed = changed_list_notifications(cached, served)
+        for method in owed:
+            log.info("%s serves other lists than its catalog had: %s", self._app, method)
+            notification = {"jsonrpc": "2.0", "method": method}
+            await emit(encode_message(notification), notification)
 
     def _remember(self, method: str, params: Any, line: bytes) -> None:
         """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
@@ -435,7 +542,7 @@ class Driver:
             session = self._upstream.session
             with session.rebuilding():
                 line = await self._replay_initialize(session.generation)
-            told = (cached.get("initialize") or {}).get("protocolVersion")
+            told = self._deferred_version
             if session.protocol_version != told:
                 raise SessionLostError(
                     f"{self._app} now speaks protocol version {session.protocol_version}, not {told}; "
@@ -456,23 +563,30 @@ class Driver:
             notification = {"jsonrpc": "2.0", "method": method}
             await emit(encode_message(notification), notification)
 
-    async def _list_privately(self, methods: list[str]) -> dict[str, Any]:
+    async def _list_privately(self, methods: list[str], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """List ``methods`` (first pages) under private ids; keep each result in the catalog.
-        A list that fails is left out (logged)."""
+        ``meta``: the 2026-07-28 request ``_meta`` to send them with (``None``: in the
+        session, 2025 era). A list that fails is left out (logged)."""
         served: dict[str, Any] = {}
         for method in methods:
             self._replays += 1
-            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-list-{self._replays}", "method": method}
-            listing = Request(message["id"], method, None, encode_message(message)[:-1])
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-list-{self._replays}", "method": method}
+            params = {"_meta": meta} if meta is not None else None
+            if params is not None:
+                message["params"] = params
+            listing = Request(message["id"], method, params, encode_message(message)[:-1])
+            headers = listing.era.headers(method, params, self._tool_headers)
             try:
-                line = await self._run(functools.partial(self._upstream.send_request, listing, _drop), can_rebuild=False)
+                line = await self._run(
+                    functools.partial(self._upstream.send_request, listing, _drop, modern_headers=headers), can_rebuild=False
+                )
                 reply = json.loads(line)
             except (UpstreamError, ValueError) as exc:
                 log.info("listing %s after the launch failed: %s", method, getattr(exc, "message", exc))
                 continue
             if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
                 served[method] = reply["result"]
-                self._remember(method, None, line)
+                self._remember(method, params, line)
         return served
 
     def _filter_tool_list(self, line: bytes) -> bytes:
@@ -784,6 +898,14 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
+
+
+def _error_of(reply: Any) -> Any:
+    """The JSON-RPC ``error`` object of a parsed reply when it is a well-formed one, else ``True``."""
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return {"code": error["code"], "message": error["message"]}
+    return True
 
 
 def _wants_a_session(line: bytes) -> bool:

@@ -6,7 +6,8 @@ The rules, and the table of what maps, are pure (``bridge/core/modernmap.py``); 
 performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "Protocol eras").
 
 - **Detection.** With ``--protocol-era auto`` the client's ``initialize`` goes to the app as
-  it is; when the app refuses it (a JSON-RPC error such as -32022, or an HTTP 4xx), the
+  it is (unless the lazy-launch catalog records that the app refuses it: then the probe
+  comes first, and the catalog answers it while the app is down); when the app refuses it (a JSON-RPC error such as -32022, or an HTTP 4xx), the
   bridge sends ``server/discover`` (2026-07-28 schema: ``DiscoverRequest``) with the client's info and
   capabilities, and if that names 2026-07-28 the translation is on and ``initialize`` is
   answered from it. Otherwise the client gets the app's refusal of its ``initialize``.
@@ -86,6 +87,14 @@ class Forwarder(Protocol):
         """Forward a request as it is, in its own era; return its stdout line."""
         ...
 
+    def catalog_refuses(self, method: str) -> bool:
+        """Whether the lazy-launch catalog records that the app refuses ``method``."""
+        ...
+
+    def mark_catalog(self, key: str, value: Any) -> None:
+        """Record in the lazy-launch catalog that the app refused one era's handshake."""
+        ...
+
 
 class ModernAppEras:
     """The translation state of one driver: whether the app proved 2026-07-28-only, what the
@@ -156,7 +165,10 @@ class ModernAppEras:
         client = ClientContext.from_initialize(request.params)
         asked = request.params.get("protocolVersion") if isinstance(request.params, dict) else None
         refusal: bytes | BaseException | None = None
-        if not (self.active or self._always):
+        # The catalog knows the app refuses initialize (lazy launch): go straight to
+        # server/discover, which the catalog answers while the app is down.
+        hinted = not (self.active or self._always) and self._driver.catalog_refuses("initialize")
+        if not (self.active or self._always or hinted):
             try:
                 line = await self._driver.forward(request, emit)
             except HTTPStatusError as exc:
@@ -172,10 +184,13 @@ class ModernAppEras:
         try:
             discovered = speaks_modern(json.loads(await self._probe(_drop)))
         except UpstreamError as exc:
-            if refusal is None:
+            if refusal is None and not hinted:
                 raise
             log.info("server/discover after the app refused initialize failed too: %s", exc.message)
             discovered = None
+        if discovered is None and hinted:
+            log.info("%s did not answer server/discover as its catalog said it would; sending initialize", self._app)
+            return await self._driver.forward(request, emit)
         if discovered is None:
             if isinstance(refusal, bytes):
                 return refusal
@@ -188,6 +203,8 @@ class ModernAppEras:
                     "MCP 2026-07-28 to it (--protocol-era modern); try --protocol-era auto."
                 ),
             )
+        if refusal is not None:
+            self._driver.mark_catalog("refusesInitialize", True)
         if not self.active:
             log.info("%s serves only MCP 2026-07-28; translating for this %s client", self._app, asked or "legacy")
         self.active = True

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.core.lazylaunch import answers_from_catalog, app_version, catalog_result, changed_list_notifications, record
+from bridge.core.lazylaunch import (
+    answers_from_catalog,
+    app_version,
+    catalog_result,
+    changed_list_notifications,
+    discover_refusal,
+    mark,
+    record,
+    refuses,
+    why_not_answered,
+)
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}, "resources": {}}, "serverInfo": {"name": "a", "version": "1"}}
 TOOLS = {"tools": [{"name": "t"}]}
@@ -14,10 +24,15 @@ def keep(entry: dict[str, Any] | None, method: str, result: Any, params: Any = N
     return record(entry, method, params, result, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=5.0)
 
 
-def test_initialize_is_answered_only_for_the_version_the_catalog_holds() -> None:
-    entry = keep(None, "initialize", INIT)
+def test_initialize_is_answered_for_the_version_the_catalog_holds_and_negotiated_for_older_ones() -> None:
+    entry = keep(None, "initialize", INIT, {"protocolVersion": "2025-06-18"})
     assert catalog_result("initialize", {"protocolVersion": "2025-06-18"}, entry) == INIT
-    assert catalog_result("initialize", {"protocolVersion": "2025-03-26"}, entry) is None
+    # An older 2025-era version: the app's answer with that version (its capabilities exist there).
+    assert catalog_result("initialize", {"protocolVersion": "2025-03-26"}, entry) == {**INIT, "protocolVersion": "2025-03-26"}
+    # A newer one: whether the app speaks it is not known, so the app is needed.
+    assert catalog_result("initialize", {"protocolVersion": "2025-11-25"}, entry) is None
+    assert "2025-11-25" in why_not_answered("initialize", {"protocolVersion": "2025-11-25"}, entry)
+    assert catalog_result("initialize", {"protocolVersion": "1999-01-01"}, entry) is None
     assert catalog_result("ping", None, entry) == {} and catalog_result("ping", None, None) is None
     assert catalog_result("tools/call", {}, entry) is None
     assert app_version(entry) == "1"
@@ -75,3 +90,51 @@ def test_the_same_list_in_another_era_s_envelope_is_no_change() -> None:
     assert entry is not None
     assert changed_list_notifications(entry, {"tools/list": TOOLS}) == []
     assert changed_list_notifications(entry, {"tools/list": {"tools": []}}) == ["notifications/tools/list_changed"]
+
+
+def test_claude_desktop_and_codex_are_both_answered_once_each_was_seen() -> None:
+    """Claude Desktop asks for 2025-11-25, Codex for 2025-06-18: each version's answer is kept."""
+    newest = {**INIT, "protocolVersion": "2025-11-25"}
+    entry = keep(keep(None, "initialize", newest, {"protocolVersion": "2025-11-25"}), "initialize", INIT, {"protocolVersion": "2025-06-18"})
+    assert entry is not None
+    assert catalog_result("initialize", {"protocolVersion": "2025-11-25"}, entry) == newest
+    assert catalog_result("initialize", {"protocolVersion": "2025-06-18"}, entry) == INIT
+
+
+def test_an_app_that_answered_an_older_version_gets_that_answer_for_newer_ones() -> None:
+    entry = keep(None, "initialize", INIT, {"protocolVersion": "2025-11-25"})  # the app's latest is 2025-06-18
+    assert catalog_result("initialize", {"protocolVersion": "2025-11-25"}, entry) == INIT
+    assert catalog_result("initialize", {"protocolVersion": "2026-01-01"}, entry) == INIT
+
+
+def test_capabilities_an_older_version_lacks_keep_the_catalog_from_answering_it() -> None:
+    newest = {**INIT, "protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "completions": {}}}
+    entry = keep(None, "initialize", newest, {"protocolVersion": "2025-11-25"})
+    assert catalog_result("initialize", {"protocolVersion": "2025-03-26"}, entry) == {**newest, "protocolVersion": "2025-03-26"}
+    assert catalog_result("initialize", {"protocolVersion": "2024-11-05"}, entry) is None
+    assert "completions" in why_not_answered("initialize", {"protocolVersion": "2024-11-05"}, entry)
+
+
+def test_lists_are_given_in_the_era_of_the_request() -> None:
+    modern = {"tools": [{"name": "t"}], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    entry = keep(keep(None, "initialize", INIT), "tools/list", modern)
+    assert catalog_result("tools/list", {}, entry, modern=False) == TOOLS
+    assert catalog_result("tools/list", {}, entry, modern=True) == modern
+    legacy = keep(keep(None, "initialize", INIT), "tools/list", TOOLS)
+    assert catalog_result("tools/list", {}, legacy, modern=True) == modern
+
+
+def test_refusal_marks() -> None:
+    discover = {"supportedVersions": ["2026-07-28"], "capabilities": {}, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "a", "version": "2"}}}
+    modern_only = mark(keep(None, "server/discover", discover), "refusesInitialize", True, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=6.0)
+    assert modern_only is not None and refuses(modern_only, "initialize") and not refuses(modern_only, "server/discover")
+    # The app answered initialize after all (an update): the mark goes.
+    updated = keep(modern_only, "initialize", {**INIT, "serverInfo": {"name": "a", "version": "2"}})
+    assert updated is not None and not refuses(updated, "initialize")
+    refusal = {"code": -32601, "message": "Method not found"}
+    legacy_only = mark(keep(None, "initialize", INIT), "refusesDiscover", refusal, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=6.0)
+    assert legacy_only is not None and discover_refusal(legacy_only) == refusal
+    assert discover_refusal(keep(None, "initialize", INIT)) is None
+    # Claude Code probes before its initialize: the mark outlives the initialize recorded next.
+    first = mark(None, "refusesDiscover", True, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=6.0)
+    assert refuses(keep(first, "initialize", INIT), "server/discover")

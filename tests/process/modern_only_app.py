@@ -1,6 +1,7 @@
 """An MCP server on the official SDK v2 (``mcp`` 2.3) that serves only MCP 2026-07-28, for
 the era-translation process tests: ``python tests/process/modern_only_app.py`` prints
-``LISTENING http://127.0.0.1:<port>/mcp`` and serves until SIGTERM.
+``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections (through
+``bridge.appserver.AppServer``, with no token) and serves until SIGTERM.
 
 Its tools use what the 2026-07-28 revision carries differently from 2025-11-25:
 
@@ -15,7 +16,6 @@ refused with -32022 (``examples/app_server.py``'s ``ModernOnlyMiddleware``).
 """
 
 # (no ``from __future__ import annotations``: the SDK reads the tools' annotations at run time)
-import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -73,17 +73,21 @@ def build() -> Any:
 
 
 def main() -> int:
-    import uvicorn
+    import logging
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(build(), log_level="warning")
-    server = uvicorn.Server(config)
-    print(f"LISTENING http://127.0.0.1:{port}/mcp", flush=True)
-    sys.stdout = sys.stderr
-    server.run(sockets=[sock])
-    return 0
+    from bridge.appserver import AppServer
+
+    logging.basicConfig(level="WARNING", stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+    def listening(server: AppServer) -> None:
+        # Printed once the server accepts connections (AppServer calls this then), so a test
+        # that reads this line never finds the port refusing (it did, under load, when the
+        # line came before uvicorn had started).
+        sys.stdout.write(f"LISTENING {server.url}\n")
+        sys.stdout.flush()
+        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
+
+    return AppServer(build(), require_token=False, on_listening=listening, log_level="warning").run()
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ async def test_a_2026_client_s_discover_and_list_come_from_the_catalog_and_a_cal
         assert starter.calls == 0 and not app.up
         h.stdin.feed(modern(4, "tools/call", {"name": "cached", "arguments": {}}))
         (*_, call) = await h.stdout.wait_for(4)
-    assert replies[1]["result"] == DISCOVER and replies[2]["result"] == TOOLS and replies[3]["result"] == {}
+    # A list cached from a 2025-era session gets what the 2026-07-28 schema requires.
+    assert replies[1]["result"] == DISCOVER and replies[2]["result"] == {**TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert replies[3]["result"] == {}
     assert call["id"] == 4 and "result" in call, call
     assert starter.calls == 1
 

@@ -209,6 +209,36 @@ async def test_tasks_have_no_equivalent_and_the_error_names_them(run_bridge: Run
     assert "tasks/get" not in app.methods()
 
 
+async def test_a_task_augmented_call_gets_an_error_naming_what_is_missing(run_bridge: RunBridge) -> None:
+    app = ModernOnlyApp()
+    async with run_bridge(app) as h:
+        await handshake(h)
+        h.stdin.feed(request_line(5, "tools/call", {"name": "ask", "arguments": {}, "task": {"ttl": 1000}}))
+        reply = (await h.stdout.wait_for(2))[1]
+    assert reply["id"] == 5 and reply["error"]["code"] == -32601
+    assert reply["error"]["data"]["missing"] == "task-augmented requests" and "2026-07-28" in reply["error"]["message"]
+    assert "tools/call" not in app.methods()
+
+
+async def test_roots_list_changed_is_dropped_with_a_debug_line_and_no_reply(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """2026-07-28 has no ``notifications/roots/list_changed`` (the app asks for roots in each
+    ``input_required``): the client's is dropped, logged at debug, and never answered."""
+    import logging
+
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    with caplog.at_level(logging.DEBUG, logger="bridge"):
+        async with run_bridge(app) as h:
+            await handshake(h)
+            h.stdin.feed(NOTIF_INIT + b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}\n' + request_line(6, "tools/list"))
+            replies = (await h.stdout.wait_for(2))[1:]
+    assert [reply.get("id") for reply in replies] == [6] and "result" in replies[0]
+    assert "notifications/roots/list_changed" not in app.methods()
+    assert any(r.levelno == logging.DEBUG and "roots/list_changed" in r.getMessage() for r in caplog.records), caplog.text
+
+
 async def test_modern_never_sends_initialize_and_legacy_never_translates(run_bridge: RunBridge) -> None:
     app = ModernOnlyApp()
     async with run_bridge(app, protocol_era="modern") as h:
