@@ -199,6 +199,12 @@ class LegacyAppEras:
         self._level: tuple[int, str] | None = None  # (driver.rebuilds, the session's log level)
         self._level_lock = asyncio.Lock()
         self._rebuilds_seen = 0
+        #: Under ``--protocol-era legacy``: (driver.rebuilds, the error) once the app refused
+        #: the bridge's ``initialize``; every 2026-07-28 request gets that error until the
+        #: session is rebuilt (the app may have been replaced), never passed on untranslated.
+        self._legacy_refused: tuple[int, ProtocolEraError] | None = None
+        #: Why the last :meth:`_open_session` failed, when it failed without the app's refusal.
+        self._session_failure: UpstreamError | None = None
 
     @property
     def translating(self) -> bool:
@@ -224,12 +230,16 @@ class LegacyAppEras:
         if self.initialize_result is None and not self._modern:
             async with self._probing:
                 if self.initialize_result is None and not self._modern:
+                    if self._legacy_refused is not None and self._legacy_refused[0] == self._driver.rebuilds:
+                        raise self._legacy_refused[1]
                     if request.method == "server/discover":
                         return await self._probe(request, emit)
                     try:
                         await self._probe(_discover_like(request), _drop)
-                    except UpstreamError as exc:  # the request itself then says what is wrong
-                        log.info("the bridge's server/discover probe failed: %s", exc.message)
+                    except UpstreamError as exc:
+                        if not self._ask_app:  # legacy: a request the bridge cannot translate is not sent as is
+                            raise
+                        log.info("the bridge's server/discover probe failed: %s", exc.message)  # the request says why
         if self.initialize_result is None:
             return await self._driver.forward(request, emit)  # a 2026-07-28 app, or the probe failed
         if request.method == "server/discover":
@@ -308,11 +318,14 @@ class LegacyAppEras:
         if not self._ask_app:
             result = await self._open_session(request)
             if result is None:
+                if self._session_failure is not None:  # the app was not reached: its own reason
+                    raise self._session_failure
                 refused = ProtocolEraError(
                     "The app refused the bridge's initialize (--protocol-era legacy): it may serve MCP 2026-07-28 "
                     "only; try --protocol-era auto."
                 )
-                return encode_message(error_response(request.id, refused))
+                self._legacy_refused = (self._driver.rebuilds, refused)
+                raise refused
             return self._session_opened(request, result)
         try:
             line = await self._driver.forward(request, emit)
@@ -344,6 +357,7 @@ class LegacyAppEras:
     async def _open_session(self, probe: Request) -> dict[str, Any] | None:
         """``initialize`` + ``notifications/initialized``; the result, or ``None`` (logged)."""
         self._opened += 1
+        self._session_failure = None
         init_id = f"mcp-app-bridge-era-init-{self._opened}"
         params = initialize_params(probe.params, __version__)
         body = encode_message({"jsonrpc": "2.0", "id": init_id, "method": "initialize", "params": params})[:-1]
@@ -351,11 +365,13 @@ class LegacyAppEras:
             reply = json.loads(await self._driver.forward(Request(init_id, "initialize", params, body), _drop))
             result = reply.get("result") if isinstance(reply, dict) else None
             if not isinstance(result, dict):
-                log.warning("the app refused the bridge's initialize for a 2026-07-28 client: %s", str(reply)[:200])
+                log.warning("the app refused the bridge's initialize for a 2026-07-28 client: %s", _error_text(reply))
                 return None
             await self._driver.deliver(_INITIALIZED, "notification notifications/initialized")
         except Exception as exc:  # an UpstreamError, or an unusable reply: the probe's refusal stands
             log.warning("opening a legacy session for a 2026-07-28 client failed: %s", getattr(exc, "message", exc))
+            if isinstance(exc, UpstreamError) and not (isinstance(exc, HTTPStatusError) and 400 <= exc.http_status < 500):
+                self._session_failure = exc  # not a refusal (a 4xx is one): unreachable, a timeout, a 5xx
             return None
         return result
 
@@ -751,6 +767,15 @@ def _parse(line: bytes) -> Any:
     with contextlib.suppress(ValueError):
         return json.loads(line)
     return None
+
+
+def _error_text(reply: Any) -> str:
+    """An app's refusal in a log line: its JSON-RPC error code and message (200 characters at
+    most), not the raw reply."""
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if isinstance(error, dict):
+        return f"JSON-RPC error {error.get('code')}: {str(error.get('message'))[:200]}"
+    return "a reply with no result"
 
 
 def _discover_like(request: Request) -> Request:

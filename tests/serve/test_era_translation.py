@@ -130,6 +130,49 @@ async def test_legacy_with_an_app_that_refuses_initialize_names_the_option(run_b
     assert "--protocol-era auto" in reply["error"]["message"]
 
 
+async def test_legacy_with_a_2026_only_app_refuses_every_request_alike_and_asks_once(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--protocol-era legacy`` with a 2026-07-28-only app: not only the probe but every
+    later request gets the same ``protocol_era`` error, none is sent to the app untranslated
+    (a newcomer saw ``server/discover`` fail and ``tools/call`` then succeed, with a warning
+    quoting the app's raw reply at each request), and ``initialize`` is tried once."""
+    sent: list[dict[str, Any]] = []
+
+    def modern_only(request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content)
+        sent.append(message)
+        if message.get("method") == "initialize":
+            error = {"code": -32022, "message": "Unsupported protocol version", "data": {"supported": [MODERN]}}
+            return json_response({"jsonrpc": "2.0", "id": message["id"], "error": error}, 400)
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": [], "resultType": "complete"}})
+
+    async with run_bridge(modern_only, protocol_era="legacy") as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        await h.stdout.wait_for(1)
+        h.stdin.feed(modern(2, "tools/list") + modern(3, "tools/call", {"name": "echo", "arguments": {}}))
+        replies = {m["id"]: m for m in await h.stdout.wait_for(3)}
+    for request_id in (1, 2, 3):
+        assert replies[request_id]["error"]["data"] == {"source": "bridge", "reason": "protocol_era"}, replies[request_id]
+        assert "--protocol-era auto" in replies[request_id]["error"]["message"]
+    assert [m.get("method") for m in sent] == ["initialize"]
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("the app refused the bridge's initialize")]
+    assert warnings == ["the app refused the bridge's initialize for a 2026-07-28 client: JSON-RPC error -32022: Unsupported protocol version"]
+
+
+async def test_legacy_with_an_app_failing_initialize_keeps_the_failures_own_reason(run_bridge: RunBridge) -> None:
+    """``--protocol-era legacy``: an ``initialize`` that fails for another cause than a refusal
+    (here HTTP 503 with no ``Retry-After``) gets that cause's reason, not ``protocol_era``."""
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="busy")
+
+    async with run_bridge(unavailable, protocol_era="legacy") as h:
+        h.stdin.feed(modern(1, "server/discover"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert reply["id"] == 1 and reply["error"]["data"]["reason"] == "http_status", reply
+
+
 async def test_without_the_option_the_refusal_reaches_the_client(run_bridge: RunBridge) -> None:
     """``--protocol-era auto`` (the default): a client's own probe gets the app's refusal, so
     a dual-era client falls back to ``initialize``, keeping what the translation does not
