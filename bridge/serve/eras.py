@@ -86,7 +86,6 @@ from ..core.errors import (
     StreamClosedError,
     UpstreamError,
     UpstreamTimeoutError,
-    error_response,
 )
 from ..core.jsonrpc import Request, encode_message
 from ..core.policy import MAX_LISTEN_FAILURES
