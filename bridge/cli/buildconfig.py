@@ -34,15 +34,69 @@ def _click() -> Any:
     return click
 
 
-def split_command(command: str) -> list[str]:
-    """Split a command line into words as a shell would, without running a shell.
+def split_command(command: str, *, windows: bool | None = None) -> list[str]:
+    """Split a command line into words as the OS's programs read theirs, without a shell.
+
+    POSIX: as a POSIX shell splits words (``shlex.split``). Windows (``windows``; default:
+    this OS): as the C runtime's ``CommandLineToArgvW`` does (Microsoft, "Parsing C++
+    command-line arguments"): double quotes group words and are removed, so
+    ``"C:\\Program Files\\MyApp\\myapp.exe" --x`` is two words, the first without its
+    quotes; backslashes are literal except before a double quote, where ``2n`` of them
+    give ``n`` and the quote groups, and ``2n+1`` give ``n`` and a literal quote.
 
     Raises:
-        ValueError: unbalanced quotes, or no words at all.
+        ValueError: unbalanced quotes (POSIX), or no words at all.
     """
-    words = shlex.split(command, posix=os.name != "nt")
+    words = _split_windows(command) if (os.name == "nt" if windows is None else windows) else shlex.split(command)
     if not words:
         raise ValueError("the command is empty")
+    return words
+
+
+def _split_windows(command: str) -> list[str]:
+    """``command`` split by the rules of :func:`split_command` for Windows."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = quoted = False
+    index = 0
+    while index < len(command):
+        char = command[index]
+        if char == "\\":
+            end = index
+            while end < len(command) and command[end] == "\\":
+                end += 1
+            count = end - index
+            if end < len(command) and command[end] == '"':
+                word.append("\\" * (count // 2))
+                if count % 2:
+                    word.append('"')
+                    index = end + 1
+                else:
+                    index = end  # the quote groups, below
+            else:
+                word.append("\\" * count)
+                index = end
+            in_word = True
+            continue
+        if char == '"':
+            if quoted and command[index + 1 : index + 2] == '"':  # "" inside quotes: a literal quote
+                word.append('"')
+                index += 2
+            else:
+                quoted = not quoted
+                index += 1
+            in_word = True
+            continue
+        if char in " \t" and not quoted:
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+        else:
+            word.append(char)
+            in_word = True
+        index += 1
+    if in_word:
+        words.append("".join(word))
     return words
 
 
