@@ -145,8 +145,19 @@ def _entry(
     if link:
         placeholders = {variable: f"<the value of {variable}>" for variable in variables}
         return ServerEntry(command=argv[0], args=tuple(argv[1:]), env=placeholders)
+    fix = "lower --launch-timeout to {seconds:g} or less"
+    if command_path is not None:  # the app's own --mcp-stdio: its bound is set in the app's code
+        fix = (
+            "have the app's --mcp-stdio wait {seconds:g} s or less for the app to start "
+            "(BridgeConfig(launch_timeout_seconds=...) in the app's code)"
+        )
     entry, remarks = client_entry(
-        client, argv, token_variables=variables, startup_timeout_seconds=startup_timeout, tool_timeout_seconds=tool_timeout
+        client,
+        argv,
+        token_variables=variables,
+        startup_timeout_seconds=startup_timeout,
+        tool_timeout_seconds=tool_timeout,
+        launch_timeout_fix=fix,
     )
     for remark in remarks:
         _warn(remark)

@@ -591,6 +591,7 @@ def client_entry(
     platform: str = sys.platform,
     startup_timeout_seconds: float | None = None,
     tool_timeout_seconds: float | None = None,
+    launch_timeout_fix: str = "lower --launch-timeout to {seconds:g} or less",
 ) -> tuple[ServerEntry, list[str]]:
     """The entry ``config install`` writes for ``argv`` in ``client``, and remarks to show.
 
@@ -603,6 +604,8 @@ def client_entry(
     - ``startup_timeout_seconds`` is kept for the client's per-server key; a client with a
       fixed, shorter budget gets a remark saying how to raise it.
     - ``tool_timeout_seconds`` is kept for the client's tool-call key (Codex).
+    - ``launch_timeout_fix``: how the remark tells to shorten the launch bound, with
+      ``{seconds}`` (an app's own ``--mcp-stdio`` entry has no ``--launch-timeout``).
 
     Raises:
         ClientConfigError: an unknown client.
@@ -634,12 +637,12 @@ def client_entry(
         needs = f"{info.title} gives a server {budget:g} s to start, and starting the app may take {startup_timeout_seconds:g} s"
         if startup_timeout_seconds > budget and most is not None and startup_timeout_seconds > most:
             remarks.append(
-                f"{needs}, more than it can give ({most:g} s): lower --launch-timeout to "
-                f"{most - STARTUP_MARGIN_SECONDS:g} or less"
+                f"{needs}, more than it can give ({most:g} s): "
+                + launch_timeout_fix.format(seconds=most - STARTUP_MARGIN_SECONDS)
             )
         elif startup_timeout_seconds > budget and run.startup_budget_hint:
             hint = run.startup_budget_hint.format(milliseconds=math.ceil(startup_timeout_seconds * 1000))
-            remarks.append(f"{needs}: {hint}, or lower --launch-timeout to {budget - STARTUP_MARGIN_SECONDS:g} or less")
+            remarks.append(f"{needs}: {hint}, or " + launch_timeout_fix.format(seconds=budget - STARTUP_MARGIN_SECONDS))
     entry = ServerEntry(
         command=argv[0],
         args=tuple(argv[1:]),

@@ -343,6 +343,18 @@ def test_the_apps_own_entry_gets_a_start_up_timeout_for_its_default_launch_bound
     assert codex["startup_timeout_sec"] == 45
 
 
+def test_the_apps_own_entry_is_told_how_to_shorten_its_launch_bound_in_the_apps_code() -> None:
+    """The app's own ``--mcp-stdio`` takes no ``--launch-timeout`` (a newcomer followed the
+    advice and got "No such option"): the remark names the app's ``BridgeConfig`` instead."""
+    result = CliRunner().invoke(
+        main, ["config", "print", "--client", "claude-code", "--name", "m", "--command", sys.executable, "--", "app.py", "--mcp-stdio"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "have the app's --mcp-stdio wait 15 s or less for the app to start" in result.stderr
+    assert "BridgeConfig(launch_timeout_seconds=...)" in result.stderr
+    assert "--launch-timeout" not in result.stderr
+
+
 def test_claude_code_has_no_per_server_timeout_so_the_user_is_told_how_to_raise_its_30_s() -> None:
     result = CliRunner().invoke(
         main,
