@@ -161,7 +161,7 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         return
 
     result = await _request(driver, report, "initialize", {
-        "protocolVersion": "2025-06-18",
+        "protocolVersion": "2025-11-25",
         "capabilities": {},
         "clientInfo": {"name": "mcp-app-bridge check", "version": "1"},
     })
