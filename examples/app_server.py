@@ -501,10 +501,11 @@ def serve(
         print(f"app_server: cannot bind ({link}): {exc}", file=sys.stderr)
         return 2
     logger.info(
-        "serving %s on %s (%s%s%s)",
+        "serving %s on %s (%s%s%s%s)",
         url,
         {"unix": "a Unix domain socket", "npipe": "a named pipe"}.get(server.link, "TCP"),
-        "stateless" if stateless else "stateful",
+        "MCP 2026-07-28 only" if modern_only else "stateless" if stateless else "stateful",
+        ", MCP 2025-era only" if legacy_only else "",
         ", json responses" if json_response else "",
         ", bearer token required" if server.token is not None else "",
     )
