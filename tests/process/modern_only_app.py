@@ -26,6 +26,7 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: support.apps
 
 
 class Name(BaseModel):
@@ -73,21 +74,9 @@ def build() -> Any:
 
 
 def main() -> int:
-    import logging
+    from support.apps import serve_until_stopped
 
-    from bridge.appserver import AppServer
-
-    logging.basicConfig(level="WARNING", stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-
-    def listening(server: AppServer) -> None:
-        # Printed once the server accepts connections (AppServer calls this then), so a test
-        # that reads this line never finds the port refusing (it did, under load, when the
-        # line came before uvicorn had started).
-        sys.stdout.write(f"LISTENING {server.url}\n")
-        sys.stdout.flush()
-        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
-
-    return AppServer(build(), require_token=False, on_listening=listening, log_level="warning").run()
+    return serve_until_stopped(build(), log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

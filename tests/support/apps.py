@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,6 +159,26 @@ def start_listening_app(
     url = line.split(" ", 1)[1]
     port = 0 if url.startswith(("http+unix://", "npipe://")) else int(url.rsplit(":", 1)[1].split("/", 1)[0])  # a socket or pipe: no port
     return AppServer(url=url, port=port, proc=proc, log_path=log_path, args=args, _stdout=proc.stdout)
+
+
+def serve_until_stopped(asgi_app: Any, *, log_level: str = "info", access_log: bool = True) -> int:
+    """Serve ``asgi_app`` as a test app script does: through the library's
+    ``bridge.appserver.AppServer`` on a free port of 127.0.0.1, no token, logs on stderr at
+    ``log_level``; ``LISTENING <url>`` on stdout once it accepts connections (AppServer calls
+    back then, so a test reading the line never finds the port refusing), then nothing more
+    on stdout. Returns the server's exit status."""
+    import logging
+
+    from bridge.appserver import AppServer as Serving
+
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+    def listening(server: Serving) -> None:
+        sys.stdout.write(f"LISTENING {server.url}\n")
+        sys.stdout.flush()
+        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
+
+    return Serving(asgi_app, require_token=False, on_listening=listening, log_level=log_level, access_log=access_log).run()
 
 
 def isolated_env(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -26,7 +26,7 @@ if __name__ == "__main__":  # (run as a script: tests/ is not on sys.path then)
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
-from support.apps import AppServer, start_listening_app
+from support.apps import AppServer, serve_until_stopped, start_listening_app
 
 SCRIPT = Path(__file__).resolve()
 _LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
@@ -94,18 +94,7 @@ def build_app() -> Any:
 
 
 def main() -> int:
-    import logging
-
-    from bridge.appserver import AppServer as Serving
-
-    logging.basicConfig(level="INFO", stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-
-    def listening(server: Serving) -> None:
-        sys.stdout.write(f"LISTENING {server.url}\n")
-        sys.stdout.flush()
-        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
-
-    return Serving(build_app(), require_token=False, on_listening=listening, log_level="info", access_log=True).run()
+    return serve_until_stopped(build_app())
 
 
 if __name__ == "__main__":

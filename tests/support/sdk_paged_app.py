@@ -23,7 +23,7 @@ from typing import Any
 if __name__ == "__main__":  # (run as a script: tests/ is not on sys.path then)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.apps import AppServer, start_listening_app
+from support.apps import AppServer, serve_until_stopped, start_listening_app
 
 SCRIPT = Path(__file__).resolve()
 #: How many tools the app has, and how many one page holds: three pages.
@@ -67,16 +67,7 @@ def build_app() -> Any:
 
 
 def main() -> int:
-    from bridge.appserver import AppServer as Serving
-
-    logging.basicConfig(level="INFO", stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-
-    def listening(server: Serving) -> None:
-        sys.stdout.write(f"LISTENING {server.url}\n")
-        sys.stdout.flush()
-        sys.stdout = sys.stderr  # nothing else on stdout: the parent stops reading it
-
-    return Serving(build_app(), require_token=False, on_listening=listening, log_level="info", access_log=True).run()
+    return serve_until_stopped(build_app())
 
 
 if __name__ == "__main__":
