@@ -15,8 +15,9 @@ every other message is forwarded byte for byte, as read.
 - **A list reply with ``nextCursor``, for a client that drops pages** (opt-in,
   ``--merge-list-pages``). Some clients read only the first page of a list and never send
   its ``cursor`` (MCP server/utilities/pagination), so the tools of the later pages are
-  never seen: Codex (openai/codex#28858), Claude Desktop (anthropics/claude-code#66537),
-  GitHub Copilot CLI (github/copilot-cli#4006). The driver asks the app for the next pages
+  never seen: Gemini CLI 0.61.0 (measured: docs/clients.md, "Lists in pages"), Codex
+  0.140.0 (openai/codex#28858; 0.169.0 follows the cursors), Claude Desktop
+  (anthropics/claude-code#66537), GitHub Copilot CLI 1.0.68 (github/copilot-cli#4006). The driver asks the app for the next pages
   under private ids and :class:`ListMerge` joins them into one reply without
   ``nextCursor``, within :data:`MAX_LIST_PAGES` pages and the byte cap; a merge a bound
   stopped keeps the ``nextCursor`` of the first page not merged, so the client may resume.

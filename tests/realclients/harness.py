@@ -23,20 +23,27 @@ Per client (:data:`CLIENTS`), with a fresh HOME and XDG folders (:func:`fresh_ho
 - the client's own check (:func:`check`): ``claude mcp list``, ``gemini mcp list``,
   ``qwen mcp list`` (each prints ``<name>: … Connected``) or Codex's ``app-server``,
   driven over stdio JSON-RPC (``initialize``, then ``mcpServerStatus/list``, whose entry lists
-  the server's tools).
+  the server's tools);
+- the tools a client offers its model (:func:`model_session`): a one-prompt session against a
+  model endpoint on loopback (:func:`model_endpoint`) that records each request and answers
+  400, so the request shows the tools, and nothing leaves the machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -241,8 +248,12 @@ def start_session(home: Home, client: str, until: Callable[[], bool]) -> str:
         _merge_json(
             Path(home.env["HOME"]) / ".gemini" / "settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}}}
         )
+    return _run_session(home, [str(BIN / PROGRAM[client]), *LOGGED_OUT_PROMPT[client]], env, until)
+
+
+def _run_session(home: Home, command: list[str], env: dict[str, str], until: Callable[[], bool]) -> str:
     process = subprocess.Popen(
-        [str(BIN / PROGRAM[client]), *LOGGED_OUT_PROMPT[client]],
+        command,
         cwd=home.project,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -260,6 +271,96 @@ def start_session(home: Home, client: str, until: Callable[[], bool]) -> str:
     process.stdout.close()
     process.wait()
     return _plain(output)
+
+
+@dataclass
+class ModelEndpoint:
+    """A model endpoint on loopback (:func:`model_endpoint`): every request it got."""
+
+    url: str
+    """``http://127.0.0.1:<port>``, the base URL a client is given."""
+    bodies: list[str] = field(default_factory=list)
+    """Each request's body, in order of arrival."""
+
+
+@contextmanager
+def model_endpoint() -> Iterator[ModelEndpoint]:
+    """Serve a model endpoint on a free loopback port (in a thread) that records every POST body
+    and answers HTTP 400 with an error object, which every client here ends its turn on."""
+    endpoint = ModelEndpoint(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            length = int(self.headers.get("content-length") or 0)
+            endpoint.bodies.append(self.rfile.read(length).decode("utf-8", errors="replace"))
+            body = b'{"error":{"code":400,"type":"invalid_request_error","message":"test model endpoint"}}'
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the http.server name
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    endpoint.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield endpoint
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+MODEL_CLIENTS = ("claude-code", "gemini-cli", "qwen-code")
+"""The clients whose one-prompt session (:func:`model_session`) runs against a model endpoint
+on loopback with a placeholder key and no login."""
+
+TOOL_PREFIX = {"claude-code": "mcp__{}__", "gemini-cli": "mcp_{}_", "qwen-code": "mcp__{}__"}
+"""How each client names an MCP server's tool to its model (the server name filled in)."""
+
+
+def model_session(home: Home, client: str, endpoint: ModelEndpoint, server: str) -> str:
+    """A one-prompt session of `client` whose model is `endpoint`, with a placeholder key:
+    Claude Code ``-p`` (``ANTHROPIC_BASE_URL``), Gemini CLI ``-p`` (``GOOGLE_GEMINI_BASE_URL``,
+    API-key auth) and Qwen Code ``-p --auth-type openai`` (``OPENAI_BASE_URL``). Gemini CLI and
+    Qwen Code run with ``--approval-mode yolo``: in a non-interactive session they offer the
+    model no MCP tool that would ask for a confirmation; no tool runs, as the model answers
+    400. Each discovers its MCP servers' tools before its first model request; the session
+    is ended once a request names a tool of `server` (or it ended, or
+    :data:`SESSION_TIMEOUT_SECONDS` passed); returns its output."""
+    env = dict(home.env)
+    command = [str(BIN / PROGRAM[client]), "-p", "Say hi"]
+    if client == "claude-code":
+        env.update(ANTHROPIC_API_KEY="placeholder-not-a-key", ANTHROPIC_BASE_URL=endpoint.url)
+    elif client == "gemini-cli":
+        env.update(GEMINI_API_KEY="placeholder-not-a-key", GOOGLE_GEMINI_BASE_URL=endpoint.url)
+        _merge_json(
+            Path(home.env["HOME"]) / ".gemini" / "settings.json", {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        )
+        command += ["--approval-mode", "yolo"]
+    elif client == "qwen-code":
+        env.update(
+            OPENAI_API_KEY="placeholder-not-a-key",
+            OPENAI_BASE_URL=f"{endpoint.url}/v1",
+            OPENAI_MODEL="test-model",
+            QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
+        )
+        command += ["--auth-type", "openai", "--approval-mode", "yolo"]
+    else:
+        raise AssertionError(f"{client} has no model session here")
+    prefix = TOOL_PREFIX[client].format(server)
+    return _run_session(home, command, env, until=lambda: any(prefix in body for body in list(endpoint.bodies)))
+
+
+def offered_tools(endpoint: ModelEndpoint, client: str, server: str) -> set[str]:
+    """The tools of `server` that `client` named to its model, across the requests `endpoint`
+    got (a tool list, or a list of deferred tools in the prompt)."""
+    pattern = re.compile(re.escape(TOOL_PREFIX[client].format(server)) + r"([A-Za-z0-9_.-]+)")
+    return {name for body in list(endpoint.bodies) for name in pattern.findall(body)}
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
@@ -281,8 +382,6 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def _plain(text: str) -> str:
-    import re
-
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
