@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from support.helpers import URL, RunBridge, request_line
-from support.mcp_app import McpApp
+from support.mcp_app import McpApp, Starter
 
 from bridge.app.servedcatalog import ServedCatalog
 from bridge.core.config import DEFAULT_APP_NAME
@@ -19,20 +19,6 @@ TOOLS = {"tools": [{"name": "cached", "inputSchema": {"type": "object"}}]}
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "serverInfo": {"name": "app", "version": "1"}}
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "app", "version": "1"}}
 
-
-class Starter:
-    """A library ensure_running that brings the fake app up, counting its calls."""
-
-    def __init__(self, app: McpApp) -> None:
-        self.app = app
-        self.calls = 0
-
-    def __call__(self) -> None:
-        self.calls += 1
-        self.app.up = True
-
-    async def probe(self, url: str) -> bool:
-        return self.app.up
 
 
 def cache(**parts: Any) -> None:

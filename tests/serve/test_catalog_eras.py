@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from support.helpers import NOTIF_INIT, URL, RunBridge, init, request_line
-from support.mcp_app import McpApp
+from support.mcp_app import McpApp, Starter
 
 from bridge.app.servedcatalog import ServedCatalog
 from bridge.core.config import DEFAULT_APP_NAME
@@ -27,20 +27,6 @@ CACHED_TOOLS = {**DONE, "tools": [{"name": "cached", "inputSchema": {"type": "ob
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
 TOOLS = {"tools": [{"name": "cached", "inputSchema": {"type": "object"}}]}
 
-
-class Starter:
-    """A library ensure_running that brings the fake app up, counting its calls."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.calls = 0
-
-    def __call__(self) -> None:
-        self.calls += 1
-        self.app.up = True
-
-    async def probe(self, url: str) -> bool:
-        return bool(self.app.up)
 
 
 class ModernOnlyApp:

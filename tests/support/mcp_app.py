@@ -265,3 +265,19 @@ def assert_bridge_error(message: dict[str, Any], request_id: Any, expected_reaso
     assert message["id"] == request_id and type(message["id"]) is type(request_id)
     assert message["error"]["code"] == -32603
     assert message["error"]["data"] == {"source": "bridge", "reason": expected_reason}
+
+
+class Starter:
+    """A library ``ensure_running`` that brings a fake app (one with an ``up`` flag, such as
+    :class:`McpApp`) up, counting its calls; ``probe`` says whether it is up."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.app.up = True
+
+    async def probe(self, url: str) -> bool:
+        return bool(self.app.up)
