@@ -169,7 +169,9 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         return
     server = result.get("serverInfo") or {}
     version = f" {server['version']}" if server.get("version") else ""
-    report.line(f"server {server.get('name', '?')}{version}, protocol {result.get('protocolVersion')}")
+    translated = driver.modern_app is not None and driver.modern_app.active
+    era = " (the app serves MCP 2026-07-28 only; the bridge translates for 2025-era clients)" if translated else ""
+    report.line(f"server {server.get('name', '?')}{version}, protocol {result.get('protocolVersion')}{era}")
     try:
         await driver.deliver(encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1],
                              "notification notifications/initialized")

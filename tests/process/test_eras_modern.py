@@ -169,3 +169,16 @@ async def test_auto_with_a_legacy_only_app_translates_only_a_client_that_cannot_
             assert client.protocol_version in versions
             result = await client.call_tool("echo", {"text": "either era"})
             assert "".join(b.text for b in result.content if isinstance(b, TextContent)) == "either era"
+
+
+@pytest.mark.process
+def test_check_says_the_app_serves_2026_only_and_the_bridge_translates(modern_only_app: AppServer) -> None:
+    """``check`` against a 2026-07-28-only app: its ``initialize`` step passes (translated),
+    and the server line says so instead of showing a 2025 protocol version alone (a
+    newcomer's trial read "protocol 2025-06-18" and thought the app spoke it)."""
+    done = subprocess.run(
+        [*bridge_command(), "check", "--url", modern_only_app.url],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "protocol 2025-11-25 (the app serves MCP 2026-07-28 only; the bridge translates for 2025-era clients)" in done.stdout
