@@ -156,7 +156,10 @@ def test_the_client_reports_the_bridge_connected_with_tools_for_each_app_era(
     if client == "codex":  # the only check that lists the tools by name, and calls one
         assert status.tools is not None and {"echo", "slow", "app_info"} <= set(status.tools), status.tools
         result = (status.called or {}).get("result")
-        assert isinstance(result, dict), status.called
+        assert isinstance(result, dict), (
+            f"codex's mcpServer/tool/call got {status.called!r} after {status.seconds:.1f} s; what it printed:\n{status.output}"
+            f"\nthe app got: {_reached(app)}"
+        )
         # (a 2026-07-28 app's result also carries its serverInfo in _meta)
         assert (result.get("content"), result.get("isError")) == ([{"type": "text", "text": "héllo"}], False), result
     elif client in LOGGED_OUT_PROMPT:
