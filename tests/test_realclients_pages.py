@@ -60,11 +60,8 @@ def _clients_installed() -> None:
 
 @pytest.fixture
 def paged_app(tmp_path: Path) -> Iterator[AppServer]:
-    app = launch_sdk_paged_app(tmp_path / "app.log")
-    try:
+    with launch_sdk_paged_app(tmp_path / "app.log") as app:
         yield app
-    finally:
-        app.stop()
 
 
 def _cursors(app: AppServer) -> list[str]:

@@ -24,11 +24,8 @@ pytestmark = [pytest.mark.process, pytest.mark.anyio]
 
 @pytest.fixture
 def legacy_sdk_app(tmp_path: Path) -> Iterator[AppServer]:
-    app = launch_sdk_legacy_app(tmp_path / "app.log")
-    try:
+    with launch_sdk_legacy_app(tmp_path / "app.log") as app:
         yield app
-    finally:
-        app.stop()
 
 
 def _client(url: str) -> Client:

@@ -19,11 +19,8 @@ pytestmark = pytest.mark.process
 
 @pytest.fixture
 def paged_app(tmp_path: Path) -> Iterator[AppServer]:
-    app = launch_sdk_paged_app(tmp_path / "app.log")
-    try:
+    with launch_sdk_paged_app(tmp_path / "app.log") as app:
         yield app
-    finally:
-        app.stop()
 
 
 def test_the_pages_reach_a_client_that_asks_once_as_one_list(paged_app: AppServer) -> None:

@@ -84,6 +84,13 @@ class AppServer:
                 self.proc.wait(timeout=STOP_TIMEOUT)
         self._close_stdout()
 
+    def __enter__(self) -> AppServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """``with launch_…(…) as app:`` stops the server (:meth:`stop`) when the block ends."""
+        self.stop()
+
     def _close_stdout(self) -> None:
         if self._stdout is not None:
             self._stdout.close()
