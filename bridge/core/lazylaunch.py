@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from .eramap import legacy_result, modern_result
+from .quirks import LIST_ITEMS
 
 __all__ = [
     "CATALOG_FORMAT",
@@ -332,15 +333,11 @@ def changed_list_notifications(cached: dict[str, Any], served: dict[str, Any]) -
     return owed
 
 
-#: The member of each list result that holds the list itself.
-_ITEMS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
-
-
 def _items(method: str, result: Any) -> Any:
     """The list in a list ``result``: what a ``list_changed`` is about. The era's own members
     around it (2026-07-28's ``resultType``, ``cacheScope``, ``ttlMs``, ``_meta``) differ between a
     2026-07-28 client's listing and a legacy one's of the same list."""
-    return result.get(_ITEMS[method]) if isinstance(result, dict) else result
+    return result.get(LIST_ITEMS[method]) if isinstance(result, dict) else result
 
 
 def valid_entry(entry: Any, *, app: str, endpoint: str) -> bool:

@@ -64,7 +64,7 @@ def smoothed_request(message: dict[str, Any]) -> dict[str, Any] | None:
 
 def _encoded_bytes(value: Any) -> int:
     """Bytes of ``value`` in a compact UTF-8 JSON line, as ``encode_message`` writes it
-    (without the line end)."""
+    (without the line end; counted here, not by calling it: ``jsonrpc`` imports this module)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         size = len(text.encode("utf-8"))
