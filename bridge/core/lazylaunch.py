@@ -1,6 +1,6 @@
 """Lazy launch: which requests a cached catalog answers while the app is down, and what it holds.
 
-Pure: imports only the standard library and the era mappings (``bridge/core/eramap.py``). The driver (``bridge/serve/driver.py``) asks this
+Pure: imports only the standard library, the era mappings (``bridge/core/eramap.py``, ``modernmap.py``) and the list members (``bridge/core/quirks.py``). The driver (``bridge/serve/driver.py``) asks this
 module; the catalog file itself is ``bridge/app/servedcatalog.py`` (docs/behaviour.md,
 "Lazy launch"; docs/discovery.md, "The catalog").
 
@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .eramap import legacy_result, modern_result
+from .eramap import SERVER_INFO_META_KEY, legacy_result, modern_result
+from .modernmap import HANDSHAKE_VERSIONS
 from .quirks import LIST_ITEMS
 
 __all__ = [
@@ -116,8 +117,6 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, mo
     return dict(result)
 
 
-#: The 2025-era revisions, oldest first (MCP's dated revisions before 2026-07-28).
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 #: Server capabilities added after 2024-11-05, with the revision that added them (each
 #: revision's schema, ``ServerCapabilities``); the others (``experimental``, ``logging``,
 #: ``prompts``, ``resources``, ``tools``) are in every 2025-era revision.
@@ -240,8 +239,6 @@ def _fresh(app: str, endpoint: str) -> dict[str, Any]:
     return {"format": CATALOG_FORMAT, "app": app, "endpoint": endpoint, "initialize": None, "discover": None, "lists": {}}
 
 
-#: Where a 2026-07-28 ``server/discover`` result names the server: in its ``_meta``.
-_SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
 def app_version(entry: dict[str, Any] | None) -> str | None:
@@ -261,7 +258,7 @@ def _server_info(result: Any) -> Any:
     if "serverInfo" in result:
         return result["serverInfo"]
     meta = result.get("_meta")
-    return meta.get(_SERVER_INFO_META) if isinstance(meta, dict) else None
+    return meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
 
 
 def record(
