@@ -15,6 +15,10 @@ Each server's stderr (SDK logs and uvicorn's access log, e.g. ``"DELETE /mcp HTT
 200``) goes to a file: read it with ``.stderr_text()`` or wait for a line with
 ``.wait_for_stderr("DELETE /mcp")``.
 
+The run's environment is its own (``support.isolation``): a private HOME and TMPDIR, no
+XDG folder variables and no ``MCP_APP_BRIDGE_*`` variable but the harness's, whatever the
+caller's session holds.
+
 For the desktop-app lifecycle (``tests/process/test_lifecycle.py``): apps started by a bridge are
 not children of the test, so ``reap_apps`` kills, at teardown, every pid an app wrote to a
 ``--started-file``; ``isolated_env`` gives a bridge its own HOME and state folder (its
@@ -31,6 +35,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from support import isolation
 from support.apps import (
     PLATFORM_MARKERS,
     PROXY_VARS,
@@ -48,6 +53,20 @@ from support.apps import (
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+_PRIVATE_HOME = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Isolate the run from the caller's environment (``support.isolation``) before
+    anything is collected or started."""
+    config.stash[_PRIVATE_HOME] = isolation.isolate()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _PRIVATE_HOME in config.stash:
+        isolation.release(config.stash[_PRIVATE_HOME])
 
 
 @pytest.fixture(autouse=True)

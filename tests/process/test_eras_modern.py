@@ -30,12 +30,13 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import ElicitResult, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from support.apps import REPO_ROOT, AppServer, start_listening_app
+from support.isolation import CALLER_ENVIRON, caller_home
 from support.processes import REPLY_TIMEOUT, bridge_command
 
 HERE = Path(__file__).resolve().parent
 MODERN_ONLY_APP = HERE.parent / "support" / "modern_only_app.py"
 #: Where the official SDK v1.x client is installed (``.ci/run`` makes it; the fixture too).
-SDK_V1_VENV = Path.home() / ".cache" / "mcp-app-bridge-tests" / "mcp-sdk-1.27"
+SDK_V1_VENV = caller_home() / ".cache" / "mcp-app-bridge-tests" / "mcp-sdk-1.27"
 SDK_V1_REQUIREMENT = "mcp==1.27.*"
 
 
@@ -119,7 +120,9 @@ def _sdk_v1_python() -> Path:
         return python
     try:
         venv.EnvBuilder(with_pip=True, clear=True).create(SDK_V1_VENV)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", SDK_V1_REQUIREMENT], check=True, timeout=300, capture_output=True)
+        subprocess.run(  # with the caller's own pip settings and cache (support.isolation)
+            [str(python), "-m", "pip", "install", "-q", SDK_V1_REQUIREMENT], check=True, timeout=300, capture_output=True, env=dict(CALLER_ENVIRON)
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         reason = f"the official SDK v1.x client ({SDK_V1_REQUIREMENT}) could not be installed: {exc} {detail[-500:]!r}"
