@@ -322,16 +322,17 @@ async def _collect(stream: asyncio.StreamReader, into: bytearray, limit: int, *,
 async def _kill(process: asyncio.subprocess.Process) -> None:
     """Kill ``process`` and wait, at most :data:`KILL_REAP_SECONDS`, until it is reaped (a
     process stuck in the kernel is left to the event loop's child watcher)."""
-    import asyncio
+    from ..system.cancelscope import move_on_after  # (its asyncio: not at import time, as above)
 
     try:
         process.kill()
     except ProcessLookupError:
         pass  # ended meanwhile
-    try:
-        async with asyncio.timeout(KILL_REAP_SECONDS):
-            await process.wait()
-    except TimeoutError:
+    # Usually in a task being cancelled (the ``finally`` above): the scope, not a bare
+    # asyncio.timeout, which on 3.11.0-3.11.2 let its own cancellation escape there.
+    with move_on_after(KILL_REAP_SECONDS) as reaping:
+        await process.wait()
+    if reaping.cancelled_caught:
         log.warning("the token command (pid %d) did not end within %g s of being killed", process.pid, KILL_REAP_SECONDS)
 
 

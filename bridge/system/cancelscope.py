@@ -19,6 +19,14 @@ entry. This module only adds what the serving path asks of it beyond that:
 - :func:`move_on_after`, :func:`fail_after` (raises :class:`TimeoutError`) and
   :func:`current_time` (``loop.time()``, seconds, what deadlines use).
 
+One thing is the adapter's own: whether a cancellation is the scope's is decided, as
+CPython 3.11.3 and later decide it, by the task's count of cancel requests compared with
+the count at entry (``Task.cancelling()``). ``asyncio.Timeout`` of 3.11.0-3.11.2 compares
+with zero instead, so in a task that already carried a request (a clean-up after the
+user's ^C) its own cancellation escaped as ``CancelledError`` (python/cpython#102780,
+fixed by PR #102815): the adapter takes that case back itself, so a bound holds on every
+Python the project accepts.
+
 Semantics are ``asyncio.Timeout``'s: edge-triggered (one ``CancelledError`` at the await
 where the task is suspended inside the block; code that catches it and awaits again is not
 cancelled again), no shielding, and a cancellation from outside (``Task.cancel``) passes
@@ -68,13 +76,15 @@ class CancelScope:
     other exception, and a cancellation from outside, propagate unchanged.
     """
 
-    __slots__ = ("_deadline", "_cancel_called", "_timeout", "_active", "cancelled_caught")
+    __slots__ = ("_deadline", "_cancel_called", "_timeout", "_active", "_task", "_cancelling_at_entry", "cancelled_caught")
 
     def __init__(self, *, deadline: float = math.inf) -> None:
         self._deadline = deadline
         self._cancel_called = False  # cancel() was called before or during the block
         self._timeout: asyncio.Timeout | None = None
         self._active = False
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling_at_entry = 0  # the task's Task.cancelling() when the block began
         #: The block ended because this scope cancelled it (set at exit).
         self.cancelled_caught = False
 
@@ -105,8 +115,10 @@ class CancelScope:
             self._reschedule()
 
     def __enter__(self) -> CancelScope:
-        if self._timeout is not None or asyncio.current_task() is None:
+        task = asyncio.current_task()
+        if self._timeout is not None or task is None:
             raise RuntimeError("a CancelScope is entered once, from inside a task")
+        self._task, self._cancelling_at_entry = task, task.cancelling()
         self._timeout = asyncio.timeout_at(self._when())
         _at_once(self._timeout.__aenter__())
         self._active = True
@@ -115,11 +127,18 @@ class CancelScope:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        assert self._timeout is not None
+        assert self._timeout is not None and self._task is not None
         self._active = False
         try:
             _at_once(self._timeout.__aexit__(exc_type, exc, tb))
         except TimeoutError:  # raised only for its own CancelledError, with no other request since entry
+            self.cancelled_caught = True
+            return True
+        if (
+            exc_type is asyncio.CancelledError
+            and self._timeout.expired()
+            and self._task.cancelling() <= self._cancelling_at_entry
+        ):  # its own all the same: Timeout of 3.11.0-3.11.2 compared with 0 (see the module)
             self.cancelled_caught = True
             return True
         return False

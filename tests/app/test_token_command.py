@@ -19,6 +19,7 @@ import pytest
 from support.helpers import URL, RunBridge, request_line
 from support.mcp_app import McpApp
 
+from bridge.app import tokens
 from bridge.app.tokens import (
     MAX_COMMAND_STDERR_BYTES,
     MAX_TOKEN_OUTPUT_BYTES,
@@ -166,6 +167,32 @@ async def test_a_command_that_hangs_is_killed_and_reaped(ending: str, tmp_path: 
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # killed, and reaped: no zombie keeps the pid
         os.kill(pid, 0) if os.name != "nt" else _windows_alive(pid)
+
+
+async def test_a_cancelled_fetch_bounds_the_reap_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A killed command that is never reaped (a process stuck in the kernel, played by a
+    ``wait`` that never returns), after the fetch was cancelled: the reap's bound holds in
+    the task being cancelled, and the log says so. (A bare ``asyncio.timeout`` there let
+    its own cancellation escape on Python 3.11.0-3.11.2, python/cpython#102780: no line.)"""
+    pid_file = tmp_path / "pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    source = CommandTokenSource([sys.executable, "-c", script], timeout_seconds=60)
+    fetch = asyncio.get_running_loop().create_task(source.fetch(_context()))
+    while not pid_file.exists() or not pid_file.read_text():
+        await asyncio.sleep(0.01)
+
+    async def never_reaped(self: asyncio.subprocess.Process) -> int:
+        await asyncio.Event().wait()
+        return 0
+
+    monkeypatch.setattr(tokens, "KILL_REAP_SECONDS", 0.05)
+    monkeypatch.setattr(asyncio.subprocess.Process, "wait", never_reaped)
+    fetch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(fetch, 10)
+    assert "did not end within 0.05 s of being killed" in caplog.text
 
 
 def _windows_alive(pid: int) -> None:
