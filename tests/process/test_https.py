@@ -57,6 +57,7 @@ def _env(cert_file: Path | None) -> dict[str, str]:
     return base_env(SSL_CERT_FILE=str(cert_file) if cert_file is not None else None, SSL_CERT_DIR=None)
 
 
+@pytest.mark.frozen_relevant
 def test_https_app_answers_through_the_bridge(https_app: AppServer, certificate: tuple[Path, Path]) -> None:
     """initialize and a tools/call reach the app over TLS and their replies come back on
     stdout; at stdin EOF the bridge exits 0, and everything it wrote was JSON-RPC."""

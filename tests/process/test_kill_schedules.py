@@ -42,7 +42,7 @@ from support.processes import (
     tool_call,
 )
 
-pytestmark = [pytest.mark.process, pytest.mark.posix_only("POSIX signals and process groups")]
+pytestmark = [pytest.mark.process, pytest.mark.frozen_relevant, pytest.mark.posix_only("POSIX signals and process groups")]
 # mypy --platform reads this too: the rest of the module is POSIX code.
 if sys.platform == "win32":
     pytest.skip('POSIX signals and process groups', allow_module_level=True)

@@ -56,7 +56,7 @@ from support.processes import (
     wait_until,
 )
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.frozen_relevant]
 
 
 @pytest.mark.parametrize(

@@ -186,6 +186,7 @@ async def test_sdk_client_speaking_2026_07_28_works_with_a_legacy_only_app_when_
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_raw_pipes_handshake_list_call(app_server: AppServer) -> None:
     """initialize, notifications/initialized (no reply), tools/list, tools/call; progress
     notifications are relayed on stdout before the reply of their call."""
@@ -213,6 +214,7 @@ def test_raw_pipes_handshake_list_call(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_large_messages_both_directions(app_server: AppServer) -> None:
     """Messages over 64 KiB (QwenLM/qwen-code#9298) on the real pipe: a 5 MiB result and an 8 MiB request (non-ASCII) intact."""
     with start_bridge(app_server.url) as bridge:
@@ -239,6 +241,7 @@ def test_large_messages_both_directions(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_non_ascii_round_trip_in_c_locale(app_server: AppServer) -> None:
     """Locale code pages (openai/codex#14311): raw UTF-8 in, valid UTF-8 out, text unchanged, under LANG=C/LC_ALL=C with
     PYTHONIOENCODING unset. PYTHONUTF8=0 as well, so Python's own stdio would be ASCII: only a
@@ -284,6 +287,7 @@ def test_app_killed_mid_call(start_app_server: Callable[..., AppServer]) -> None
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_stdin_eof_exits_and_deletes_session(app_server: AppServer) -> None:
     """modelcontextprotocol/python-sdk#2231: after EOF the bridge exits 0 within 2 s and closes its MCP session."""
     with start_bridge(app_server.url) as bridge:
@@ -300,6 +304,7 @@ def test_stdin_eof_exits_and_deletes_session(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_stdin_at_eof_from_the_start(app_server: AppServer) -> None:
     """The same with stdin /dev/null (NUL) from the start → exit 0 within 2 s."""
     with start_bridge(app_server.url, stdin_devnull=True) as bridge:
@@ -336,6 +341,7 @@ def test_stdin_eof_keeps_the_replies_in_flight(app_server: AppServer, call_secon
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.posix_only("POSIX signals")
 def test_a_signal_after_stdin_eof_ends_the_wait_at_once(app_server: AppServer) -> None:
     """EOF while slow(30) is in flight: the bridge waits for it; the SIGTERM that the MCP
@@ -361,6 +367,7 @@ def test_a_signal_after_stdin_eof_ends_the_wait_at_once(app_server: AppServer) -
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 def test_debug_logging_never_reaches_stdout(app_server: AppServer) -> None:
     """Nothing but JSON-RPC on stdout (MCP basic/transports, "stdio"): with --log-level debug and PYTHONWARNINGS=always, stdout carries exactly
     one JSON-RPC line per reply, on success and on an upstream failure; diagnostics go to stderr."""
@@ -391,6 +398,7 @@ def test_debug_logging_never_reaches_stdout(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.parametrize("also_close_stdin", [True, False], ids=["stdout-and-stdin", "stdout-only"])
 def test_client_gone_while_reply_in_flight(app_server: AppServer, also_close_stdin: bool) -> None:
     """A client gone mid-reply (modelcontextprotocol/typescript-sdk#1564): slow(2) in flight, the client closes its end of stdout (and stdin) after
@@ -499,6 +507,7 @@ def test_request_timeout_option(app_server: AppServer) -> None:
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.parametrize(
     "env_kind",
     [
@@ -584,6 +593,7 @@ def test_library_run_stdio_keeps_stray_prints_off_the_wire(app_server: AppServer
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.posix_only("preexec_fn and O_NONBLOCK pipes")
 def test_a_non_blocking_stdin_from_the_parent_is_not_taken_for_eof(app_server: AppServer) -> None:
     if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform

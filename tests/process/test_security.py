@@ -100,6 +100,7 @@ def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crash
     assert_squatter_got_nothing(received, token, here.secret)
 
 
+@pytest.mark.frozen_relevant
 @pytest.mark.parametrize("source", ["discovery-token", "auth-route", "token-file"])
 def test_a_listener_that_is_not_the_named_pid_gets_no_token_and_no_secret(
     crashed: tuple[Desk, int, str], tmp_path: Path, source: str
@@ -182,6 +183,7 @@ def test_no_verify_listener_is_the_documented_way_out(crashed: tuple[Desk, int, 
     assert received and received[0].startswith(b"POST /mcp")
 
 
+@pytest.mark.frozen_relevant
 def test_the_launched_app_gets_no_bridge_credential_in_its_environment(tmp_path: Path) -> None:
     """The app outlives the bridge (detached, on purpose); the ``--token-env`` variable and
     the bridge's own ``MCP_APP_BRIDGE_*`` variables stay behind."""

@@ -27,6 +27,7 @@ if sys.platform == "win32":
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT], ids=lambda s: signal.Signals(s).name)
 def test_a_signal_answers_the_open_request_deletes_the_session_and_exits_0(app_server: AppServer, signum: int) -> None:
     with start_bridge(app_server.url) as bridge:

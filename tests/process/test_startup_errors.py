@@ -16,7 +16,7 @@ import pytest
 from support.apps import REPO_ROOT
 from support.processes import BridgeProcess, assert_stdout_is_pure_jsonrpc, bridge_command, initialize, request
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.frozen_relevant]
 
 UNSET = "MCP_APP_BRIDGE_TEST_UNSET_VARIABLE"
 SAYS = f"environment variable {UNSET} is not set or is empty"

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import anyio
 import pytest
 from support.helpers import NOTIF_INIT, CountingStdin, init, request_line, settled
 from support.mcp_app import McpApp, compact, json_reply
-from support.processes import status_kib
+from support.processes import bridge_command, python_pid, status_kib
 from support.scripted import Peer, Seen, serve
 
 import bridge.stdio.outbox
@@ -108,6 +107,7 @@ async def test_a_client_that_stops_reading_stops_the_bridge_reading_stdin_and_th
 
 
 @pytest.mark.process
+@pytest.mark.frozen_relevant
 @pytest.mark.linux_only("reads /proc/PID/status")
 async def test_600_replies_of_512_kib_to_a_client_that_does_not_read_stay_in_budget_then_all_arrive_once(tmp_path: Path) -> None:
     count = 600
@@ -116,7 +116,7 @@ async def test_600_replies_of_512_kib_to_a_client_that_does_not_read_stay_in_bud
     async with serve(app.wire) as server:
         stderr = open(tmp_path / "bridge.stderr", "wb")  # noqa: SIM115
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bridge", "--url", server.url(),
+            *bridge_command(), "--url", server.url(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             env={**os.environ, "PYTHONPATH": str(ROOT)}, limit=4 * MiB,
         )
@@ -126,7 +126,8 @@ async def test_600_replies_of_512_kib_to_a_client_that_does_not_read_stay_in_bud
             proc.stdin.write(init(0) + NOTIF_INIT)
             first = json.loads(await asyncio.wait_for(proc.stdout.readline(), BOUND_SECONDS))
             assert first["id"] == 0
-            idle_kib = status_kib(proc.pid, "VmHWM")
+            measured = python_pid(proc.pid)  # (a frozen file's Python runs in a child)
+            idle_kib = status_kib(measured, "VmHWM")
             proc.stdin.write(b"".join(request_line(index, "tools/call", {"name": "big"}) for index in range(1, count + 1)))
             await asyncio.wait_for(proc.stdin.drain(), BOUND_SECONDS)
             # The client does not read: wait until the bridge stops asking the app for more.
@@ -137,7 +138,7 @@ async def test_600_replies_of_512_kib_to_a_client_that_does_not_read_stay_in_bud
                 if len(served) != last:
                     last, stable_since = len(served), time.monotonic()
             held_served = len(served)
-            held_peak_kib = status_kib(proc.pid, "VmHWM")
+            held_peak_kib = status_kib(measured, "VmHWM")
             replies = [json.loads(await asyncio.wait_for(proc.stdout.readline(), BOUND_SECONDS)) for _ in range(count)]
             proc.stdin.close()
             assert await asyncio.wait_for(proc.wait(), BOUND_SECONDS) == 0

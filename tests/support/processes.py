@@ -425,6 +425,15 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
 # -- 1, 2: the official SDK as the client ----------------------------------------------------
 
 
+def python_pid(pid: int) -> int:
+    """The pid of the bridge's Python in the process ``pid`` started: the one-file
+    bootloader's one child when ``pid`` is a frozen executable's (it unpacks, then runs
+    Python in a child), else ``pid`` itself. Linux only (``/proc/PID/task/PID/children``)."""
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as children:
+        found = [int(child) for child in children.read().split()]
+    return found[0] if os.environ.get(BRIDGE_EXE_VAR) and len(found) == 1 else pid
+
+
 def status_kib(pid: int, name: str) -> int:
     """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``); Linux only."""
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
