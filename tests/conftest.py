@@ -55,6 +55,9 @@ settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
+#: A test that starts a subprocess must be marked `process` (support/spawnguard.py).
+pytest_plugins = ["support.spawnguard"]
+
 _PRIVATE_HOME = pytest.StashKey[Path]()
 
 

@@ -19,6 +19,7 @@ def import_backend(version: tuple[int, int, int] | None) -> subprocess.Completed
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("version", [(3, 9, 18), (3, 10, 19)], ids=["3.9", "3.10"])
 def test_an_older_python_is_refused_with_the_reason_and_the_fix(version: tuple[int, int, int]) -> None:
     result = import_backend(version)
@@ -29,6 +30,7 @@ def test_an_older_python_is_refused_with_the_reason_and_the_fix(version: tuple[i
     assert "venv" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 def test_a_supported_python_gets_setuptools_hooks() -> None:
     result = import_backend(None)
     assert result.returncode == 0, result.stderr

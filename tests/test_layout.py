@@ -286,6 +286,7 @@ NOT_WHILE_SERVING = (
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("launch", [[], ["--launch", sys.executable]], ids=["url", "url+launch"])
 def test_serving_http_loads_none_of_the_faces(launch: list[str], tmp_path: Path) -> None:
     """`python -m bridge --url http://…` answers `initialize` from a raw loopback server;

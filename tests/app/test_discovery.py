@@ -142,6 +142,7 @@ def test_launched_app_gets_neither_the_token_variable_nor_the_bridges_own() -> N
     assert launch_environment(env, frozen=False, remove=["APP_TOKEN"]) == {"PATH": "/usr/bin", "HOME": "/home/u"}
 
 
+@pytest.mark.process
 def test_a_discovery_file_whose_pid_is_dead_counts_as_absent(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -180,6 +181,7 @@ def test_the_writer_records_the_pids_start_time_and_files_without_it_stay_readab
             read_discovery_file(path)
 
 
+@pytest.mark.process
 @pytest.mark.linux_only("process start times from /proc here; psutil elsewhere")
 def test_a_live_pid_that_started_at_another_time_is_not_the_apps() -> None:
     import subprocess

@@ -160,6 +160,7 @@ def test_this_users_listener_held_by_the_named_pid_passes(listening_socket: sock
     check(os.getpid(), backend=backend).verify_address("localhost", port)  # nothing on ::1: fine
 
 
+@pytest.mark.process
 @linux
 @pytest.mark.parametrize("backend", ["proc", "proc-text", "psutil"])
 def test_a_listener_not_held_by_the_named_pid_is_refused_with_both_pids_in_the_message(
@@ -176,6 +177,7 @@ def test_a_listener_not_held_by_the_named_pid_is_refused_with_both_pids_in_the_m
     assert caught.value.reason == "listener_unverified" and not caught.value.recoverable
 
 
+@pytest.mark.process
 @linux
 def test_a_listener_held_by_a_child_of_the_named_pid_passes() -> None:
     """An app may serve from a worker process: the discovery file names the parent."""
@@ -190,6 +192,7 @@ def test_a_listener_held_by_a_child_of_the_named_pid_passes() -> None:
         child.wait()
 
 
+@pytest.mark.process
 @linux
 @as_root
 @pytest.mark.parametrize("backend", ["proc", "proc-text", "psutil"])
@@ -212,6 +215,7 @@ def test_another_users_listener_is_refused_and_the_message_says_whose_it_is(back
         squatter.wait()
 
 
+@pytest.mark.process
 @linux
 @as_root
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a Python that the second user may run")
@@ -442,6 +446,7 @@ def _received(process: subprocess.Popen[bytes]) -> bytes:
     return b"".join(bytes.fromhex(line) for line in out.decode().split())
 
 
+@pytest.mark.process
 @linux
 @as_root
 def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,6 +68,7 @@ def _failing(stderr_text: str, status: int = 1) -> CommandTokenSource:
     return CommandTokenSource([sys.executable, "-c", script], timeout_seconds=30)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("stderr_text", "secret"), SECRET_SHAPES, ids=[str(n) for n in range(1, len(SECRET_SHAPES) + 1)])
 async def test_a_failing_commands_stderr_never_reaches_the_reply_nor_the_default_log(
     stderr_text: str, secret: str, run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
@@ -83,6 +84,7 @@ async def test_a_failing_commands_stderr_never_reaches_the_reply_nor_the_default
     assert "token command" in caplog.text  # the failure itself is logged, its stderr not
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("stderr_text", "secret"), SECRET_SHAPES, ids=[str(n) for n in range(1, len(SECRET_SHAPES) + 1)])
 async def test_at_debug_level_the_log_has_the_stderr_masked(
     stderr_text: str, secret: str, caplog: pytest.LogCaptureFixture
@@ -94,6 +96,7 @@ async def test_at_debug_level_the_log_has_the_stderr_masked(
     assert secret not in caplog.text
 
 
+@pytest.mark.process
 async def test_at_debug_level_the_log_keeps_the_stderr_readable(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     with pytest.raises(TokenSourceError) as raised:
@@ -108,6 +111,7 @@ def test_masking_keeps_prose_and_masks_values() -> None:
     assert mask_secrets("Bearer abc, then token: xyz") == "Bearer [masked], then token: [masked]"
 
 
+@pytest.mark.process
 @pytest.mark.posix_only("cat")
 async def test_a_command_written_for_a_shell_gets_the_hint_without_its_stderr() -> None:
     """`--token-command 'cat ~/tok'` fails because no shell expands `~`: the error says so
@@ -124,11 +128,13 @@ async def test_a_command_written_for_a_shell_gets_the_hint_without_its_stderr() 
     assert "without a shell" not in str(raised.value)
 
 
+@pytest.mark.process
 async def test_a_command_that_cannot_start_says_why() -> None:
     with pytest.raises(TokenSourceError, match="token command could not be started"):
         await CommandTokenSource(["/nonexistent/token-helper"]).fetch(_context())
 
 
+@pytest.mark.process
 async def test_the_output_is_capped_in_both_directions_as_it_arrives(caplog: pytest.LogCaptureFixture) -> None:
     """8 MiB on each pipe: the command is never blocked on a full pipe, the token is the
     first 64 KiB and the log has the last 1 KiB of stderr."""
@@ -147,6 +153,7 @@ async def test_the_output_is_capped_in_both_directions_as_it_arrives(caplog: pyt
     assert logged.endswith("[masked] the end") and len(logged) < MAX_COMMAND_STDERR_BYTES
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("ending", ["timeout", "cancelled"])
 async def test_a_command_that_hangs_is_killed_and_reaped(ending: str, tmp_path: Path) -> None:
     """Its own timeout, or the fetch cancelled (the request's exchange, the token bound,
@@ -169,6 +176,7 @@ async def test_a_command_that_hangs_is_killed_and_reaped(ending: str, tmp_path: 
         os.kill(pid, 0) if os.name != "nt" else _windows_alive(pid)
 
 
+@pytest.mark.process
 async def test_a_cancelled_fetch_bounds_the_reap_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

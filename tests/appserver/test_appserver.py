@@ -259,6 +259,7 @@ def test_a_gui_app_runs_the_server_in_a_thread_and_stops_it(tmp_path: Path) -> N
     assert early.run() == 0 and not discovery.exists()
 
 
+@pytest.mark.process
 def test_the_bridges_start_up_never_imports_the_server_half_or_uvicorn() -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "bridge", "--url", "http://127.0.0.1:9/mcp"],

@@ -42,6 +42,7 @@ async def inner(scope: MutableMapping[str, Any], receive: Any, send: Any) -> Non
     await send({"type": "http.response.body", "body": b"inner"})
 
 
+@pytest.mark.process
 def test_the_socket_goes_beside_the_discovery_file_or_in_a_private_temp_folder(tmp_path: Path) -> None:
     discovery = tmp_path / "state" / "mcp-endpoint.json"
     path = socket_path_for(discovery)
@@ -115,6 +116,7 @@ def test_another_users_stale_socket_is_left_alone(tmp_path: Path) -> None:
     assert os.lstat(path).st_uid == OTHER_UID
 
 
+@pytest.mark.process
 def test_app_server_publishes_http_unix_and_accepts_host_localhost_only(tmp_path: Path) -> None:
     discovery = tmp_path / "state" / "mcp-endpoint.json"
     server = AppServer(inner, discovery_file=discovery, link="unix")

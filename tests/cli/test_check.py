@@ -104,6 +104,7 @@ async def test_nothing_listening() -> None:
     assert "is not running" in message
 
 
+@pytest.mark.process
 @linux
 @as_root
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a Python that the second user may run")
@@ -114,6 +115,7 @@ async def test_another_users_listener_on_the_port() -> None:
     assert f"uid {OTHER_UID}" in message
 
 
+@pytest.mark.process
 @linux
 @as_root
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a Python that the second user may run")
@@ -183,6 +185,7 @@ async def test_the_catalog_step_shows_the_cached_app_version_and_age() -> None:
     assert not any("catalog" in line for line in no_launcher)
 
 
+@pytest.mark.process
 async def test_a_launch_program_that_no_longer_exists_is_flagged(tmp_path: Any) -> None:
     """An app updated into another install folder leaves the entry's ``--launch`` pointing at
     nothing: ``check`` says so even while the app runs (here: nothing listens either)."""

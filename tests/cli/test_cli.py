@@ -78,6 +78,7 @@ def test_help_and_version_go_to_stdout_and_exit_0(runner: CliRunner) -> None:
     assert result.exit_code == 0 and __version__ in result.stdout
 
 
+@pytest.mark.process
 def test_python_dash_m_bridge_is_the_same_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bridge", "--url", "http://10.1.2.3/mcp"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
@@ -131,6 +132,7 @@ def test_config_print_warns_when_the_token_variable_is_not_set_here(runner: CliR
     assert result.exit_code == 0 and "UNSET_FOR_TEST is not set here" in result.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -90,6 +90,7 @@ def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
+@pytest.mark.process
 def test_each_server_is_printed_with_its_status_and_tools(fake_codex: Path) -> None:
     done = _check(env={"FAKE_CODEX_PAGES": json.dumps([[CONNECTED, FAILED]])})
     assert done.returncode == 1, done.stdout + done.stderr
@@ -100,6 +101,7 @@ def test_each_server_is_printed_with_its_status_and_tools(fake_codex: Path) -> N
     assert "must not be printed" not in done.stdout + done.stderr
 
 
+@pytest.mark.process
 def test_all_connected_exits_0_and_name_filters(fake_codex: Path) -> None:
     pages = json.dumps([[CONNECTED, FAILED]])
     done = _check("--name", "myapp", env={"FAKE_CODEX_PAGES": pages})
@@ -107,6 +109,7 @@ def test_all_connected_exits_0_and_name_filters(fake_codex: Path) -> None:
     assert "myapp: connected" in done.stdout and "down" not in done.stdout
 
 
+@pytest.mark.process
 def test_a_name_codex_does_not_have_says_how_to_add_it(fake_codex: Path) -> None:
     done = _check("--name", "other", env={"FAKE_CODEX_PAGES": json.dumps([[CONNECTED]])})
     assert done.returncode == 1
@@ -114,6 +117,7 @@ def test_a_name_codex_does_not_have_says_how_to_add_it(fake_codex: Path) -> None
     assert "config install --client codex --name other" in done.stdout
 
 
+@pytest.mark.process
 def test_pages_are_followed_and_the_protocol_is_codexs(fake_codex: Path, tmp_path: Path) -> None:
     log = tmp_path / "sent.jsonl"
     statuses = codex_server_statuses(
@@ -126,6 +130,7 @@ def test_pages_are_followed_and_the_protocol_is_codexs(fake_codex: Path, tmp_pat
     assert all("jsonrpc" not in m for m in sent)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("behaviour", "says"),
     [("exit", "exited without answering"), ("refuse", "refused mcpServerStatus/list: unknown method")],
@@ -136,17 +141,20 @@ def test_codex_failing_is_one_line_and_exit_1(fake_codex: Path, behaviour: str, 
     assert says in done.stdout, done.stdout
 
 
+@pytest.mark.process
 def test_a_codex_that_never_answers_is_bounded_and_ended(fake_codex: Path) -> None:
     with pytest.raises(CodexCheckError, match="in time"):
         codex_server_statuses(timeout_seconds=2.0, env={**os.environ, "FAKE_CODEX": "hang"})
 
 
+@pytest.mark.process
 def test_no_codex_on_path(tmp_path: Path) -> None:
     done = _check(env={"PATH": str(tmp_path)})
     assert done.returncode == 1
     assert "`codex` is not on PATH" in done.stdout
 
 
+@pytest.mark.process
 def test_bridge_options_do_not_go_with_client() -> None:
     done = _check("--url", "http://127.0.0.1:9/mcp")
     assert done.returncode == 2

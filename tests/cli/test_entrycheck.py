@@ -27,6 +27,7 @@ def _bridge(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     )
 
 
+@pytest.mark.process
 def test_an_entry_whose_command_was_removed_by_an_update_is_flagged(tmp_path: Path) -> None:
     """The entry was written for the app's own executable (``--command``) and for a
     ``--launch`` program; an update removes the app's install folder: ``check --client``
@@ -53,6 +54,7 @@ def test_an_entry_whose_command_was_removed_by_an_update_is_flagged(tmp_path: Pa
     assert done.returncode == 1 and "✗ nothere: no entry of that name" in done.stdout
 
 
+@pytest.mark.process
 def test_codex_s_entries_are_flagged_before_codex_is_asked(tmp_path: Path) -> None:
     """For Codex only a broken entry is shown before Codex's own report (which follows)."""
     home = tmp_path / "codex"
@@ -66,6 +68,7 @@ def test_codex_s_entries_are_flagged_before_codex_is_asked(tmp_path: Path) -> No
     assert "Codex's own report" in done.stdout
 
 
+@pytest.mark.process
 def test_check_names_a_launch_program_in_a_versioned_folder(tmp_path: Path) -> None:
     program = _program(tmp_path / "MyApp-1.2.3" / "myapp")
     done = _bridge("check", "--url", "http://127.0.0.1:9/mcp", "--launch", str(program), "--launch-policy", "never", cwd=tmp_path)
@@ -73,11 +76,13 @@ def test_check_names_a_launch_program_in_a_versioned_folder(tmp_path: Path) -> N
     assert "inside a versioned install folder ('MyApp-1.2.3')" in done.stdout, done.stdout
 
 
+@pytest.mark.process
 def test_an_unknown_client_is_refused(tmp_path: Path) -> None:
     done = _bridge("check", "--client", "nope", cwd=tmp_path)
     assert done.returncode == 2 and "'nope' is not one of" in done.stderr
 
 
+@pytest.mark.process
 @pytest.mark.posix_only("a real Unix socket")
 def test_an_entry_whose_unix_socket_url_is_gone_gets_a_note(tmp_path: Path) -> None:
     """An entry written with the example app's ``--url http+unix://…``: the app's next start

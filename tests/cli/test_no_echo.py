@@ -167,6 +167,7 @@ def _initialize() -> bytes:
 SERVED = [(case, argv, secret) for case, argv, secret in CASES if "alone" not in case]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("argv", "secret"), [(argv, secret) for _, argv, secret in SERVED], ids=[case for case, _, _ in SERVED])
 def test_a_client_started_bridge_never_repeats_the_value(tmp_path: Path, argv: list[str], secret: str) -> None:
     """A real bridge, stdin a pipe: the reply to ``initialize`` (the start-up error served
@@ -228,6 +229,7 @@ def test_a_token_that_is_a_valid_identifier_is_not_named_as_a_variable() -> None
     assert token not in str(caught.value) and "not set" in str(caught.value)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", [["config", "print", "--client", "codex"], ["config", "install", "--client", "claude-code", "--path", "client.json"]])
 def test_config_refuses_a_token_given_to_token_env_and_writes_nothing(
     command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

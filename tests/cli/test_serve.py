@@ -85,6 +85,7 @@ def test_the_plain_forms_of_every_option_are_taken(tmp_path: Path) -> None:
     assert plain["headers"] == ("X-A: 1", "X-B: 2")
 
 
+@pytest.mark.process
 def test_a_clients_start_of_the_bridge_imports_no_click(app_server) -> None:
     """What an AI client runs (``--url`` and bridge options): served, and click never loaded."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -101,6 +102,7 @@ def test_a_clients_start_of_the_bridge_imports_no_click(app_server) -> None:
     assert not {name for name in imported if name.split(".")[0] == "click" or name in ("bridge.cli.commands", "bridge.cli.options")}
 
 
+@pytest.mark.process
 def test_a_bad_configuration_still_gets_the_click_commands_report() -> None:
     """A client-started bridge (stdin not a terminal) with a configuration error reports it
     as the click command does (bridge/cli/diagnostics.py, start_up_failed): logged, every
@@ -113,6 +115,7 @@ def test_a_bad_configuration_still_gets_the_click_commands_report() -> None:
     assert b"cannot start: Invalid value for --token-env: environment variable MCP_BRIDGE_TEST_SURELY_UNSET is not set" in done.stderr
 
 
+@pytest.mark.process
 def test_asyncio_without_tls_leaves_ssl_importable_for_everyone_else() -> None:
     """The serving start's ``import_asyncio_without_tls`` (bridge/cli/diagnostics.py), in a
     fresh process: asyncio's modules get ``ssl = None`` (their TLS transports unusable), and

@@ -439,6 +439,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
         assert f"run `claude` in {target.parent}," in result.output
 
 
+@pytest.mark.process
 def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -> None:
     """The bridge's start-up and idle memory stay as they were: tomlkit and the config
     writers load only for a `config` command. `bridge.clients` works after `import bridge`."""
@@ -453,6 +454,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.process
 @pytest.mark.posix_only("HOME decides the path on POSIX only")
 def test_the_docs_connect_to_claude_snippet_runs_as_written(tmp_path: Path) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text(encoding="utf-8")

@@ -51,6 +51,7 @@ def big_document(counter: int = 0) -> dict[str, Any]:
     }
 
 
+@pytest.mark.process
 @pytest.mark.linux_only("renameat2(RENAME_EXCHANGE) closes the last window; elsewhere microseconds remain")
 @pytest.mark.parametrize("action", ["install", "remove"])
 def test_a_concurrent_writer_loses_no_update(tmp_path: Path, action: str) -> None:
@@ -181,6 +182,7 @@ def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 @posix_only
 def test_a_fifo_path_is_refused_at_once(tmp_path: Path) -> None:
     """Opening a FIFO for reading waits for a writer: the editor opens it non-blocking and
@@ -229,6 +231,7 @@ def test_a_symlink_to_a_file_of_ones_own_is_written_through(tmp_path: Path) -> N
     assert link.is_symlink() and "mine" in json.loads(real.read_text())["mcpServers"]
 
 
+@pytest.mark.process
 @posix_only
 def test_a_read_only_file_is_refused_unless_forced(tmp_path: Path) -> None:
     """Before, a 0444 file was replaced without a word."""
@@ -259,6 +262,7 @@ def test_a_read_only_file_is_refused_unless_forced(tmp_path: Path) -> None:
     assert json.loads(path.read_text()) == {"mcpServers": {}}
 
 
+@pytest.mark.process
 def test_deep_nesting_is_edited_up_to_hundreds_of_levels_and_refused_clearly_beyond(tmp_path: Path) -> None:
     """500 levels used to end in a RecursionError traceback."""
     path = tmp_path / "mcp.json"
@@ -276,6 +280,7 @@ def test_deep_nesting_is_edited_up_to_hundreds_of_levels_and_refused_clearly_bey
     assert "Traceback" not in done.stderr and path.read_text() == deeper
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "content",
     [

@@ -168,6 +168,7 @@ def command() -> list[str]:
     return _oracle_command()
 
 
+@pytest.mark.process
 @PROFILE
 @given(batch=st.lists(documents(), min_size=BATCH, max_size=BATCH))
 def test_we_read_every_document_as_vscodes_jsonc_parser_does(command: list[str], batch: list[str]) -> None:
@@ -181,6 +182,7 @@ def test_we_read_every_document_as_vscodes_jsonc_parser_does(command: list[str],
         assert mine["servers"] == theirs["servers"], text
 
 
+@pytest.mark.process
 def test_a_line_comment_ends_at_a_lone_cr_as_in_vscode(command: list[str]) -> None:
     """A classic Mac line end: the // comment stops there, the next entry is real."""
     text = '{"servers": {\r  "a": {"command": "/a"}, // the first\r  "b": {"command": "/b"}\r}}'

@@ -43,6 +43,7 @@ def _discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TokenSo
 Make = Callable[[Path, pytest.MonkeyPatch], tuple[TokenSource, str]]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("make", [_env, _file, _command, _discovery], ids=["env", "file", "command", "discovery"])
 async def test_a_rejected_token_names_its_source_and_not_its_value(
     make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_bridge: RunBridge

@@ -104,6 +104,7 @@ async def test_token_provider_that_fails_or_hangs_gives_an_error_reply_and_the_b
         assert (await h.stdout.wait_for(2))[1] == {"jsonrpc": "2.0", "id": 2, "result": {"instance": 1}}
 
 
+@pytest.mark.process
 async def test_token_command_output_is_the_token_and_a_failing_command_is_an_error(tmp_path: Path) -> None:
 
     context = TokenContext(base_url=URL)

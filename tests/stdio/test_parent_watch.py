@@ -33,6 +33,7 @@ CHILD = textwrap.dedent(
 MIDDLE = "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', sys.argv[1]]); print(c.pid, flush=True); time.sleep(60)"
 
 
+@pytest.mark.process
 @pytest.mark.linux_only("pidfd_open(2)")
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="os.pidfd_open needs Python 3.9+ on Linux")
 def test_the_child_hears_of_its_parents_sigkill_at_once_without_a_thread() -> None:

@@ -287,6 +287,7 @@ async def bridge_process(url: str, *args: str) -> AsyncIterator[tuple[asyncio.su
                 await proc.wait()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/status")
 async def test_a_40_mib_event_with_an_8_mib_cap_keeps_the_bridge_near_the_cap_in_memory() -> None:
     """Peak RSS (VmHWM) grows by at most 1.25 × the cap plus the transport's fixed read
@@ -308,6 +309,7 @@ async def test_a_40_mib_event_with_an_8_mib_cap_keeps_the_bridge_near_the_cap_in
     assert (peak_kib - idle_kib) * 1024 < 1.25 * cap + 2 * 4 * MiB
 
 
+@pytest.mark.process
 async def test_an_http_sse_reply_does_not_import_httpx() -> None:
     app = sse_app()
     async with serve(app.wire) as server, bridge_process(server.url()) as (proc, read):

@@ -154,6 +154,7 @@ def test_a_new_log_file_is_0600_and_appended_to(tmp_path: Path) -> None:
     assert path.read_bytes() == b"one\ntwo\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+@pytest.mark.process
 def test_the_bridge_refuses_a_log_file_that_is_a_symlink_and_leaves_the_target_alone(tmp_path: Path) -> None:
     target = tmp_path / "bashrc"
     target.write_text("# the user's file\n")
@@ -168,6 +169,7 @@ def test_the_bridge_refuses_a_log_file_that_is_a_symlink_and_leaves_the_target_a
     assert target.read_text() == "# the user's file\n"
 
 
+@pytest.mark.process
 def test_the_bridge_creates_its_log_file_0600(tmp_path: Path) -> None:
     path = tmp_path / "bridge.log"
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode() + b"\n"

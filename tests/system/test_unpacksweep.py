@@ -86,6 +86,7 @@ def test_names_carry_the_bootloader_pid() -> None:
     assert bootloader_pid("xMEI0000a1b2XyZ123") is None
 
 
+@pytest.mark.process
 def test_a_dead_runs_folder_with_a_free_lock_is_removed_and_a_held_one_is_kept(tmp: Path, own: Path) -> None:
     dead = unpack_folder(tmp, dead_pid(), "Dead01")
     (dead / LOCK_NAME).touch()
@@ -106,6 +107,7 @@ def test_a_dead_runs_folder_with_a_free_lock_is_removed_and_a_held_one_is_kept(t
     assert sweep_dead_folders(str(own)) == [orphan.name]  # the kernel dropped its lock
 
 
+@pytest.mark.process
 def test_a_live_bootloaders_folder_is_kept_even_without_a_lock(tmp: Path, own: Path) -> None:
     sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -118,6 +120,7 @@ def test_a_live_bootloaders_folder_is_kept_even_without_a_lock(tmp: Path, own: P
         sibling.wait()
 
 
+@pytest.mark.process
 def test_a_folder_killed_while_unpacking_goes_after_the_grace_period(tmp: Path, own: Path) -> None:
     partial = unpack_folder(tmp, dead_pid(), "Part01", files=("libpython.so",))
     assert sweep_dead_folders(str(own)) == []  # it may be a live start whose bootloader alone died
@@ -125,6 +128,7 @@ def test_a_folder_killed_while_unpacking_goes_after_the_grace_period(tmp: Path, 
     assert sweep_dead_folders(str(own)) == [partial.name]
 
 
+@pytest.mark.process
 def test_another_programs_folder_without_our_lock_is_never_removed(tmp: Path, own: Path) -> None:
     other = unpack_folder(tmp, dead_pid(), "Othr01", files=("libpython.so", "their_app.so"))
     age(other, 3600)
@@ -132,6 +136,7 @@ def test_another_programs_folder_without_our_lock_is_never_removed(tmp: Path, ow
     assert (other / "their_app.so").exists()
 
 
+@pytest.mark.process
 def test_links_open_folders_and_unsafe_parents_are_left_alone(tmp: Path, own: Path, tmp_path: Path) -> None:
     target = tmp_path / "precious"
     target.mkdir()
@@ -158,6 +163,7 @@ def test_links_open_folders_and_unsafe_parents_are_left_alone(tmp: Path, own: Pa
         tmp.chmod(0o700)
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
 def test_another_users_folder_is_left_alone(tmp: Path, own: Path) -> None:
     theirs = unpack_folder(tmp, dead_pid(), "User01")
@@ -167,6 +173,7 @@ def test_another_users_folder_is_left_alone(tmp: Path, own: Path) -> None:
     assert theirs.exists()
 
 
+@pytest.mark.process
 def test_the_own_lock_is_held_and_not_inherited(own: Path) -> None:
     fd = hold_own_folder(str(own))
     assert fd is not None
@@ -226,6 +233,7 @@ def _unblock(fifo: Path, worker: threading.Thread) -> None:
         worker.join(10)
 
 
+@pytest.mark.process
 def test_a_fifo_in_place_of_the_lock_file_does_not_stall_the_sweep(tmp: Path, own: Path) -> None:
     """A plain open of a FIFO waits for a writer for ever: the sweep stopped there."""
     trap = unpack_folder(tmp, dead_pid(), "Fifo01")
@@ -256,6 +264,7 @@ def deep_folder(top: Path, depth: int) -> Path:
     return top
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("with_lock", [True, False], ids=["dead-run", "no-lock"])
 def test_a_folder_nested_1200_deep_does_not_break_the_sweep(tmp: Path, own: Path, with_lock: bool) -> None:
     """Recursion into 1,200 levels raised RecursionError out of the sweep ("never raises"),
@@ -274,6 +283,7 @@ def test_a_folder_nested_1200_deep_does_not_break_the_sweep(tmp: Path, own: Path
         assert (deep / "libpython.so").exists()  # not taken for a folder of this bundle
 
 
+@pytest.mark.process
 def test_the_switch_interval_is_restored_when_the_sweep_ends_however_it_ends(
     tmp: Path, own: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

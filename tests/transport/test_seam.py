@@ -210,6 +210,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.process
 def test_an_http_exchange_over_the_own_pool_never_imports_httpx() -> None:
     import subprocess
     import sys
