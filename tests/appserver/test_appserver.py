@@ -556,6 +556,7 @@ def test_uvicorn_gets_header_idle_and_connection_bounds(tmp_path: Path) -> None:
     assert config.limit_concurrency is None and server._admission.limit == MAX_CONNECTIONS
 
 
+@pytest.mark.slow
 def test_connections_that_drip_or_never_finish_their_head_are_closed(tmp_path: Path) -> None:
     """uvicorn has no header timeout of its own: 400 dripping connections stayed open. Here
     50 connect (some silent, some dripping a header line every 0.2 s) and all are closed
@@ -657,6 +658,7 @@ class Slowloris:
             sock.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("auth_body", [False, True], ids=["heads", "auth-route-bodies"])
 def test_idle_connections_without_a_request_cannot_deny_the_app(tmp_path: Path, auth_body: bool) -> None:
     """Anyone on the machine may connect: 200 connections dripping their heads (reopened as
@@ -686,6 +688,7 @@ def test_idle_connections_without_a_request_cannot_deny_the_app(tmp_path: Path, 
         assert served >= 99, f"{served} of 100 requests served"
 
 
+@pytest.mark.slow
 def test_a_request_slower_than_the_header_timeout_still_gets_its_answer(tmp_path: Path) -> None:
     """The header clock stops once the head is complete: a slow tool call (or a long SSE
     stream) is the app's business."""

@@ -63,6 +63,7 @@ def documents(draw: Any) -> tuple[str, dict[str, Any]]:
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(documents())
 def test_parse_reads_generated_jsonc_as_its_value(doc: tuple[str, dict[str, Any]]) -> None:
@@ -70,6 +71,7 @@ def test_parse_reads_generated_jsonc_as_its_value(doc: tuple[str, dict[str, Any]
     assert jsonc.parse(text).to_python() == value
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.data(), documents(), VALUES)
 def test_insert_only_adds_the_new_member_and_a_comma(data: Any, doc: tuple[str, dict[str, Any]], new: Any) -> None:
@@ -83,6 +85,7 @@ def test_insert_only_adds_the_new_member_and_a_comma(data: Any, doc: tuple[str, 
     assert jsonc.parse(result).to_python() == {**value, "servers": {**value["servers"], key: new}}
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.data(), documents(), VALUES)
 def test_replace_changes_exactly_the_old_values_text(data: Any, doc: tuple[str, dict[str, Any]], new: Any) -> None:
@@ -98,6 +101,7 @@ def test_replace_changes_exactly_the_old_values_text(data: Any, doc: tuple[str, 
     assert jsonc.parse(result).to_python() == {**value, "servers": {**value["servers"], key: new}}
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.data(), documents())
 def test_remove_deletes_the_member_and_keeps_every_comment_outside_it(
@@ -185,6 +189,7 @@ def _line_ends(text: str, style: str) -> str:
     return text.replace("\r\n", "\n").replace("\n", style)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.data(), documents(), VALUES, st.sampled_from(["\n", "\r\n", "\r"]))
 def test_install_then_remove_gives_back_the_bytes_in_every_line_end_style(

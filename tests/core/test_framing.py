@@ -140,6 +140,7 @@ def test_any_chunking_yields_the_same_messages(lines: list[bytes], data: st.Data
     assert frame(chunks) == [*expected, EOF]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(chunks=st.lists(st.binary(max_size=64), max_size=10), cap=st.integers(1, 48))
 def test_arbitrary_bytes_only_ever_give_lines_overlong_events_and_eof(chunks: list[bytes], cap: int) -> None:

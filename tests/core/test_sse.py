@@ -209,6 +209,7 @@ def test_a_cap_below_one_byte_is_refused() -> None:
         SSEDecoder(0)
 
 
+@pytest.mark.slow
 def test_many_cr_only_lines_in_one_chunk_are_decoded_in_linear_time() -> None:
     # 1,000,000 lines in 4 MiB chunks (the most the transport buffers): with a rescan of the
     # chunk for an LF per line this takes minutes and the test's timeout ends it.

@@ -69,6 +69,7 @@ class StalledStdout:
         self.lines.append(data)
 
 
+@pytest.mark.slow
 async def test_a_client_that_stops_reading_stops_the_bridge_reading_stdin_and_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
     budget = 4 * MiB
     monkeypatch.setattr(bridge.stdio.outbox, "OUTPUT_BUDGET_BYTES", budget)

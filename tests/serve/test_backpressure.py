@@ -59,6 +59,7 @@ def test_requests_beyond_the_started_budget_wait_in_order() -> None:
     assert started == [0, 1] and admission.waiting == 1
 
 
+@pytest.mark.slow
 async def test_a_flood_against_a_stalled_app_pauses_reading_and_every_request_gets_one_reply() -> None:
     padding = "p" * 10_000
     count = 2 * MAX_HELD_BYTES // (10_100 + REQUEST_BOOKKEEPING_BYTES)  # twice what the budget holds

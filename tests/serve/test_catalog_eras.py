@@ -85,6 +85,7 @@ def initialize(request_id: Any, version: str) -> bytes:
 # -- a 2025-era client with a 2026-07-28-only app ------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_2025_client_of_a_2026_only_app_is_answered_from_the_catalog_and_the_first_call_starts_it(run_bridge: RunBridge) -> None:
     """The catalog records that the app refuses ``initialize``: the client's ``initialize``
     is answered from the cached ``server/discover`` (translated), its probes too, and the app

@@ -186,6 +186,7 @@ async def test_listen_turns_the_sessions_notifications_into_its_events(run_bridg
     assert all(r.headers.get("mcp-session-id") == "sess-1" for r in app.requests if r.method == "GET")
 
 
+@pytest.mark.slow
 async def test_a_lost_session_ends_the_listen_at_once_and_a_new_listen_works(run_bridge: RunBridge) -> None:
     """The app restarted: its GET stream ends, the listen gets an error at once, the GET
     answered 404 rebuilds the session, and the client's new listen is served in it."""
@@ -225,6 +226,7 @@ async def test_a_listen_outlives_the_request_timeout(run_bridge: RunBridge) -> N
     assert messages[2]["method"] == "notifications/tools/list_changed"  # an event, not the listen's error
 
 
+@pytest.mark.slow
 async def test_an_app_that_always_answers_the_get_with_404_is_not_rebuilt_in_a_loop(run_bridge: RunBridge) -> None:
     """A 404 to the GET stream rebuilds the session once; a 404 again right after is a
     failure like any other (a growing delay, then the bridge stops asking), never a loop

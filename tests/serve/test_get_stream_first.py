@@ -55,6 +55,7 @@ async def test_a_request_after_notifications_initialized_goes_out_after_the_get_
     assert app.order.index("GET") < app.order.index("tools/list"), app.order
 
 
+@pytest.mark.slow
 async def test_a_get_stream_slow_to_open_holds_the_next_request_for_a_bounded_time_only(run_bridge: RunBridge) -> None:
     app = SlowGetStream(get_delay_seconds=20)
     async with run_bridge(app) as h:

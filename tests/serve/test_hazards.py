@@ -337,6 +337,7 @@ async def test_get_stream_opens_after_initialized_and_relays_server_messages(run
 # -- notifications never get a reply ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "outcome",
     [
@@ -413,6 +414,7 @@ async def test_b30_empty_batch_gets_minus_32600_and_a_notification_only_batch_ge
 # -- no head-of-line blocking; cancellation is forwarded at once ------------------------------
 
 
+@pytest.mark.slow
 async def test_b32_slow_call_does_not_delay_a_ping(run_bridge: RunBridge) -> None:
     async def slow_or_fast(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
         if message["method"] == "tools/call":

@@ -281,6 +281,7 @@ async def test_an_app_that_answers_initialize_is_not_translated(run_bridge: RunB
     assert reply["result"]["serverInfo"]["name"] == "dual"
 
 
+@pytest.mark.slow
 async def test_state_only_rounds_are_retried_and_bounded(run_bridge: RunBridge) -> None:
     app = ModernOnlyApp()
     app.capabilities = {"tools": {}}

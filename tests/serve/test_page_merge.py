@@ -205,6 +205,7 @@ async def test_a_failing_first_page_is_answered_as_without_the_option(run_bridge
     assert reply["error"]["data"]["httpStatus"] == 500 and len(app.list_requests()) == 1
 
 
+@pytest.mark.slow
 async def test_all_pages_share_the_one_request_timeout(run_bridge: RunBridge) -> None:
     """Each page alone fits the timeout; together they do not. The merge ends at the
     request's own deadline, not ``MAX_LIST_PAGES`` times it, with what it has."""

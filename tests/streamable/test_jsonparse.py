@@ -81,6 +81,7 @@ def serialize(value: Any, ascii_only: bool, indent: int | None) -> bytes:
     return write(value, 0).encode("utf-8", "surrogatepass")  # a raw lone surrogate: invalid UTF-8 on purpose
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(_VALUES, st.booleans(), st.sampled_from([None, 0, 2]), st.data())
 def test_fast_parse_gives_the_standard_librarys_verdict_and_value(
@@ -181,6 +182,7 @@ def object_bytes(members: list[tuple[str, Any]], spelling: list[bool], indent: i
     return ("{" + ",".join(parts) + pad + "}").encode("utf-8", "surrogatepass")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fast", [False, True], ids=["json", "msgspec"])
 @settings(max_examples=300, deadline=None)
 @given(members=_MEMBERS, spelling=st.lists(st.booleans(), max_size=5), indent=st.sampled_from([None, 1]))

@@ -95,6 +95,7 @@ def drip(data: bytes, seconds_per_byte: float) -> Script:
     return script
 
 
+@pytest.mark.slow
 async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bound() -> None:
     """One byte every 0.1 s for 60 s, never an event: before, every byte reset the timer."""
     log = CallLog()
@@ -112,6 +113,7 @@ async def test_a_drip_that_never_completes_an_event_gets_a_timeout_after_the_bou
         assert cancelled["params"]["requestId"] == 1
 
 
+@pytest.mark.slow
 async def test_a_drip_of_lines_and_blank_lines_without_a_field_is_no_sign_of_life() -> None:
     app = sse_app(drip(b"\n" * 100 + b"foo: bar\n" * 20, 0.05))
     async with serve(app.wire) as server, running_bridge(url=server.url(), request_timeout_seconds=1.0) as run:
@@ -136,6 +138,7 @@ def beats(kind: str, count: int, seconds_between: float) -> Script:
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["comments", "progress"])
 async def test_a_long_call_that_sends_keep_alives_or_progress_is_never_cut_off(kind: str) -> None:
     """3 s of beats every 0.15 s against a 1.5 s bound: the call outlives the bound twice."""

@@ -367,6 +367,7 @@ async def test_modern_cancellation_closes_the_connection_and_posts_nothing() -> 
     assert "mcp-session-id" not in call.headers
 
 
+@pytest.mark.slow
 async def test_modern_subscription_stream_has_no_read_timeout() -> None:
     """``subscriptions/listen`` stays open for as long as the client listens: a pause longer
     than ``--request-timeout`` does not end it; the app closing it gives ``stream_closed``."""
@@ -593,6 +594,7 @@ JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Lengt
 CHUNKED_JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "reply",
     [
@@ -617,6 +619,7 @@ async def test_a_reply_dripped_a_byte_at_a_time_is_timeout_not_an_endless_wait(r
     assert served == {"jsonrpc": "2.0", "id": 6, "result": {"instance": 1}}
 
 
+@pytest.mark.slow
 async def test_an_sse_call_streaming_keep_alives_past_the_request_timeout_is_never_cut_off() -> None:
     """A long tool call: progress and keep-alive comments for four times ``--request-timeout``,
     then the result. Each complete event resets the bound, so the call is answered."""

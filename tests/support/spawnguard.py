@@ -1,4 +1,4 @@
-"""The rule behind the quick round (``python -m pytest -m "not process"``): a test that
+"""The rule behind the quick round (``python -m pytest -m "not process and not slow"``): a test that
 starts a subprocess, in its body or in a fixture it asks for, is marked ``process``. A test
 marked ``frozen``, ``interop`` or ``clients`` starts one by its nature: it gets the
 ``process`` mark at collection, so the quick round leaves it out too.
@@ -58,7 +58,7 @@ def _guarded(item: pytest.Item, phase: str) -> Generator[None, object, object]:
     if started:
         pytest.fail(
             f"{item.nodeid} started a subprocess in its {phase} ({started[0][:200]}) but is not marked "
-            f"`process`: mark it (@pytest.mark.process), so that the quick round (-m \"not process\") leaves it out",
+            f"`process`: mark it (@pytest.mark.process), so that the quick round (-m \"not process and not slow\") leaves it out",
             pytrace=False,
         )
     return outcome

@@ -151,6 +151,7 @@ def responses(draw: st.DrawFn) -> tuple[bytes, str]:
     return b"".join(head) + (b"" if no_body else wire_body), method
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses())
 def test_the_parser_and_h11_agree_on_status_fields_body_and_keep_alive(case: tuple[bytes, str]) -> None:
@@ -167,6 +168,7 @@ def _http10_keep_alive(data: bytes) -> bool:
     return final.startswith(b"HTTP/1.0") and b"keep-alive" in final.split(b"\n\n")[0].split(b"\r\n\r\n")[0].lower()
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses(), st.integers(0, 400), st.binary(min_size=1, max_size=3))
 def test_a_damaged_response_is_refused_by_both_or_read_alike(

@@ -310,6 +310,7 @@ def split_replies(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     return payload, [reply[a:b] for a, b in zip([0, *cuts], [*cuts, len(reply)], strict=True)]
 
 
+@pytest.mark.slow
 # All drawing happens in the strategy: a draw inside an anyio test that hypothesis stops
 # (StopTest) would escape the event loop's runner.
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
