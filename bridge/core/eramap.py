@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from .era import PROTOCOL_VERSION_META_KEY
+from .methods import CACHEABLE_METHODS, LISTS_THAT_CHANGE
 
 __all__ = [
     "LEGACY_PROTOCOL_VERSION",
@@ -52,7 +53,6 @@ __all__ = [
     "LOG_LEVEL_META_KEY",
     "SUBSCRIPTION_ID_META_KEY",
     "INPUT_REQUEST_METHODS",
-    "INPUT_CAPABLE_METHODS",
     "log_level_of",
     "log_admitted",
     "input_required_result",
@@ -86,13 +86,11 @@ _ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLI
 
 #: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).
 INPUT_REQUEST_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-#: The requests whose result may be ``input_required`` (2026-07-28, multi-round-trip requests).
-INPUT_CAPABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: RFC 5424 severities, the order of MCP's ``LoggingLevel``.
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: JSON-RPC 2.0: invalid method parameter(s).
 INVALID_PARAMS = -32602
-_LISTS = (("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources"))
+_LISTS = tuple((f"{name}ListChanged", name) for name in LISTS_THAT_CHANGE)
 _LIST_CHANGED = {f"notifications/{name}/list_changed": key for key, name in _LISTS}
 
 
@@ -124,17 +122,12 @@ def initialize_params(discover_params: Any, bridge_version: str) -> dict[str, An
     }
 
 
-#: 2026-07-28 results that carry caching advice (``ttlMs``, ``cacheScope``): the lists,
-#: ``resources/read`` and ``server/discover``.
-_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
-
-
 def modern_result(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A legacy app's result to ``method`` as a 2026-07-28 result must be: ``resultType``
     ``"complete"``, and for a cacheable result ``ttlMs`` 0 and ``cacheScope`` ``"private"``
     (do not cache: the legacy app gave no advice), each only where the app set none."""
     added: dict[str, Any] = {"resultType": "complete"}
-    if method in _CACHEABLE:
+    if method in CACHEABLE_METHODS:
         added.update(ttlMs=0, cacheScope="private")
     return {**added, **result}
 

@@ -40,13 +40,11 @@ from __future__ import annotations
 from typing import Any
 
 from .eramap import SERVER_INFO_META_KEY, legacy_result, modern_result
+from .methods import CATALOG_METHODS, LIST_CAPABILITY, LIST_CHANGED, LIST_ITEMS
 from .modernmap import HANDSHAKE_VERSIONS
-from .quirks import LIST_ITEMS
 
 __all__ = [
     "CATALOG_FORMAT",
-    "CATALOG_METHODS",
-    "LIST_METHODS",
     "answers_from_catalog",
     "catalog_result",
     "why_not_answered",
@@ -62,19 +60,6 @@ __all__ = [
 
 #: The ``format`` of the entries this version writes and reads.
 CATALOG_FORMAT = 1
-#: The lists a catalog keeps, each with the notification that says it changed (MCP
-#: server/tools, server/prompts, server/resources: "List Changed Notification"; resource
-#: templates have none of their own: the resources one covers them).
-LIST_METHODS: dict[str, str] = {
-    "tools/list": "notifications/tools/list_changed",
-    "prompts/list": "notifications/prompts/list_changed",
-    "resources/list": "notifications/resources/list_changed",
-    "resources/templates/list": "notifications/resources/list_changed",
-}
-#: The capability each list belongs to (in the ``initialize`` result's ``capabilities``).
-_CAPABILITY = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resources"}
-#: Every method a catalog may answer.
-CATALOG_METHODS = frozenset({"initialize", "server/discover", "ping", *LIST_METHODS})
 
 
 def answers_from_catalog(policy: str, method: str) -> bool:
@@ -275,7 +260,7 @@ def record(
     ``ping`` and anything else change nothing."""
     if method not in CATALOG_METHODS or method == "ping" or not isinstance(result, dict):
         return None
-    if method in LIST_METHODS and (
+    if method in LIST_CHANGED and (
         (isinstance(params, dict) and params.get("cursor") is not None) or result.get("nextCursor") is not None
     ):
         return None
@@ -322,10 +307,10 @@ def changed_list_notifications(cached: dict[str, Any], served: dict[str, Any]) -
     owed: list[str] = []
     old_lists = cached.get("lists") or {}
     for method, result in served.items():
-        if method not in LIST_METHODS or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
+        if method not in LIST_CHANGED or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
             continue
-        notification = LIST_METHODS[method]
-        if _CAPABILITY[method] in capabilities and notification not in owed:
+        notification = LIST_CHANGED[method]
+        if LIST_CAPABILITY[method] in capabilities and notification not in owed:
             owed.append(notification)
     return owed
 

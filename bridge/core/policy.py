@@ -64,6 +64,7 @@ from .errors import (
     StreamClosedError,
     UpstreamError,
 )
+from .methods import IDEMPOTENT_METHODS
 
 __all__ = [
     "Action",
@@ -102,11 +103,6 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 #: The statuses whose ``Retry-After`` is honoured: 429 Too Many Requests (RFC 6585 §4) and
 #: 503 Service Unavailable (RFC 9110 §15.6.4).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
-
-#: Methods that only read: sending one twice changes nothing in the app, so one whose
-#: connection broke after it was sent may be sent again. Besides these, every ``*/list``
-#: and ``*/get`` (``tools/list``, ``prompts/get``, ``tasks/get``…).
-_IDEMPOTENT = frozenset({"ping", "resources/read", "server/discover", "completion/complete"})
 
 
 class _Marker:
@@ -240,7 +236,7 @@ def is_idempotent(method: str) -> bool:
     ``resources/read``, ``ping``, ``server/discover`` and ``completion/complete`` (it only
     suggests values). Not ``initialize`` (a new session each time), ``tools/call`` (the tool
     runs), ``logging/setLevel``, ``resources/subscribe`` nor ``subscriptions/listen``."""
-    return method.endswith(("/list", "/get")) or method in _IDEMPOTENT
+    return method.endswith(("/list", "/get")) or method in IDEMPOTENT_METHODS
 
 
 def _not_waited(error: HTTPStatusError, delay: float, left: float | None) -> HTTPStatusError:

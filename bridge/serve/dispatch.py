@@ -53,9 +53,9 @@ from ..core.jsonrpc import (
 from ..core.ledger import Ledger, Outcome, Pending, Slot
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
-from .driver import Driver
 from .heartbeat import Heartbeats
 from .taskset import TaskSet
+from .translate import EraRouter
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
 
@@ -88,7 +88,7 @@ class Dispatcher:
 
     Args:
         config: the run's configuration.
-        driver: the app side (``request``, ``deliver``).
+        stack: the top of the request stack (``request``, ``deliver``; ``bridge/serve/translate.py``).
         outbox: the stdout writer.
         tasks: where per-message tasks run.
         on_initialized: called once the app accepted ``notifications/initialized``, with the
@@ -97,9 +97,9 @@ class Dispatcher:
     """
 
     def __init__(
-        self, config: BridgeConfig, driver: Driver, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[asyncio.Event], None]
+        self, config: BridgeConfig, stack: EraRouter, outbox: Outbox, tasks: TaskSet, on_initialized: Callable[[asyncio.Event], None]
     ) -> None:
-        self._driver = driver
+        self._stack = stack
         self._outbox = outbox
         self._tasks = tasks
         self._on_initialized = on_initialized
@@ -231,7 +231,7 @@ class Dispatcher:
         outcome = self._ledger.cancel(request_id) if is_valid_id(request_id) else Outcome()
         slot = outcome.answered
         if slot is None:
-            return self._driver.client_era.cancel_by_closing  # nothing in flight to close: nothing to send either
+            return self._stack.client_era.cancel_by_closing  # nothing in flight to close: nothing to send either
         log.info("request %r cancelled by the client; no reply will be written for it", request_id)
         if outcome.line is not None:  # the rest of its batch was answered already
             self._tasks.spawn(self._outbox.put(outcome.line))
@@ -284,12 +284,12 @@ class Dispatcher:
         await gate.wait()
         if request.method in _OUTSIDE_THE_LIMIT:
             await self._stdout_room()
-            return await self._driver.request(request, self.relay)
+            return await self._stack.request(request, self.relay)
         await self._slots.acquire()  # a free one without a trip through the loop
         try:
             await self._stdout_room()
             # (progress heartbeats while the app is silent: bridge/serve/heartbeat.py)
-            return await self._heartbeats.watch(request, self._driver.request(request, self.relay))
+            return await self._heartbeats.watch(request, self._stack.request(request, self.relay))
         finally:
             self._slots.release()
 
@@ -327,7 +327,7 @@ class Dispatcher:
         try:
             if gate is not None:
                 await gate.wait()
-            await self._driver.deliver(message.body, what)
+            await self._stack.deliver(message.body, what)
             delivered = True
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)

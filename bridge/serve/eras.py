@@ -54,12 +54,10 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..core.eramap import (
-    INPUT_CAPABLE_METHODS,
     INPUT_REQUEST_METHODS,
     INVALID_PARAMS,
     cancelled_notification,
@@ -87,16 +85,19 @@ from ..core.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from ..core.jsonrpc import Request, encode_message
+from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
+from ..core.methods import INPUT_CAPABLE_METHODS
 from ..core.policy import MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
 
-__all__ = ["LegacyAppEras", "Forwarder", "CANCEL_NOTICE_SECONDS"]
+if TYPE_CHECKING:
+    from .lazy import LazyLaunch
+
+__all__ = ["LegacyAppEras", "CANCEL_NOTICE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
-_INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: How long the ``notifications/cancelled`` for a cancelled translated request may take
 #: (seconds); as the dispatcher's bound for a legacy client's cancellation.
 CANCEL_NOTICE_SECONDS = 1.0
@@ -105,36 +106,6 @@ _GET_RETRY_SECONDS = 1.0
 _GET_RETRY_MAX_SECONDS = 30.0
 #: How long :meth:`LegacyAppEras.aclose` waits for its tasks to end (seconds).
 _CLOSE_SECONDS = 0.05
-
-
-class Forwarder(Protocol):
-    """What the translation needs of the driver (``Driver`` is one)."""
-
-    async def forward(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request as it is, in its own era; return its stdout line."""
-        ...
-
-    async def deliver(self, body: bytes, what: str) -> None:
-        """Forward a notification or a response (no reply is owed)."""
-        ...
-
-    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
-        """Relay one GET stream of the MCP session until it ends (raises ``UpstreamError``)."""
-        ...
-
-    async def rebuild_session(self, lost_generation: int | None) -> None:
-        """Rebuild the MCP session (raises ``SessionLostError``)."""
-        ...
-
-    @property
-    def rebuilds(self) -> int:
-        """How many session rebuilds succeeded."""
-        ...
-
-    @property
-    def request_timeout_seconds(self) -> float:
-        """The bound of one request (seconds)."""
-        ...
 
 
 class _Call:
@@ -176,8 +147,8 @@ class LegacyAppEras:
     ``initialize`` result the probe is answered from, and what lives beyond one request
     (parked ``input_required`` exchanges, open listens, the GET stream)."""
 
-    def __init__(self, driver: Forwarder, *, ask_app: bool = True) -> None:
-        self._driver = driver
+    def __init__(self, below: LazyLaunch, *, ask_app: bool = True, private_ids: PrivateIds | None = None) -> None:
+        self._below = below
         #: Whether the probe goes to the app first (``False``: ``--protocol-era legacy``, the
         #: legacy session is opened at once, whatever the app would answer).
         self._ask_app = ask_app
@@ -186,8 +157,7 @@ class LegacyAppEras:
         #: Whether the app answered a probe as a 2026-07-28 app does (nothing to translate).
         self._modern = False
         self._probing: asyncio.Lock = asyncio.Lock()
-        self._opened = 0
-        self._private = itertools.count(1)
+        self._ids = private_ids if private_ids is not None else PrivateIds()
         self._tasks: set[asyncio.Task[None]] = set()
         self._relay: Emit | None = None  # where messages for no request go (stdout)
         self._calls: set[_Call] = set()  # input-capable exchanges not finished
@@ -229,18 +199,18 @@ class LegacyAppEras:
         if self.initialize_result is None and not self._modern:
             async with self._probing:
                 if self.initialize_result is None and not self._modern:
-                    if self._legacy_refused is not None and self._legacy_refused[0] == self._driver.rebuilds:
+                    if self._legacy_refused is not None and self._legacy_refused[0] == self._below.rebuilds:
                         raise self._legacy_refused[1]
                     if request.method == "server/discover":
                         return await self._probe(request, emit)
                     try:
-                        await self._probe(_discover_like(request), _drop)
+                        await self._probe(self._discover_like(request), _drop)
                     except UpstreamError as exc:
                         if not self._ask_app:  # legacy: a request the bridge cannot translate is not sent as is
                             raise
                         log.info("the bridge's server/discover probe failed: %s", exc.message)  # the request says why
         if self.initialize_result is None:
-            return await self._driver.forward(request, emit)  # a 2026-07-28 app, or the probe failed
+            return (await self._below.forward(request, emit)).line  # a 2026-07-28 app, or the probe failed
         if request.method == "server/discover":
             return self._discover_line(request)
         self._notice_rebuilds()
@@ -257,7 +227,7 @@ class LegacyAppEras:
             self._start(call, legacy)
             return await self._outcome(call, request)
         try:
-            line = await self._driver.forward(legacy, self._request_emit(level))
+            line = (await self._below.forward(legacy, self._request_emit(level))).line
         except UpstreamTimeoutError:
             self._tell_cancelled(request.id, "The bridge timed out waiting for the response.")
             raise
@@ -323,11 +293,11 @@ class LegacyAppEras:
                     "The app refused the bridge's initialize (--protocol-era legacy): it may serve MCP 2026-07-28 "
                     "only; try --protocol-era auto."
                 )
-                self._legacy_refused = (self._driver.rebuilds, refused)
+                self._legacy_refused = (self._below.rebuilds, refused)
                 raise refused
             return self._session_opened(request, result)
         try:
-            line = await self._driver.forward(request, emit)
+            line = (await self._below.forward(request, emit)).line
         except HTTPStatusError as exc:
             if not 400 <= exc.http_status < 500:
                 raise
@@ -345,28 +315,31 @@ class LegacyAppEras:
             raise refusal
         return self._session_opened(request, result)
 
+    def _discover_like(self, request: Request) -> Request:
+        """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
+        version, client info and capabilities)."""
+        meta = request.params.get("_meta") if isinstance(request.params, dict) else None
+        return self._ids.request("era-probe", "server/discover", {"_meta": meta if isinstance(meta, dict) else {}})
+
     def _session_opened(self, probe: Request, result: dict[str, Any]) -> bytes:
         """Keep the app's ``initialize`` result, keep its GET stream open (the listens'
         source), and answer the probe from it."""
         self.initialize_result = result
-        self._rebuilds_seen = self._driver.rebuilds
+        self._rebuilds_seen = self._below.rebuilds
         self.start_get_stream()
         return self._discover_line(probe)
 
     async def _open_session(self, probe: Request) -> dict[str, Any] | None:
         """``initialize`` + ``notifications/initialized``; the result, or ``None`` (logged)."""
-        self._opened += 1
         self._session_failure = None
-        init_id = f"mcp-app-bridge-era-init-{self._opened}"
-        params = initialize_params(probe.params, __version__)
-        body = encode_message({"jsonrpc": "2.0", "id": init_id, "method": "initialize", "params": params})[:-1]
+        initialize = self._ids.request("era-init", "initialize", initialize_params(probe.params, __version__))
         try:
-            reply = json.loads(await self._driver.forward(Request(init_id, "initialize", params, body), _drop))
+            reply = json.loads((await self._below.forward(initialize, _drop)).line)
             result = reply.get("result") if isinstance(reply, dict) else None
             if not isinstance(result, dict):
                 log.warning("the app refused the bridge's initialize for a 2026-07-28 client: %s", _error_text(reply))
                 return None
-            await self._driver.deliver(_INITIALIZED, "notification notifications/initialized")
+            await self._below.deliver(INITIALIZED_BODY, "notification notifications/initialized")
         except Exception as exc:  # an UpstreamError, or an unusable reply: the probe's refusal stands
             log.warning("opening a legacy session for a 2026-07-28 client failed: %s", getattr(exc, "message", exc))
             if isinstance(exc, UpstreamError) and not (isinstance(exc, HTTPStatusError) and 400 <= exc.http_status < 500):
@@ -419,8 +392,8 @@ class LegacyAppEras:
     async def _post(self, message: dict[str, Any], what: str, bound_seconds: float | None = None) -> None:
         """POST a notification or a response to the app (failures logged)."""
         try:
-            with move_on_after(self._driver.request_timeout_seconds if bound_seconds is None else bound_seconds):
-                await self._driver.deliver(encode_message(message)[:-1], what)
+            with move_on_after(self._below.request_timeout_seconds if bound_seconds is None else bound_seconds):
+                await self._below.deliver(encode_message(message)[:-1], what)
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)
 
@@ -450,18 +423,18 @@ class LegacyAppEras:
         if level is None or "logging" not in self._capabilities:
             return
         async with self._level_lock:
-            generation = self._driver.rebuilds
+            generation = self._below.rebuilds
             if self._level == (generation, level):
                 return
             params = {"level": level}
-            request = _legacy_request(f"mcp-app-bridge-era-level-{next(self._private)}", "logging/setLevel", params)
+            request = self._ids.request("era-level", "logging/setLevel", params)
             try:
-                reply = json.loads(await self._driver.forward(request, _drop))
+                reply = json.loads((await self._below.forward(request, _drop)).line)
             except UpstreamError as exc:
                 log.warning("logging/setLevel %s failed: %s", level, exc.message)
                 return
             if isinstance(reply, dict) and "result" in reply:
-                self._level = (self._driver.rebuilds, level)
+                self._level = (self._below.rebuilds, level)
             else:
                 log.warning("the app refused logging/setLevel %s: %s", level, str(reply)[:200])
 
@@ -472,7 +445,7 @@ class LegacyAppEras:
 
         async def run() -> None:
             try:
-                line = await self._driver.forward(legacy, self._request_emit(call.level, call))
+                line = (await self._below.forward(legacy, self._request_emit(call.level, call))).line
             except UpstreamError as exc:
                 if isinstance(exc, UpstreamTimeoutError):
                     self._tell_cancelled(call.legacy_id, "The bridge timed out waiting for the response.")
@@ -513,7 +486,7 @@ class LegacyAppEras:
         call.asked.clear()
         self._parked[state] = call
         loop = asyncio.get_running_loop()
-        call.expiry = loop.call_later(self._driver.request_timeout_seconds, self._expire, state)
+        call.expiry = loop.call_later(self._below.request_timeout_seconds, self._expire, state)
         log.info("request %r: the app asks for input (%s); the client answers in its retry", request.id, ", ".join(call.waiting))
         result = input_required_result(call.waiting, state)
         return encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
@@ -523,10 +496,9 @@ class LegacyAppEras:
         if call is None:
             message = (
                 f"{request.method}: the requestState is not one mcp-app-bridge gave out, or it expired "
-                f"({self._driver.request_timeout_seconds:g} s after the input_required result); send the request again without it."
+                f"({self._below.request_timeout_seconds:g} s after the input_required result); send the request again without it."
             )
-            error = {"code": INVALID_PARAMS, "message": message, "data": {"source": "bridge"}}
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+            return bridge_error_line(request.id, INVALID_PARAMS, message)
         if call.expiry is not None:
             call.expiry.cancel()
         call.level = log_level_of(request.params)
@@ -548,7 +520,7 @@ class LegacyAppEras:
         call = self._parked.pop(state, None)
         if call is None:
             return
-        seconds = self._driver.request_timeout_seconds
+        seconds = self._below.request_timeout_seconds
         log.warning("the client did not answer the app's requests for input within %g s; cancelling request %r", seconds, call.legacy_id)
         for asked in call.waiting.values():
             why = f"the client did not answer within {seconds:g} s (mcp-app-bridge, --request-timeout)"
@@ -584,7 +556,7 @@ class LegacyAppEras:
             elif uris:
                 log.info("subscriptions/listen: the app declares no resources; resource subscriptions not honored")
             honored = honored_filter(wanted, self._capabilities, subscribed)
-            listen = _Listen(request.id, honored, emit, self._driver.rebuilds)
+            listen = _Listen(request.id, honored, emit, self._below.rebuilds)
             key = json.dumps(request.id)
             self._listens[key] = listen
             self.start_get_stream()
@@ -601,9 +573,9 @@ class LegacyAppEras:
     async def _subscribe(self, uri: str) -> bool:
         """``resources/subscribe`` for ``uri`` (once for all listens); whether it holds."""
         if self._subscribed.get(uri, 0) == 0:
-            request = _legacy_request(f"mcp-app-bridge-era-subscribe-{next(self._private)}", "resources/subscribe", {"uri": uri})
+            request = self._ids.request("era-subscribe", "resources/subscribe", {"uri": uri})
             try:
-                reply = json.loads(await self._driver.forward(request, _drop))
+                reply = json.loads((await self._below.forward(request, _drop)).line)
             except UpstreamError as exc:
                 log.warning("resources/subscribe %s failed: %s", uri, exc.message)
                 return False
@@ -620,12 +592,12 @@ class LegacyAppEras:
             self._subscribed[uri] = held
             return
         self._subscribed.pop(uri, None)
-        request = _legacy_request(f"mcp-app-bridge-era-unsubscribe-{next(self._private)}", "resources/unsubscribe", {"uri": uri})
+        request = self._ids.request("era-unsubscribe", "resources/unsubscribe", {"uri": uri})
 
         async def unsubscribe() -> None:
-            with move_on_after(self._driver.request_timeout_seconds):
+            with move_on_after(self._below.request_timeout_seconds):
                 try:
-                    await self._driver.forward(request, _drop)
+                    await self._below.forward(request, _drop)
                 except UpstreamError as exc:
                     log.info("resources/unsubscribe %s failed: %s", uri, exc.message)
 
@@ -656,7 +628,7 @@ class LegacyAppEras:
 
     def _notice_rebuilds(self) -> None:
         """After a session rebuild, the listens of the old session are lost."""
-        rebuilds = self._driver.rebuilds
+        rebuilds = self._below.rebuilds
         if rebuilds != self._rebuilds_seen:
             self._rebuilds_seen = rebuilds
             self._lose_listens("the app's MCP session was lost and rebuilt", before_generation=rebuilds)
@@ -681,7 +653,7 @@ class LegacyAppEras:
         failures = 0
         delay = _GET_RETRY_SECONDS
         while True:
-            generation = self._driver.rebuilds
+            generation = self._below.rebuilds
             opened = False
 
             def on_open() -> None:
@@ -690,7 +662,7 @@ class LegacyAppEras:
 
             why = "the app ended its GET stream"
             try:
-                await self._driver.get_stream(self._from_get, on_open)
+                await self._below.get_stream(self._from_get, on_open)
             except HTTPStatusError as exc:
                 if exc.http_status == 405:
                     log.info("the app offers no GET stream (HTTP 405): listen events come from request streams only")
@@ -699,9 +671,9 @@ class LegacyAppEras:
                 if exc.http_status == 404 and failures == 0:
                     self._lose_listens("the app no longer knows the MCP session")
                     failures += 1
-                    if self._driver.rebuilds == generation:
+                    if self._below.rebuilds == generation:
                         try:
-                            await self._driver.rebuild_session(None)
+                            await self._below.rebuild_session(None)
                         except UpstreamError as rebuild_failed:
                             log.warning("GET stream: %s", rebuild_failed.message)
                             return
@@ -775,16 +747,6 @@ def _error_text(reply: Any) -> str:
     if isinstance(error, dict):
         return f"JSON-RPC error {error.get('code')}: {str(error.get('message'))[:200]}"
     return "a reply with no result"
-
-
-def _discover_like(request: Request) -> Request:
-    """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
-    version, client info and capabilities)."""
-    meta = request.params.get("_meta") if isinstance(request.params, dict) else None
-    params = {"_meta": meta if isinstance(meta, dict) else {}}
-    probe_id = "mcp-app-bridge-era-probe"
-    body = encode_message({"jsonrpc": "2.0", "id": probe_id, "method": "server/discover", "params": params})[:-1]
-    return Request(probe_id, "server/discover", params, body)
 
 
 async def _drop(line: bytes, message: Any = None) -> None:

@@ -55,7 +55,7 @@ from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
 from .dispatch import Dispatcher
 from .driver import Driver
-from .parts import build_driver
+from .parts import build_stack
 from .taskset import TaskSet
 
 if TYPE_CHECKING:
@@ -101,13 +101,13 @@ class Bridge:
     ) -> None:
         self._config = config
         self._stdin = stdin
-        self._driver = build_driver(
-            config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
-        )
+        stack = build_stack(config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt)
+        self._driver = stack.driver
+        self._app = stack.top
         self._handle_signals = handle_signals
         self._outbox = Outbox(stdout, on_gone=lambda: self.stop("stdout closed", hurry=True))
         self._tasks = TaskSet()
-        self._dispatcher = Dispatcher(config, self._driver, self._outbox, self._tasks, self._start_listening)
+        self._dispatcher = Dispatcher(config, self._app, self._outbox, self._tasks, self._start_listening)
         self._stopping = asyncio.Event()
         self._signals: list[signal.Signals] = []  # handlers installed by this run
         self._listening = False
@@ -115,7 +115,7 @@ class Bridge:
 
     @property
     def driver(self) -> Driver:
-        """The app side: endpoint, tokens, launcher, HTTP exchange and MCP session."""
+        """The recovery layer of the request stack (its session rebuilds: ``rebuilds``)."""
         return self._driver
 
     def stop(self, reason: str = "told to stop", *, hurry: bool = False) -> None:
@@ -149,14 +149,14 @@ class Bridge:
                 reader.cancel()
                 tail_end = loop.time() + SHUTDOWN_TAIL_SECONDS
                 await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
-                await self._driver.terminate_session(max(tail_end - loop.time(), 0.0))
+                await self._app.terminate_session(max(tail_end - loop.time(), 0.0))
                 self._outbox.close()
                 await asyncio.wait([writer], timeout=max(tail_end - loop.time(), FLUSH_TIMEOUT_SECONDS))
                 writer.cancel()  # a stdout still blocked after the bound does not hold the exit
         finally:
             self._release_signals(loop)
             self._tasks.cancel()  # only left when the run itself was cancelled
-            await self._driver.aclose()
+            await self._app.aclose()
         return 0
 
     async def _part(self, part: Coroutine[Any, Any, None]) -> None:
@@ -213,7 +213,7 @@ class Bridge:
 
     async def _listen(self, opened: asyncio.Event | None) -> None:
         try:
-            await self._driver.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
+            await self._app.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
         finally:
             self._listening = False
             if opened is not None:
@@ -222,7 +222,7 @@ class Bridge:
     async def _session_rebuilt(self) -> None:
         """After a rebuild: reopen the GET stream, tell the client its lists may differ."""
         self._start_listening()
-        for line in self._driver.list_changed_notifications():
+        for line in self._app.list_changed_notifications():
             await self._outbox.put(line)
 
     # -- shutdown ------------------------------------------------------------------------

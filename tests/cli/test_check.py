@@ -21,7 +21,7 @@ from bridge.cli.check import FIXES, HOST_REFUSED_FIX, run_check
 from bridge.core.config import BridgeConfig
 from bridge.core.errors import UpstreamError
 from bridge.core.jsonrpc import Request, encode_message
-from bridge.serve.parts import build_driver
+from bridge.serve.parts import build_stack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("private_state_folder")]
 
@@ -39,12 +39,12 @@ async def bridge_failure(config: BridgeConfig) -> UpstreamError:
     async def ignore(line: bytes, message: Any = None) -> None:
         return None
 
-    driver = build_driver(config)
+    stack = build_stack(config)
     try:
         with pytest.raises(UpstreamError) as caught:
-            await driver.request(Request(1, "initialize", params, encode_message(message)[:-1]), ignore)
+            await stack.top.request(Request(1, "initialize", params, encode_message(message)[:-1]), ignore)
     finally:
-        await driver.aclose()
+        await stack.top.aclose()
     return caught.value
 
 
