@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
+from ..core.policy import LAUNCH_RETRY_BACKOFF
 from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
 from ..system.privatefile import state_file_digest
@@ -67,16 +68,12 @@ EnsureRunningCallable = Callable[[], "None | Awaitable[None]"]
 POLL_INTERVAL_SECONDS = 0.1
 #: Seconds between progress lines while waiting.
 PROGRESS_INTERVAL_SECONDS = 5.0
-#: After a failed launch, no new attempt for this long (seconds), doubled after each
-#: further failure in a row, up to :data:`RETRY_MAX_SECONDS`.
-RETRY_FIRST_SECONDS = 5.0
-RETRY_MAX_SECONDS = 60.0
 
 
 def retry_delay_seconds(failures_in_a_row: int) -> float:
     """Seconds before the next launch attempt after ``failures_in_a_row`` (>= 1) failed
     ones: 5, 10, 20, 40, then 60 s each time."""
-    return min(RETRY_FIRST_SECONDS * 2.0 ** (max(failures_in_a_row, 1) - 1), RETRY_MAX_SECONDS)
+    return LAUNCH_RETRY_BACKOFF.seconds(failures_in_a_row - 1)
 
 
 def default_lock_path(key: str) -> Path:

@@ -46,8 +46,15 @@ six; the others are performed where their state lives, with the bound named here
 | 429/503 with ``Retry-After``          | wait, send again                   | once; ``MAX_RETRY_AFTER_SECONDS``| this flow    |
 | connection broke after sending        | send again (idempotent methods)    | once per message                 | this flow    |
 | SSE reply stream broke (with ids)     | GET with ``Last-Event-ID``         | ``MAX_RESUME_ATTEMPTS``          | replies.py   |
-| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py    |
+| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py, eras.py |
+| ``subscriptions/listen`` ended        | open it again after a growing delay| while the client listens         | modernapp.py |
+| ``input_required`` with no questions  | send again after a short delay     | ``MAX_INPUT_ROUNDS``             | modernapp.py |
 | a token fetch or app start failed     | those who waited get that failure  | never re-run for them            | tokens, launcher |
+| a launch failed                       | launch again after a growing delay | each request after the delay     | launcher.py  |
+| a named pipe busy (Windows)           | open it again after a growing delay| within the connect timeout       | pipelink.py  |
+| a named-pipe accept failed (the app)  | accept again after a growing delay | while the app serves             | pipeserver.py |
+
+Each growing delay is one :class:`Backoff` (first, factor, cap), named below.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import (
     AppUnreachableError,
@@ -89,6 +97,14 @@ __all__ = [
     "RETRY_AFTER_STATUSES",
     "retry_after_seconds",
     "is_idempotent",
+    "Backoff",
+    "LISTEN_RETRY_MAX_SECONDS",
+    "GET_STREAM_BACKOFF",
+    "SUBSCRIPTIONS_LISTEN_BACKOFF",
+    "INPUT_POLL_BACKOFF",
+    "LAUNCH_RETRY_BACKOFF",
+    "PIPE_BUSY_BACKOFF",
+    "PIPE_ACCEPT_BACKOFF",
 ]
 
 #: Tries to resume a broken SSE response stream by GET + ``Last-Event-ID`` (both official
@@ -103,6 +119,41 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 #: The statuses whose ``Retry-After`` is honoured: 429 Too Many Requests (RFC 6585 §4) and
 #: 503 Service Unavailable (RFC 9110 §15.6.4).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+class Backoff(NamedTuple):
+    """A growing wait between tries (httpcore's ``exponential_backoff``, with a cap):
+    ``first_seconds``, times ``factor`` at each step, at most ``cap_seconds``."""
+
+    first_seconds: float
+    factor: float
+    cap_seconds: float
+
+    def seconds(self, step: int) -> float:
+        """The wait at ``step`` (0: the first wait; a negative step counts as 0), in seconds."""
+        return min(self.first_seconds * self.factor ** max(step, 0), self.cap_seconds)
+
+
+#: The longest wait before a listening stream that ended is opened again (seconds): the
+#: GET stream, a ``subscriptions/listen``, and a server's SSE ``retry``.
+LISTEN_RETRY_MAX_SECONDS = 30.0
+#: The GET stream's reconnect after tries that delivered nothing (``streamable/listen.py``,
+#: ``serve/eras.py``): 1 s (both official SDKs' default), ×1.5 each time, at most 30 s.
+GET_STREAM_BACKOFF = Backoff(1.0, 1.5, LISTEN_RETRY_MAX_SECONDS)
+#: A translated 2025-era client's ``subscriptions/listen`` that ended (``serve/modernapp.py``).
+SUBSCRIPTIONS_LISTEN_BACKOFF = Backoff(1.0, 2.0, LISTEN_RETRY_MAX_SECONDS)
+#: An ``input_required`` result with state alone: the app is not done yet; as the official
+#: SDKs, wait a little before the next round (``serve/modernapp.py``).
+INPUT_POLL_BACKOFF = Backoff(0.05, 2.0, 0.25)
+#: After a failed launch, no new attempt for this long (``app/launcher.py``): 5, 10, 20, 40,
+#: then 60 s each time.
+LAUNCH_RETRY_BACKOFF = Backoff(5.0, 2.0, 60.0)
+#: A busy named pipe (``transport/pipelink.py``; asyncio's ``CONNECT_PIPE_INIT_DELAY`` and
+#: ``CONNECT_PIPE_MAX_DELAY``).
+PIPE_BUSY_BACKOFF = Backoff(0.001, 2.0, 0.1)
+#: The app's named-pipe accept loop after failures in a row, from the second
+#: (``appserver/pipeserver.py``; the first is tried again at once).
+PIPE_ACCEPT_BACKOFF = Backoff(0.05, 2.0, 5.0)
 
 
 class _Marker:

@@ -87,7 +87,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
 from ..core.methods import INPUT_CAPABLE_METHODS
-from ..core.policy import MAX_LISTEN_FAILURES
+from ..core.policy import GET_STREAM_BACKOFF, MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
 
@@ -101,9 +101,6 @@ log = logging.getLogger("bridge")
 #: How long the ``notifications/cancelled`` for a cancelled translated request may take
 #: (seconds); as the dispatcher's bound for a legacy client's cancellation.
 CANCEL_NOTICE_SECONDS = 1.0
-#: The GET stream's reconnect delay, first and at most (seconds), while it fails.
-_GET_RETRY_SECONDS = 1.0
-_GET_RETRY_MAX_SECONDS = 30.0
 #: How long :meth:`LegacyAppEras.aclose` waits for its tasks to end (seconds).
 _CLOSE_SECONDS = 0.05
 
@@ -651,7 +648,6 @@ class LegacyAppEras:
         405 (none offered) or :data:`MAX_LISTEN_FAILURES` failures in a row stop it (a later
         listen, or a rebuild, starts it again). Each end loses the open listens."""
         failures = 0
-        delay = _GET_RETRY_SECONDS
         while True:
             generation = self._below.rebuilds
             opened = False
@@ -686,8 +682,7 @@ class LegacyAppEras:
             if failures >= MAX_LISTEN_FAILURES:
                 log.warning("GET stream: giving up after %d tries in a row that failed", failures)
                 return
-            delay = _GET_RETRY_SECONDS if opened else min(delay * 1.5, _GET_RETRY_MAX_SECONDS)
-            await asyncio.sleep(delay)
+            await asyncio.sleep(GET_STREAM_BACKOFF.seconds(failures))
 
     async def _from_get(self, line: bytes, message: Any) -> None:
         if message is None:

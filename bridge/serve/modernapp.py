@@ -30,7 +30,7 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   its notifications reach the client as a legacy app's GET stream would send them.
   ``resources/subscribe`` and ``unsubscribe`` reopen it with the new set and are answered
   once the app acknowledged it. A listen stream that ends is reopened (1 s, doubling, at
-  most :data:`LISTEN_RETRY_MAX_SECONDS`). The client's notifications are not sent: the
+  most 30 s: ``policy.SUBSCRIPTIONS_LISTEN_BACKOFF``). The client's notifications are not sent: the
   2026-07-28 app has no session for them, and ``notifications/cancelled`` is carried out by
   closing the request's exchange (``bridge/serve/dispatch.py``).
 """
@@ -64,19 +64,18 @@ from ..core.modernmap import (
     speaks_modern,
     untranslated,
 )
+from ..core.policy import INPUT_POLL_BACKOFF, SUBSCRIPTIONS_LISTEN_BACKOFF
 from ..streamable.upstream import Emit
 
 if TYPE_CHECKING:
     from .lazy import LazyLaunch
 
-__all__ = ["ModernAppEras", "MAX_INPUT_ROUNDS", "LISTEN_RETRY_MAX_SECONDS", "ACKNOWLEDGE_SECONDS"]
+__all__ = ["ModernAppEras", "MAX_INPUT_ROUNDS", "ACKNOWLEDGE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
 #: How many ``input_required`` rounds one request may take (the official SDKs' default).
 MAX_INPUT_ROUNDS = 10
-#: The longest wait before a ``subscriptions/listen`` stream that ended is reopened (seconds).
-LISTEN_RETRY_MAX_SECONDS = 30.0
 #: How long ``resources/subscribe`` waits for the app to acknowledge the new stream (seconds).
 ACKNOWLEDGE_SECONDS = 10.0
 
@@ -217,7 +216,7 @@ class ModernAppEras:
             if rounds == MAX_INPUT_ROUNDS:
                 break
             if not asked.requests:  # state alone: the app is not done yet (as the official SDKs, wait a little)
-                await asyncio.sleep(min(0.05 * 2**rounds, 0.25))
+                await asyncio.sleep(INPUT_POLL_BACKOFF.seconds(rounds))
             answers = await self._ask_client(asked.requests, emit)
             if "error" in answers:
                 return error_line(request.id, answers["error"])
@@ -314,7 +313,7 @@ class ModernAppEras:
         relaying its notifications to ``emit``, until cancelled; never raises for upstream
         failures. ``on_open`` is called once the first stream was acknowledged, failed, or
         when there is nothing to listen for."""
-        delay = 1.0
+        step = 0
         while True:
             self._reopen.clear()
             wanted = listen_filter(self._discover.get("capabilities"), self._uris)
@@ -335,14 +334,14 @@ class ModernAppEras:
                     task.cancel()
                 await asyncio.gather(stream, reopen, return_exceptions=True)
             if self._reopen.is_set():
-                delay = 1.0
+                step = 0
                 continue
             try:
-                async with asyncio.timeout(delay):
+                async with asyncio.timeout(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
                     await self._reopen.wait()
             except TimeoutError:
                 pass
-            delay = min(delay * 2, LISTEN_RETRY_MAX_SECONDS)
+            step += 1
 
     async def _listen_once(self, wanted: dict[str, Any], emit: Emit, on_open: Callable[[], None] | None) -> None:
         listen = self._ids.request("listen", "subscriptions/listen", modern_params({"notifications": wanted}, self._client))

@@ -245,3 +245,29 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 )
 def test_retry_after_is_read_in_both_forms(value: str, seconds: float | None) -> None:
     assert retry_after_seconds(value, NOW) == seconds
+
+
+def test_every_growing_wait_is_one_backoff_with_the_schedules_the_modules_had() -> None:
+    from bridge.core.policy import (
+        GET_STREAM_BACKOFF,
+        INPUT_POLL_BACKOFF,
+        LAUNCH_RETRY_BACKOFF,
+        PIPE_ACCEPT_BACKOFF,
+        PIPE_BUSY_BACKOFF,
+        SUBSCRIPTIONS_LISTEN_BACKOFF,
+    )
+
+    assert [GET_STREAM_BACKOFF.seconds(step) for step in range(4)] == [1.0, 1.5, 2.25, 3.375]
+    assert GET_STREAM_BACKOFF.seconds(20) == 30.0 == SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(20)
+    assert [SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step) for step in range(3)] == [1.0, 2.0, 4.0]
+    assert [INPUT_POLL_BACKOFF.seconds(rounds) for rounds in range(4)] == [0.05, 0.1, 0.2, 0.25]
+    assert [LAUNCH_RETRY_BACKOFF.seconds(step) for step in range(6)] == [5, 10, 20, 40, 60, 60]
+    assert PIPE_BUSY_BACKOFF.seconds(0) == 0.001 and PIPE_BUSY_BACKOFF.seconds(10) == 0.1
+    assert PIPE_ACCEPT_BACKOFF.seconds(-1) == 0.05 and PIPE_ACCEPT_BACKOFF.seconds(10) == 5.0
+
+
+def test_idempotence_is_read_from_the_method_table() -> None:
+    from bridge.core.policy import is_idempotent
+
+    assert all(is_idempotent(method) for method in ("ping", "server/discover", "resources/read", "completion/complete", "tasks/get"))
+    assert not any(is_idempotent(method) for method in ("initialize", "tools/call", "subscriptions/listen", "logging/setLevel"))

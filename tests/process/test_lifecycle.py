@@ -270,7 +270,9 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
     wait); after the backoff (5 s) a request tries again by waiting for the same child, which
     still runs, and never starts a second one. The child is left running (a desktop app may
     be slow); the test stops it."""
-    from bridge.app.launcher import RETRY_FIRST_SECONDS
+    from bridge.core.policy import LAUNCH_RETRY_BACKOFF
+
+    retry_first_seconds = LAUNCH_RETRY_BACKOFF.first_seconds
 
     args = ["--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
             "--launch-timeout", "2"]
@@ -283,8 +285,8 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
         bridge.send(initialize(1))
         second = bridge.read_reply(1, 15)
         assert bridge_error_reason(second) == "app_launch_failed", second
-        assert time.monotonic() - failed_at < RETRY_FIRST_SECONDS, "the remembered failure was not answered at once"
-        time.sleep(max(0.0, RETRY_FIRST_SECONDS + 0.5 - (time.monotonic() - failed_at)))
+        assert time.monotonic() - failed_at < retry_first_seconds, "the remembered failure was not answered at once"
+        time.sleep(max(0.0, retry_first_seconds + 0.5 - (time.monotonic() - failed_at)))
         bridge.send(initialize(2))
         third = bridge.read_reply(2, 15)
         assert bridge_error_reason(third) == "app_launch_failed", third
