@@ -45,7 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
     "clients": {"_version", "core.config", "core.unixurl"},
-    "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl"},
+    "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl", "core.policy"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.
     "__init__": {"_version", "core", "app.discovery", "app.tokens", "system.privatefile", "serve.loop", "cli"},

@@ -33,16 +33,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .era import PROTOCOL_VERSION_META_KEY
+from .era import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUBSCRIPTION_ID_META_KEY,
+)
 from .methods import CACHEABLE_METHODS, LISTS_THAT_CHANGE
 
 __all__ = [
     "LEGACY_PROTOCOL_VERSION",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "METHOD_NOT_FOUND",
-    "CLIENT_INFO_META_KEY",
-    "CLIENT_CAPABILITIES_META_KEY",
-    "SERVER_INFO_META_KEY",
     "is_legacy_refusal",
     "initialize_params",
     "discover_result",
@@ -50,8 +54,6 @@ __all__ = [
     "modern_result",
     "legacy_result",
     "MODERN_RESULT_MEMBERS",
-    "LOG_LEVEL_META_KEY",
-    "SUBSCRIPTION_ID_META_KEY",
     "INPUT_REQUEST_METHODS",
     "log_level_of",
     "log_admitted",
@@ -72,16 +74,6 @@ LEGACY_PROTOCOL_VERSION = "2025-11-25"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 #: JSON-RPC 2.0: the method does not exist / is not available.
 METHOD_NOT_FOUND = -32601
-#: 2026-07-28 request ``_meta`` keys (per request, where a session once kept them).
-CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
-CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
-#: 2026-07-28 request ``_meta`` key: the request's log level (absent: no log messages for it).
-LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
-#: 2026-07-28: the ``_meta`` key on every frame of a ``subscriptions/listen`` stream (the
-#: listen request's id).
-SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
-#: 2026-07-28 result ``_meta`` key: the server's ``Implementation``.
-SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 _ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY})
 
 #: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .eramap import SERVER_INFO_META_KEY, legacy_result, modern_result
+from .era import SERVER_INFO_META_KEY
+from .eramap import legacy_result, modern_result
 from .methods import CATALOG_METHODS, LIST_CAPABILITY, LIST_CHANGED, LIST_ITEMS
 from .modernmap import HANDSHAKE_VERSIONS
 

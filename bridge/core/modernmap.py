@@ -33,14 +33,18 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .era import PROTOCOL_VERSION_META_KEY
-from .eramap import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, SERVER_INFO_META_KEY
+from .era import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUBSCRIPTION_ID_META_KEY,
+)
 
 __all__ = [
     "MODERN_PROTOCOL_VERSION",
     "HANDSHAKE_VERSIONS",
-    "LOG_LEVEL_META_KEY",
-    "SUBSCRIPTION_ID_META_KEY",
     "InputRound",
     "ClientContext",
     "discover_params",
@@ -58,10 +62,6 @@ __all__ = [
 MODERN_PROTOCOL_VERSION = "2026-07-28"
 #: The revisions of the ``initialize`` era a client may ask for (the answer keeps its choice).
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-#: 2026-07-28 request ``_meta`` key: the log level for this request (replaces ``logging/setLevel``).
-LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
-#: 2026-07-28 notification ``_meta`` key: the ``subscriptions/listen`` stream it came on.
-SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
 #: The JSON-RPC error codes the bridge answers with.
 METHOD_NOT_FOUND = -32601
 #: 2026-07-28 result types (``resultType``).

@@ -18,8 +18,8 @@ each resource, given to it by the composition root (``bridge/serve/parts.py``):
 Each request's era (``request.era``, ``bridge/core/era.py``) says which rules apply: its headers,
 whether a lost session may be rebuilt, whether a header mismatch is recovered.
 
-The driver is the lowest of the layers a request passes (docs/architecture.md, "The
-request stack"): the era router (``bridge/serve/translate.py``) and lazy launch
+The driver is the lowest of the layers a request passes (CONTRIBUTING.md, "The request
+stack"): the era router (``bridge/serve/translate.py``) and lazy launch
 (``bridge/serve/lazy.py``) stand above it and call down into it; it never calls up. What
 ``EnsureRunning`` does for one request is handed to :meth:`Driver.forward` (``launch``): lazy
 launch hands a hook that may answer from its catalog instead, and the :class:`Reply` says so.
@@ -39,7 +39,7 @@ from ..core.era import HeaderMap, filter_tools, is_header_mismatch
 from ..core.eramap import cancelled_notification
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, encode_message
-from ..core.methods import LISTS_THAT_CHANGE, list_member
+from ..core.methods import LIST_ITEMS, LISTS_THAT_CHANGE
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -58,7 +58,7 @@ from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import current_time, move_on_after
 
-__all__ = ["Driver", "Reply", "LaunchHook"]
+__all__ = ["Driver", "Reply", "LaunchHook", "drop"]
 
 log = logging.getLogger("bridge")
 
@@ -143,7 +143,7 @@ class Driver:
         """
         if request.method == "initialize" and request.era.may_rebuild:
             self._initialize = request  # what a session rebuild replays
-        if not self._merge_list_pages or list_member(request.method) is None:
+        if not self._merge_list_pages or request.method not in LIST_ITEMS:
             return await self._forward_one(request, emit, launch)
         deadline = current_time() + self._upstream.request_timeout_seconds
         reply = await self._forward_one(request, emit, launch)
@@ -168,21 +168,22 @@ class Driver:
         return Reply(encode_message(merge.reply()))
 
     async def _forward_one(self, request: Request, emit: Emit, launch: LaunchHook | None) -> Reply:
-        era = request.era
+        era, method = request.era, request.method
+        # (the era's rules first, all together; the tool headers are read at each send: a
+        # relist may change them)
+        endless, relists, filters = era.endless(method), era.relists_on_mismatch(method), era.filters_tool_list(method)
+        idempotent = is_idempotent(method)
         reply = await self._run(
             lambda: self._upstream.send_request(
-                request,
-                emit,
-                modern_headers=era.headers(request.method, request.params, self._tool_headers),
-                endless=era.endless(request.method),
+                request, emit, modern_headers=era.headers(method, request.params, self._tool_headers), endless=endless
             ),
             can_rebuild=era.may_rebuild,
-            relist=(lambda: self._relist_tools(request)) if era.relists_on_mismatch(request.method) else None,
-            idempotent=is_idempotent(request.method),
+            relist=(lambda: self._relist_tools(request)) if relists else None,
+            idempotent=idempotent,
             remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
             launch=launch,
         )
-        return Reply(self._filter_tool_list(reply.line), reply.from_catalog) if era.filters_tool_list(request.method) else reply
+        return Reply(self._filter_tool_list(reply.line), reply.from_catalog) if filters else reply
 
     async def _merge_pages(self, request: Request, emit: Emit, merge: ListMerge, deadline: float) -> None:
         """Ask the app for the pages after the first until ``merge`` is complete or stops,
@@ -244,7 +245,7 @@ class Driver:
         """
         request = self._ids.request(kind, method, params)
         headers = request.era.headers(method, params, self._tool_headers)
-        send = lambda: self._upstream.send_request(request, _drop, modern_headers=headers)  # noqa: E731
+        send = lambda: self._upstream.send_request(request, drop, modern_headers=headers)  # noqa: E731
         return (await self._run(send, can_rebuild=False)).line
 
     async def open_session(self, told_version: Any) -> bytes:
@@ -415,7 +416,7 @@ class Driver:
         session = self._upstream.session
         old = session.snapshot()
         try:
-            line = (await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)).line
+            line = (await self._run(lambda: self._upstream.send_request(replay, drop), replay=True)).line
             if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
             if old.protocol_version is not None and session.protocol_version != old.protocol_version:
@@ -507,8 +508,7 @@ def _time_left(timeout_seconds: float) -> Callable[[], float]:
     return lambda: deadline - loop.time()
 
 
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the replayed initialize's stream go: nowhere (the client never
-    asked for that exchange)."""
-    log.debug("dropped a message from the replayed initialize (%d bytes)", len(line))
-
+async def drop(line: bytes, message: Any = None) -> None:
+    """An ``Emit`` for the streams of the bridge's own requests (a replayed ``initialize``, a
+    probe, a private list): their messages go nowhere (the client never asked for them)."""
+    log.debug("dropped a message from a request of the bridge's own (%d bytes)", len(line))

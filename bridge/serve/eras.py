@@ -90,6 +90,7 @@ from ..core.methods import INPUT_CAPABLE_METHODS
 from ..core.policy import GET_STREAM_BACKOFF, MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
+from .driver import drop
 
 if TYPE_CHECKING:
     from .lazy import LazyLaunch
@@ -201,7 +202,7 @@ class LegacyAppEras:
                     if request.method == "server/discover":
                         return await self._probe(request, emit)
                     try:
-                        await self._probe(self._discover_like(request), _drop)
+                        await self._probe(self._discover_like(request), drop)
                     except UpstreamError as exc:
                         if not self._ask_app:  # legacy: a request the bridge cannot translate is not sent as is
                             raise
@@ -331,7 +332,7 @@ class LegacyAppEras:
         self._session_failure = None
         initialize = self._ids.request("era-init", "initialize", initialize_params(probe.params, __version__))
         try:
-            reply = json.loads((await self._below.forward(initialize, _drop)).line)
+            reply = json.loads((await self._below.forward(initialize, drop)).line)
             result = reply.get("result") if isinstance(reply, dict) else None
             if not isinstance(result, dict):
                 log.warning("the app refused the bridge's initialize for a 2026-07-28 client: %s", _error_text(reply))
@@ -426,7 +427,7 @@ class LegacyAppEras:
             params = {"level": level}
             request = self._ids.request("era-level", "logging/setLevel", params)
             try:
-                reply = json.loads((await self._below.forward(request, _drop)).line)
+                reply = json.loads((await self._below.forward(request, drop)).line)
             except UpstreamError as exc:
                 log.warning("logging/setLevel %s failed: %s", level, exc.message)
                 return
@@ -572,7 +573,7 @@ class LegacyAppEras:
         if self._subscribed.get(uri, 0) == 0:
             request = self._ids.request("era-subscribe", "resources/subscribe", {"uri": uri})
             try:
-                reply = json.loads((await self._below.forward(request, _drop)).line)
+                reply = json.loads((await self._below.forward(request, drop)).line)
             except UpstreamError as exc:
                 log.warning("resources/subscribe %s failed: %s", uri, exc.message)
                 return False
@@ -594,7 +595,7 @@ class LegacyAppEras:
         async def unsubscribe() -> None:
             with move_on_after(self._below.request_timeout_seconds):
                 try:
-                    await self._below.forward(request, _drop)
+                    await self._below.forward(request, drop)
                 except UpstreamError as exc:
                     log.info("resources/unsubscribe %s failed: %s", uri, exc.message)
 
@@ -742,9 +743,3 @@ def _error_text(reply: Any) -> str:
     if isinstance(error, dict):
         return f"JSON-RPC error {error.get('code')}: {str(error.get('message'))[:200]}"
     return "a reply with no result"
-
-
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the bridge's own requests' streams go: nowhere."""
-    log.debug("dropped a message from the bridge's own request (%d bytes)", len(line))
-

@@ -66,6 +66,7 @@ from ..core.modernmap import (
 )
 from ..core.policy import INPUT_POLL_BACKOFF, SUBSCRIPTIONS_LISTEN_BACKOFF
 from ..streamable.upstream import Emit
+from .driver import drop
 
 if TYPE_CHECKING:
     from .lazy import LazyLaunch
@@ -165,7 +166,7 @@ class ModernAppEras:
                 refusal = line
         self._client = client._replace(log_level=self._client.log_level)
         try:
-            discovered = speaks_modern(json.loads(await self._probe(_drop)))
+            discovered = speaks_modern(json.loads(await self._probe(drop)))
         except UpstreamError as exc:
             if refusal is None and not hinted:
                 raise
@@ -370,8 +371,3 @@ class ModernAppEras:
         finally:
             if on_open is not None and not acknowledged.is_set():
                 on_open()
-
-
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the bridge's own ``server/discover`` stream go: nowhere."""
-    log.debug("dropped a message from the bridge's server/discover (%d bytes)", len(line))

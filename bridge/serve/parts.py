@@ -169,7 +169,7 @@ def build_parts(
 
 @dataclass(frozen=True)
 class Stack:
-    """One run's request stack over its parts (docs/architecture.md, "The request stack"):
+    """One run's request stack over its parts (CONTRIBUTING.md, "The request stack"):
     ``top`` (era routing) → ``lazy`` (lazy launch) → ``driver`` (recovery) → the parts."""
 
     parts: Parts

@@ -1,7 +1,7 @@
 """Era routing: which translation, if any, a request of the AI client goes through
 (docs/behaviour.md, "Protocol eras").
 
-The top of the request stack (docs/architecture.md, "The request stack"): the dispatcher
+The top of the request stack (CONTRIBUTING.md, "The request stack"): the dispatcher
 calls this layer, which calls only lazy launch (``bridge/serve/lazy.py``) below it. Its two
 strategies, one per direction, call the same layer below, never back up:
 
