@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_APP_NAME
@@ -91,7 +91,7 @@ class LazyLaunch:
         self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
 
-    async def forward(self, request: Request, emit: Emit, *, legacy_client: bool = False) -> Reply:
+    def forward(self, request: Request, emit: Emit, *, legacy_client: bool = False) -> Awaitable[Reply]:
         """Forward a request as it is, in its own era; return its stdout line, and whether
         the catalog answered it. ``legacy_client``: a 2026-07-28-form request made for a
         translated 2025-era client (``bridge/serve/modernapp.py``), which is told of the
@@ -100,6 +100,11 @@ class LazyLaunch:
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
+        if self.catalog is None:  # no lazy launch: the driver's own (no coroutine of this layer's)
+            return self._driver.forward(request, emit)
+        return self._forward(request, emit, legacy_client)
+
+    async def _forward(self, request: Request, emit: Emit, legacy_client: bool) -> Reply:
         era = request.era
         if request.method == "initialize" and era.may_rebuild:
             self._initialize_params = request.params
