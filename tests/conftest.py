@@ -153,4 +153,4 @@ def anyio_backend() -> str:
 
 
 # The lifecycle harness's fixture, for every test that asks for it.
-from support.desk import desk  # noqa: E402,F401
+from support.lifecycle import desk  # noqa: E402,F401

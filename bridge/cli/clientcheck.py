@@ -331,7 +331,7 @@ def client_check_command(ctx: Any, client: str | None, names: tuple[str, ...]) -
             "--client asks the client about its own entries: give no bridge options with it "
             "(to walk an entry's path, run `check` with the entry's args instead)"
         )
-    from ..clients.catalog import CLIENTS
+    from ..clients.clienttable import CLIENTS
     from .entrycheck import run_entry_check
 
     if client not in CLIENTS:

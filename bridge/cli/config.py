@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..clients.catalog import CLIENTS
+from ..clients.clienttable import CLIENTS
 from .options import build_config, parse_bridge_args
 
 __all__ = ["config"]
@@ -94,10 +94,10 @@ def _entry(
     startup_timeout: float | None = None,
 ) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would
-    (``bridge.clients.catalog.client_entry`` decides what the client's entry carries). For a
+    (``bridge.clients.clienttable.client_entry`` decides what the client's entry carries). For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
-    from ..clients.catalog import (
+    from ..clients.clienttable import (
         DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
@@ -172,7 +172,7 @@ def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) ->
     its entry (a desktop app, not started from a shell), with the variable not set here:
     the entry would have no token and the bridge would refuse to start. Nothing is
     written, and the user is told how to go on (docs/clients.md, "A token")."""
-    from ..clients.catalog import CLIENT_INFO, client_run
+    from ..clients.clienttable import CLIENT_INFO, client_run
     from .buildconfig import check_variable_name
 
     if client_run(client).env_passing != "literal":
@@ -249,7 +249,7 @@ def config_print(
     startup_timeout: float | None,
 ) -> None:
     """Print the client's configuration document holding just this entry (JSON, or TOML for Codex)."""
-    from ..clients.catalog import ClientConfigError, entry_document
+    from ..clients.clienttable import ClientConfigError, entry_document
     from ..clients.files import render_document
 
     entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout)
@@ -280,7 +280,7 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import ClientConfigError, EntryExistsError, config_path, next_step
+    from ..clients.clienttable import ClientConfigError, EntryExistsError, config_path, next_step
     from ..clients.files import install_entry
 
     target = path or config_path(client)
@@ -339,7 +339,7 @@ def _warn_project_entry_hides(name: str) -> None:
 def config_remove(client: str, name: str, path: Path | None, force: bool) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.clienttable import ClientConfigError, config_path
     from ..clients.files import uninstall_entry
 
     target = path or config_path(client)
@@ -355,7 +355,7 @@ def config_remove(client: str, name: str, path: Path | None, force: bool) -> Non
 def config_link(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...]) -> None:
     """Print the client's install URL for the entry. No secret value goes into it: VS Code
     asks for each --token-env value at install; Cursor's link leaves it out (with a warning)."""
-    from ..clients.catalog import ClientConfigError
+    from ..clients.clienttable import ClientConfigError
     from ..clients.links import LINK_CLIENTS, install_link
 
     if client not in LINK_CLIENTS:
@@ -376,6 +376,6 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
 @_client_option()
 def config_path_command(client: str) -> None:
     """Print where the client keeps its MCP configuration on this OS."""
-    from ..clients.catalog import config_path
+    from ..clients.clienttable import config_path
 
     click.echo(str(config_path(client)))

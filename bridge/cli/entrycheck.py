@@ -37,7 +37,7 @@ def read_entries(path: Path, client: str) -> dict[str, dict[str, Any]]:
     Raises:
         ClientConfigError: the file cannot be read or parsed, or is another client's.
     """
-    from ..clients.catalog import CLIENT_INFO, ClientConfigError, read_servers
+    from ..clients.clienttable import CLIENT_INFO, ClientConfigError, read_servers
 
     try:
         with open(path, "rb") as file:
@@ -169,7 +169,7 @@ def run_entry_check(
 
     ``problems_only`` (Codex, whose own report follows and covers the rest): print only the
     entries whose programs are missing, under the heading, and nothing when there is none."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.clienttable import ClientConfigError, config_path
     from ..clients.stablepath import versioned_folder
 
     good = style("✓", fg="green")

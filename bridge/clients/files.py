@@ -1,4 +1,4 @@
-"""Editing a client's configuration file in place (the I/O half of ``catalog.py``).
+"""Editing a client's configuration file in place (the I/O half of ``clienttable.py``).
 
 JSON and JSONC files go through ``bridge.clients.jsonc`` (only the entry's text changes); TOML
 (Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
@@ -27,7 +27,7 @@ from typing import Any
 
 from . import jsonc
 from .atomicfile import replace_if, write_private
-from .catalog import (
+from .clienttable import (
     CLIENT_INFO,
     ClientConfigError,
     EntryExistsError,

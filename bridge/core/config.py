@@ -172,7 +172,7 @@ class BridgeConfig:
             app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
         protocol_era: which era the bridge speaks to the app, one of :data:`PROTOCOL_ERAS`.
             ``auto`` (the default): the client's, translated when the app refuses it (a
-            2026-07-28 client with a legacy-only app: ``bridge/serve/eras.py``; a 2025-era
+            2026-07-28 client with a legacy-only app: ``bridge/serve/legacyapp.py``; a 2025-era
             client with a 2026-07-28-only app: ``bridge/serve/modernapp.py``). ``legacy``:
             always 2025-11-25 (2026-07-28 clients translated). ``modern``: always
             2026-07-28 (2025-era clients translated).

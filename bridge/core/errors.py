@@ -255,7 +255,7 @@ class ShuttingDownError(BridgeError):
 class NotConfiguredError(BridgeError):
     """The bridge's configuration is unusable (an option names an unset variable, say), and
     a client started it: every request is answered with the message instead of the bridge
-    exiting at once, so the client shows why (``bridge/serve/errorserve.py``). -32603 with the
+    exiting at once, so the client shows why (``bridge/serve/startuperror.py``). -32603 with the
     request's id."""
 
     reason = "not_configured"

@@ -1,6 +1,6 @@
 """Lazy launch: which requests a cached catalog answers while the app is down, and what it holds.
 
-Pure: imports only the standard library, the era mappings (``bridge/core/eramap.py``, ``modernmap.py``) and the list members (``bridge/core/quirks.py``). The driver (``bridge/serve/driver.py``) asks this
+Pure: imports only the standard library, the era mappings (``bridge/core/legacymap.py``, ``modernmap.py``) and the list members (``bridge/core/quirks.py``). The driver (``bridge/serve/driver.py``) asks this
 module; the catalog file itself is ``bridge/app/servedcatalog.py`` (docs/behaviour.md,
 "Lazy launch"; docs/discovery.md, "The catalog").
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from .era import SERVER_INFO_META_KEY
-from .eramap import legacy_result, modern_result
+from .legacymap import legacy_result, modern_result
 from .methods import CATALOG_METHODS, LIST_CAPABILITY, LIST_CHANGED, LIST_ITEMS
 from .modernmap import HANDSHAKE_VERSIONS
 
@@ -78,7 +78,7 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, mo
 
     ``modern``: the era of the request (``True``: 2026-07-28, ``False``: 2025-era, ``None``:
     as cached). A list cached from the other era's session is given in the request's era,
-    by the mappings the live translation uses (``bridge/core/eramap.py``): a 2026-07-28
+    by the mappings the live translation uses (``bridge/core/legacymap.py``): a 2026-07-28
     client gets the ``resultType``, ``ttlMs`` and ``cacheScope`` its schema requires, a
     2025-era client gets none of them."""
     if entry is None or method not in CATALOG_METHODS:

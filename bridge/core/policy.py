@@ -46,7 +46,7 @@ six; the others are performed where their state lives, with the bound named here
 | 429/503 with ``Retry-After``          | wait, send again                   | once; ``MAX_RETRY_AFTER_SECONDS``| this flow    |
 | connection broke after sending        | send again (idempotent methods)    | once per message                 | this flow    |
 | SSE reply stream broke (with ids)     | GET with ``Last-Event-ID``         | ``MAX_RESUME_ATTEMPTS``          | replies.py   |
-| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py, eras.py |
+| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py, legacyapp.py |
 | ``subscriptions/listen`` ended        | open it again after a growing delay| while the client listens         | modernapp.py |
 | ``input_required`` with no questions  | send again after a short delay     | ``MAX_INPUT_ROUNDS``             | modernapp.py |
 | a token fetch or app start failed     | those who waited get that failure  | never re-run for them            | tokens, launcher |
@@ -138,7 +138,7 @@ class Backoff(NamedTuple):
 #: GET stream, a ``subscriptions/listen``, and a server's SSE ``retry``.
 LISTEN_RETRY_MAX_SECONDS = 30.0
 #: The GET stream's reconnect after tries that delivered nothing (``streamable/listen.py``,
-#: ``serve/eras.py``): 1 s (both official SDKs' default), ×1.5 each time, at most 30 s.
+#: ``serve/legacyapp.py``): 1 s (both official SDKs' default), ×1.5 each time, at most 30 s.
 GET_STREAM_BACKOFF = Backoff(1.0, 1.5, LISTEN_RETRY_MAX_SECONDS)
 #: A translated 2025-era client's ``subscriptions/listen`` that ended (``serve/modernapp.py``).
 SUBSCRIPTIONS_LISTEN_BACKOFF = Backoff(1.0, 2.0, LISTEN_RETRY_MAX_SECONDS)

@@ -36,9 +36,9 @@ from typing import Any, NamedTuple
 from ..app.launcher import Launcher
 from ..core.config import DEFAULT_APP_NAME, DEFAULT_MAX_MESSAGE_BYTES
 from ..core.era import HeaderMap, filter_tools, is_header_mismatch
-from ..core.eramap import cancelled_notification
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, encode_message
+from ..core.legacymap import cancelled_notification
 from ..core.methods import LIST_ITEMS, LISTS_THAT_CHANGE
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
@@ -450,7 +450,7 @@ class Driver:
     async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
         """Relay one GET stream of the current MCP session (server-initiated messages) to
         ``emit`` until the app ends it; no reconnect, no read bound (the translation of
-        ``bridge/serve/eras.py`` keeps it). ``on_open`` is called once the stream is open.
+        ``bridge/serve/legacyapp.py`` keeps it). ``on_open`` is called once the stream is open.
 
         Raises:
             HTTPStatusError: the app refused it (405: it offers none; 404: it no longer

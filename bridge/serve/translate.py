@@ -5,7 +5,7 @@ The top of the request stack (CONTRIBUTING.md, "The request stack"): the dispatc
 calls this layer, which calls only lazy launch (``bridge/serve/lazy.py``) below it. Its two
 strategies, one per direction, call the same layer below, never back up:
 
-- :class:`~bridge.serve.eras.LegacyAppEras`: a 2026-07-28 client with an app that serves
+- :class:`~bridge.serve.legacyapp.LegacyAppEras`: a 2026-07-28 client with an app that serves
   the 2025 era only;
 - :class:`~bridge.serve.modernapp.ModernAppEras`: a 2025-era client with an app that serves
   2026-07-28 only.
@@ -26,12 +26,12 @@ from typing import Any
 
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, Era
-from ..core.eramap import is_legacy_refusal
 from ..core.errors import HTTPStatusError
 from ..core.jsonrpc import PrivateIds, Request
+from ..core.legacymap import is_legacy_refusal
 from ..streamable.upstream import Emit
-from .eras import LegacyAppEras
 from .lazy import LazyLaunch
+from .legacyapp import LegacyAppEras
 from .modernapp import ModernAppEras
 
 __all__ = ["EraRouter"]
@@ -60,7 +60,7 @@ class EraRouter:
         #: The client's era: that of its last 2026-07-28 request or ``initialize`` (what a
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era: Era = LEGACY
-        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
+        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/legacyapp.py``).
         self.eras = LegacyAppEras(below, ask_app=protocol_era == "auto", private_ids=ids) if protocol_era != "modern" else None
         #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
         self.modern_app = (
@@ -83,7 +83,7 @@ class EraRouter:
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward one request (its era translated as needed); return its stdout line. A
         2026-07-28 request to an app that proved legacy-only is translated
-        (``bridge/serve/eras.py``), and so is a legacy request to an app that proved
+        (``bridge/serve/legacyapp.py``), and so is a legacy request to an app that proved
         2026-07-28-only (``bridge/serve/modernapp.py``), as ``--protocol-era`` allows.
 
         Raises:
@@ -151,7 +151,7 @@ class EraRouter:
         """Relay the app's server-initiated messages until cancelled; never raises for
         upstream failures. ``on_open`` is called once, when the first GET has its answer
         (open, refused) or failed. For a translated 2026-07-28 client the translation keeps
-        the GET stream (``bridge/serve/eras.py``): this starts it if needed and returns; for a
+        the GET stream (``bridge/serve/legacyapp.py``): this starts it if needed and returns; for a
         translated 2025-era client, the app's ``subscriptions/listen`` stands for it
         (``bridge/serve/modernapp.py``)."""
         if self.eras is not None and self.eras.translating:
@@ -166,7 +166,7 @@ class EraRouter:
 
     def list_changed_notifications(self) -> list[bytes]:
         """``notifications/<list>/list_changed`` lines for each list the server said may change
-        (none for a translated 2026-07-28 client: its listens end instead, ``eras.py``)."""
+        (none for a translated 2026-07-28 client: its listens end instead, ``legacyapp.py``)."""
         if self.eras is not None and self.eras.translating:
             return []
         return self._below.list_changed_notifications()

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from support.appdesk import START_TIMEOUT
 from support.processes import wait_until
+from support.pythonapp import START_TIMEOUT
 
 from bridge.appserver import AppServer, UnsafeFileError
 from bridge.appserver.unixsocket import SOCKET_FILE_NAME, bind_private_socket, remove_socket_file, socket_path_for

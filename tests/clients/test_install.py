@@ -32,15 +32,15 @@ from unittest import mock
 import pytest
 from click.testing import CliRunner
 from support import processes
-from support.appdesk import START_TIMEOUT, docs_block, greet_through
-from support.appdesk import AppDesk as Desk
 from support.apps import isolated_env, process_alive
 from support.processes import BridgeProcess, handshake, initialize
+from support.pythonapp import START_TIMEOUT, docs_block, greet_through
+from support.pythonapp import AppDesk as Desk
 from support.scripted import closed_port
 
 from bridge.cli.commands import main
 from bridge.clients import CLIENT_INFO, CLIENTS, ServerEntry, app_entry, entry_document, install_entry
-from bridge.clients.catalog import client_entry, client_run, state_environment
+from bridge.clients.clienttable import client_entry, client_run, state_environment
 from bridge.clients.files import render_document
 
 TOKEN = "tok-PLACEHOLDER-0123456789"

@@ -1,6 +1,6 @@
 """Lazy launch with real processes (docs/behaviour.md, "Lazy launch").
 
-The example app as a desktop app (``tests/support/desk.py``): a first bridge launches it
+The example app as a desktop app (``tests/support/lifecycle.py``): a first bridge launches it
 and caches what it served; the app is then stopped. Later bridges answer a client's
 start-up (``initialize``, ``tools/list``, ``ping``) from that catalog without starting the
 app, and the first ``tools/call`` starts it, once.
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import processes
 from support.apps import process_alive, stop_pids
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
 from support.processes import INITIALIZED, initialize, result_text, tool_call, wait_until
 
 pytestmark = pytest.mark.process

@@ -1,7 +1,7 @@
 """Lazy launch when the client and the app are of different protocol eras, with real
 processes (docs/behaviour.md, "Lazy launch" and "Protocol eras").
 
-The example app as a desktop app (``tests/support/desk.py``), serving one era only
+The example app as a desktop app (``tests/support/lifecycle.py``), serving one era only
 (``--modern-only``: MCP 2026-07-28 alone; ``--legacy-only``: the 2025 era alone). A first
 bridge launches it, translates for a client of the other era and caches what it served,
 with the era the app refused; the app is then stopped. Later bridges answer the client's
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import processes
 from support.apps import process_alive, stop_pids
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
 from support.processes import INITIALIZED, initialize, result_text, tool_call, wait_until
 
 pytestmark = pytest.mark.process

@@ -36,7 +36,7 @@ from support.apps import (
     REPO_ROOT,
     process_alive,
 )
-from support.desk import (
+from support.lifecycle import (
     CAPTURED,
     LAUNCH_REPLY_TIMEOUT,
     LAUNCH_TIMEOUT,

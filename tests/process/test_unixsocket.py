@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from support import processes
 from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, AppServer, start_listening_app
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
 from support.squatter import Squatter
 

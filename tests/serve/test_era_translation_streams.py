@@ -17,7 +17,7 @@ from support.helpers import RunBridge, json_response, request_line
 from support.legacy_app import META, LegacyOnlyApp
 
 from bridge.core.era import SUBSCRIPTION_ID_META_KEY
-from bridge.core.eramap import (
+from bridge.core.legacymap import (
     cancelled_notification,
     honored_filter,
     input_required_result,

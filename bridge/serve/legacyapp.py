@@ -1,13 +1,13 @@
 """A 2026-07-28 client with a legacy-only app: the bridge answers ``server/discover`` from
 the app's ``initialize``, and sends the client's requests within that legacy session.
 
-The rules, and the table of what maps, are pure (``bridge/core/eramap.py``); this module
+The rules, and the table of what maps, are pure (``bridge/core/legacymap.py``); this module
 performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "Protocol eras").
 
 - **The probe.** The first 2026-07-28 request probes: a ``server/discover`` goes to the app
   (for a client that pinned its version and sends something else first, the bridge sends
   its own ``server/discover`` first, with that request's ``_meta``). When the app refuses
-  it as a legacy app does (:func:`~bridge.core.eramap.is_legacy_refusal`, or an HTTP 4xx
+  it as a legacy app does (:func:`~bridge.core.legacymap.is_legacy_refusal`, or an HTTP 4xx
   status), the bridge sends ``initialize`` itself (under a private id whose reply never
   reaches stdout), POSTs ``notifications/initialized``, opens the session's GET stream and
   answers the probe from that result. If the app refuses the ``initialize`` too, the client
@@ -37,7 +37,7 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   bridge gave up on after its timeout.
 - **subscriptions/listen.** ``resources/subscribe`` for each URI the client lists (when the
   app declared resources; a URI it refuses is not honored), the acknowledgment with what is honored
-  (:func:`~bridge.core.eramap.honored_filter`), then the app's ``notifications/*/list_changed``
+  (:func:`~bridge.core.legacymap.honored_filter`), then the app's ``notifications/*/list_changed``
   and ``notifications/resources/updated`` (from the GET stream, or from any translated
   request's stream) as the listen stream's events, stamped with its id. The request stays
   open, with no read timeout, until the client closes it or it is lost (then
@@ -57,7 +57,16 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..core.eramap import (
+from ..core.errors import (
+    INTERNAL_ERROR,
+    HTTPStatusError,
+    ProtocolEraError,
+    StreamClosedError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
+from ..core.legacymap import (
     INPUT_REQUEST_METHODS,
     INVALID_PARAMS,
     cancelled_notification,
@@ -77,15 +86,6 @@ from ..core.eramap import (
     unmapped_server_request,
     without_retry,
 )
-from ..core.errors import (
-    INTERNAL_ERROR,
-    HTTPStatusError,
-    ProtocolEraError,
-    StreamClosedError,
-    UpstreamError,
-    UpstreamTimeoutError,
-)
-from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
 from ..core.methods import INPUT_CAPABLE_METHODS
 from ..core.policy import GET_STREAM_BACKOFF, MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit

@@ -1,7 +1,7 @@
 """Era translation, the pure part: a 2026-07-28 client with an app that speaks only a
 legacy revision (2025-11-25 and earlier: ``initialize`` and an MCP session).
 
-Pure: imports only the standard library. ``bridge/serve/eras.py`` performs it.
+Pure: imports only the standard library. ``bridge/serve/legacyapp.py`` performs it.
 
 The client probes with ``server/discover``. An app of the legacy era refuses it: with
 -32601 (Method not found), with the "missing session" error a stateful server gives any

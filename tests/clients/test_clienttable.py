@@ -444,7 +444,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     writers load only for a `config` command. `bridge.clients` works after `import bridge`."""
     code = (
         "import sys, bridge, bridge.cli\n"
-        "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.catalog', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"
+        "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.clienttable', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "import bridge.clients\n"
         "assert 'claude-desktop' in bridge.clients.CLIENTS\n"
