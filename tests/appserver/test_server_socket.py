@@ -75,17 +75,15 @@ def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_
     dead = socket.socket(socket.AF_UNIX)
     dead.bind(str(path))
     dead.close()  # what a killed run leaves: a socket file nobody listens on
-    sock, inode = bind_private_socket(path)
+    sock, bound = bind_private_socket(path)
     try:
         assert stat.S_ISSOCK(os.lstat(path).st_mode) and stat.S_IMODE(os.lstat(path).st_mode) == 0o600
         with pytest.raises(OSError, match="another server accepts connections"):
             bind_private_socket(path)  # a live one
-        assert os.lstat(path).st_ino == inode
+        assert os.lstat(path).st_ino == bound.inode
     finally:
         sock.close()
-    remove_socket_file(path, inode + 1)
-    assert path.exists(), "only the socket this server bound is removed"
-    remove_socket_file(path, inode)
+    remove_socket_file(bound)
     assert not path.exists()
 
     target = folder / "target"
@@ -99,6 +97,25 @@ def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_
     with pytest.raises(UnsafeFileError, match="not a socket"):
         bind_private_socket(path)
     assert path.read_text() == "data"
+
+
+def test_a_socket_that_replaced_this_servers_is_left_alone_whatever_its_inode(tmp_path: Path) -> None:
+    """A successor replaced the stale socket (the inode number may be the same on ext4):
+    the clean-up of the server that bound the first leaves it."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = folder / "app.sock"
+    sock, bound = bind_private_socket(path)
+    sock.close()  # it stopped listening: a successor finds the socket stale
+    successor, theirs = bind_private_socket(path)
+    try:
+        remove_socket_file(bound)
+        assert path.is_socket() and os.lstat(path).st_ino == theirs.inode, "the successor's socket was removed"
+        assert bound.handle is None, "the descriptor is given back"
+    finally:
+        successor.close()
+        remove_socket_file(theirs)
+    assert not path.exists()
 
 
 @as_root
