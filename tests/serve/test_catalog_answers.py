@@ -106,3 +106,31 @@ async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts
         replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
     assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
     assert starter.calls == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"initializeByVersion": 5},
+        {"initializeByVersion": "2025-06-18"},
+        {"initializeByVersion": {"2025-06-18": 5}},
+        {"lists": {"tools/list": "x"}},
+        {"initialize": ["x"]},
+        {"refusesInitialize": "yes"},
+        {"savedAtSeconds": "1"},
+    ],
+)
+async def test_a_catalog_this_version_cannot_read_is_ignored_whatever_its_types(run_bridge: RunBridge, odd: dict[str, Any]) -> None:
+    """Issue 41, 5: an initializeByVersion that was an int or a string gave bridge_error
+    with a traceback. Such a catalog is none: the app is started, as without one."""
+    cache(**{"initialize": INITIALIZE, "lists": {"tools/list": TOOLS}, **odd})
+    app = McpApp()
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        (reply,) = await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/list"))
+        (_, listed) = await h.stdout.wait_for(2)
+    assert "result" in reply and "result" in listed, (reply, listed)
+    assert starter.calls == 1
