@@ -131,16 +131,20 @@ def initialize_result(discover: dict[str, Any], asked_version: Any, app_name: st
     """The ``initialize`` result for a legacy client, from the app's ``server/discover``
     result: the version the client asked for when it is one of :data:`HANDSHAKE_VERSIONS`
     (else 2025-11-25), the app's capabilities and instructions, and its serverInfo from the
-    result's ``_meta`` (``app_name`` and version ``"unknown"`` when it gave none: the legacy
-    schema requires one)."""
+    result's ``_meta``, with ``app_name`` for a ``name`` and ``"unknown"`` for a ``version``
+    it lacks (or that is not a string): the legacy schema's ``Implementation`` requires both."""
     version = asked_version if asked_version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
     meta = discover.get("_meta")
     info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
     capabilities = discover.get("capabilities")
+    info = dict(info) if isinstance(info, dict) else {}
+    for member, default in (("name", app_name), ("version", "unknown")):  # the two members Implementation requires
+        if not isinstance(info.get(member), str):
+            info[member] = default
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": capabilities if isinstance(capabilities, dict) else {},
-        "serverInfo": info if isinstance(info, dict) else {"name": app_name, "version": "unknown"},
+        "serverInfo": info,
     }
     if isinstance(discover.get("instructions"), str):
         result["instructions"] = discover["instructions"]
