@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "_version": set(),
     "core": set(),
     "system": {"core"},
-    "transport": {"core", "system.cancelscope"},
+    "transport": {"core", "system.cancelscope", "system.privatefile"},
     "app": {"core", "system", "transport.base"},
     "stdio": {"core", "system"},
     "streamable": {"core", "system.cancelscope", "app", "transport.base"},

@@ -6,7 +6,10 @@ the OS's limit (``sun_path``: 107 bytes on Linux, 103 on macOS); otherwise, or w
 discovery file, in a folder of this user's own in the temporary folder,
 ``$TMPDIR/mcp-app-bridge-<uid>/`` (created 0700; refused unless it is a real folder, not a
 link, owned by this user and closed to others), named after a hash of the discovery
-file's path.
+file's path. When another user made that folder first (or it is refused for another
+reason), the socket goes to ``mcp-app-bridge/`` in the user's runtime folder
+(``$XDG_RUNTIME_DIR``, ``/run/user/<uid>``: made by the OS for this user alone) under the
+same rules, with a log line, instead of the app falling back to TCP.
 
 How (:func:`bind_private_socket`): ``bind``, then ``chmod 0600`` (the folder is private,
 so nobody else can reach the socket in between), then ``listen``. A file already at that
@@ -110,12 +113,18 @@ def unix_sockets_supported() -> bool:
     return hasattr(socket, "AF_UNIX") and os.name == "posix" and sys.platform != "cygwin"
 
 
-def socket_path_for(discovery_file: Path | None, *, temp_root: str | None = None) -> Path:
+def socket_path_for(discovery_file: Path | None, *, temp_root: str | None = None, runtime_root: str | None = None) -> Path:
     """The socket's path for an app publishing through ``discovery_file`` (see the module).
 
+    Args:
+        temp_root: the temporary folder (default: ``tempfile.gettempdir()``).
+        runtime_root: the user's runtime folder (default: ``$XDG_RUNTIME_DIR``, else
+            platformdirs' ``user_runtime_path``), the place taken when the temporary
+            folder's ``mcp-app-bridge-<uid>`` cannot be used (another user made it first).
+
     Raises:
-        UnsafeFileError: the folder is not this user's private folder.
-        OSError: it could not be created.
+        UnsafeFileError: no folder is this user's private folder (the first one's problem).
+        OSError: none could be created.
     """
     if discovery_file is not None:
         beside = discovery_file.with_name(SOCKET_FILE_NAME)
@@ -125,14 +134,41 @@ def socket_path_for(discovery_file: Path | None, *, temp_root: str | None = None
             _check_private_folder(beside.parent, strict=False)
             return beside
     uid = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
-    folder = Path(temp_root or tempfile.gettempdir()) / f"mcp-app-bridge-{uid}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
-    _check_private_folder(folder, strict=True)
-    check_folders(folder / "x")
     key = str(discovery_file.resolve()) if discovery_file is not None else f"pid-{os.getpid()}"
     name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".sock"
-    return folder / name
+    places = [Path(temp_root or tempfile.gettempdir()) / f"mcp-app-bridge-{uid}"]
+    runtime = runtime_root if runtime_root is not None else _runtime_root()
+    if runtime:
+        places.append(Path(runtime) / "mcp-app-bridge")
+    first: Exception | None = None
+    for folder in places:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, 0o700)  # (never its parents: a runtime folder is the OS's to make)
+            _check_private_folder(folder, strict=True)
+            check_folders(folder / name)
+        except (UnsafeFileError, OSError) as exc:
+            if first is None:
+                first = exc
+            log.warning("the socket folder %s cannot be used: %s", folder, exc)
+            continue
+        if len(os.fsencode(str(folder / name))) <= MAX_SOCKET_PATH_BYTES:
+            return folder / name
+    assert first is not None or not places
+    raise first if first is not None else OSError(f"no socket folder fits the OS's limit of {MAX_SOCKET_PATH_BYTES} bytes")
+
+
+def _runtime_root() -> str | None:
+    """The user's runtime folder (``$XDG_RUNTIME_DIR``, else ``/run/user/<uid>``; on macOS
+    platformdirs' ``user_runtime_path``), or ``None`` when there is none."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime and sys.platform == "darwin":
+        import platformdirs
+
+        runtime = str(platformdirs.user_runtime_path(appauthor=False))
+    elif not runtime:
+        runtime = f"/run/user/{os.geteuid()}"  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    return runtime if os.path.isdir(runtime) else None
 
 
 def _check_private_folder(folder: Path, *, strict: bool) -> None:

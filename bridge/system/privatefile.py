@@ -66,16 +66,16 @@ class UnsafeFileError(Exception):
     The message names the path and the fix; nothing was read."""
 
 
-def check_folders(path: Path) -> None:
-    """Check the folders above ``path`` (resolved) up to ``/``: owned by this user or root,
-    not writable by group or others unless sticky.
+def check_folders(path: Path, *, euid: int | None = None) -> None:
+    """Check the folders above ``path`` (resolved) up to ``/``: owned by this user (or
+    ``euid``) or root, not writable by group or others unless sticky.
 
     Raises:
         UnsafeFileError: ``bad ownership or modes for directory …``.
     """
     if not _POSIX:
         return
-    me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
+    me = os.geteuid() if euid is None else euid  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
     folder = Path(os.path.realpath(path.parent))
     while True:
         try:
