@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .era import PROTOCOL_VERSION_META_KEY
-from .eramap import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, SERVER_INFO_META_KEY
+from .eramap import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, MAX_INPUT_REQUESTS, SERVER_INFO_META_KEY, input_request_problem
 
 __all__ = [
     "MODERN_PROTOCOL_VERSION",
@@ -48,6 +48,7 @@ __all__ = [
     "initialize_result",
     "modern_params",
     "input_requests",
+    "input_round_problem",
     "retry_params",
     "listen_filter",
     "legacy_notification",
@@ -179,6 +180,28 @@ def input_requests(reply: Any) -> InputRound | None:
         key: value for key, value in (asked.items() if isinstance(asked, dict) else ()) if isinstance(value, dict) and isinstance(value.get("method"), str)
     }
     return InputRound(requests, result.get("requestState"))
+
+
+def input_round_problem(reply: Any, capabilities: Any) -> str | None:
+    """Why the ``input_required`` result in ``reply`` (parsed) may not be put to a legacy
+    client that declared ``capabilities`` in its ``initialize``, or ``None`` when it may:
+    ``inputRequests`` is an object of at most :data:`~bridge.core.eramap.MAX_INPUT_REQUESTS`
+    questions, each an object the client may be asked
+    (:func:`~bridge.core.eramap.input_request_problem`: elicitation, sampling or roots,
+    each only with its capability, with the params its schema requires)."""
+    result = reply.get("result") if isinstance(reply, dict) else None
+    asked = result.get("inputRequests") if isinstance(result, dict) else None
+    if asked is None:
+        return None
+    if not isinstance(asked, dict):
+        return "its inputRequests is not an object"
+    if len(asked) > MAX_INPUT_REQUESTS:
+        return f"it asks {len(asked)} questions in one round; the bridge puts at most {MAX_INPUT_REQUESTS} to the client"
+    for key, question in asked.items():
+        problem = input_request_problem(question.get("method"), question.get("params"), capabilities) if isinstance(question, dict) else "it is not an object"
+        if problem is not None:
+            return f"question {str(key)[:64]!r}: {problem}"
+    return None
 
 
 def retry_params(params: Any, responses: dict[str, Any] | None, state: Any) -> dict[str, Any]:
