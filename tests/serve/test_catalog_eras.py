@@ -138,6 +138,32 @@ async def test_without_the_mark_a_2025_client_of_a_2026_only_app_starts_it(run_b
     assert reply["result"]["serverInfo"] == SERVER_INFO and starter.calls == 1
 
 
+async def test_after_an_update_to_2026_only_a_session_answered_from_the_catalog_is_translated(run_bridge: RunBridge) -> None:
+    """Issue 41, 4: the catalog holds the 2025-era app's ``initialize``; the app, updated,
+    serves 2026-07-28 only. The replayed ``initialize`` is refused: before, that call and
+    every later one of the session got ``session_lost``. Now the bridge probes
+    ``server/discover``, translates from that call on, and marks the catalog."""
+    cache(initialize={**INITIALIZE, "protocolVersion": "2025-06-18"}, lists={"tools/list": TOOLS})
+    app = ModernOnlyApp()
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(init(0))
+        (reply,) = await h.stdout.wait_for(1)
+        assert reply["result"]["serverInfo"] == INITIALIZE["serverInfo"] and starter.calls == 0  # from the catalog
+        h.stdin.feed(NOTIF_INIT + request_line(1, "tools/call", {"name": "echo", "arguments": {}}))
+        (changed, first) = (await h.stdout.wait_for(3))[1:]
+        h.stdin.feed(request_line(2, "tools/call", {"name": "echo", "arguments": {}}) + request_line(3, "tools/list"))
+        later = {m["id"]: m for m in (await h.stdout.wait_for(5))[3:]}
+    # The live app lists "echo", not "cached": the client is told, before the call's reply.
+    assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert first["id"] == 1 and first["result"]["content"][0]["text"] == "called", first
+    assert later[2]["result"]["content"][0]["text"] == "called", later
+    assert [tool["name"] for tool in later[3]["result"]["tools"]] == ["echo"]
+    assert starter.calls == 1 and app.methods.count("initialize") == 2  # the replay, and the translation's own try
+    entry = cached()
+    assert entry["refusesInitialize"] is True and entry["discover"]["supportedVersions"] == [MODERN]
+
+
 # -- a 2026-07-28 client with a legacy-only app --------------------------------------------
 
 
