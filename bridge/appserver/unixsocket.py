@@ -87,7 +87,7 @@ class BoundSocketFile:
         o_path = getattr(os, "O_PATH", 0)
         if o_path:
             with contextlib.suppress(OSError):
-                self.handle = os.open(path, o_path | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+                self.handle = os.open(path, o_path | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
         status = os.fstat(self.handle) if self.handle is not None else os.lstat(path)
         self.device, self.inode, self.ctime_ns = status.st_dev, status.st_ino, status.st_ctime_ns
 

@@ -34,7 +34,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .era import PROTOCOL_VERSION_META_KEY
-from .eramap import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, MAX_INPUT_REQUESTS, SERVER_INFO_META_KEY, input_request_problem
+from .eramap import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    MAX_INPUT_REQUESTS,
+    SERVER_INFO_META_KEY,
+    input_request_problem,
+)
 
 __all__ = [
     "MODERN_PROTOCOL_VERSION",

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from support.helpers import NOTIF_INIT, RunBridge, event, init, json_response, request_line, sse
+from support.helpers import NOTIF_INIT, RunBridge, event, json_response, request_line, sse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 MODERN = "2026-07-28"
@@ -87,7 +87,7 @@ class ModernOnlyApp:
 
 #: The client features a legacy client declares in its ``initialize``: the app's questions
 #: are put to it only with these (MCP client/elicitation, client/sampling, client/roots).
-ASKABLE = {"elicitation": {}, "sampling": {}, "roots": {}}
+ASKABLE: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
 def init_declaring(capabilities: dict[str, Any]) -> bytes:
