@@ -65,7 +65,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "tomlkit": {"clients.files"},
     "uvicorn": {"appserver.server"},
     "psutil": {"app.listener", "app.discovery"},
-    "platformdirs": {"app"},
+    "platformdirs": {"app", "appserver.unixsocket"},  # the server half: the runtime folder on macOS
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
     "msgspec": {"streamable.jsonparse"},  # large replies parse faster with it
 }
