@@ -127,11 +127,15 @@ class Loss:
     lost: bool = True
 
 
+def _underscores(match: re.Match[str]) -> str:
+    return "_" * utf16_length(match.group())
+
+
 def _full_name(limits: ClientLimits, server: str, tool: str) -> str:
     assert limits.full_name is not None
-    if limits.name_replaced is not None:
-        server = re.sub(limits.name_replaced, "_", server)
-        tool = re.sub(limits.name_replaced, "_", tool)
+    if limits.name_replaced is not None:  # one "_" per UTF-16 unit, as JavaScript's replace without the u flag
+        server = re.sub(limits.name_replaced, _underscores, server)
+        tool = re.sub(limits.name_replaced, _underscores, tool)
     return limits.full_name.format(server=server, tool=tool)
 
 

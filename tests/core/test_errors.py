@@ -42,7 +42,7 @@ REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), Shut
 
 
 def test_every_documented_reason_has_exactly_one_error_class() -> None:
-    classes = [*REASON_CLASSES, ToolFilteredError]
+    classes: list[type[BridgeError]] = [*REASON_CLASSES, ToolFilteredError]
     assert sorted(cls.reason or "" for cls in classes) == sorted(DOCUMENTED_REASONS)
     assert set(REASONS) == DOCUMENTED_REASONS
 

@@ -63,7 +63,8 @@ def test_the_result_keeps_its_other_members_and_a_public_list_becomes_private() 
 
 
 def test_a_result_without_a_tools_array_is_left_alone() -> None:
-    for result in ({"tools": "no"}, {}, None, []):
+    results: list[Any] = [{"tools": "no"}, {}, None, []]
+    for result in results:
         assert filter_tools_result(result, ToolFilter(deny=("*",))) == (result, [])
 
 

@@ -41,7 +41,7 @@ def names(reply: dict[str, Any]) -> list[str]:
 async def take(h: Any, count: int) -> list[Any]:
     """The next ``count`` stdout messages after those taken before (the handshake's included)."""
     taken = getattr(h, "taken", 0)
-    messages = (await h.replies(taken + count))[taken : taken + count]
+    messages: list[Any] = (await h.replies(taken + count))[taken : taken + count]
     h.taken = taken + count
     return messages
 
