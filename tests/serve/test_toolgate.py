@@ -14,7 +14,7 @@ import httpx
 import pytest
 from support.helpers import NOTIF_INIT, URL, RunBridge, event, init, json_response, request_line, sse
 from support.legacy_app import META, LegacyOnlyApp
-from support.mcp_app import MODERN, McpApp
+from support.mcp_app import MODERN, McpApp, Starter
 
 from bridge.app.servedcatalog import ServedCatalog
 from bridge.core.config import DEFAULT_APP_NAME
@@ -240,18 +240,6 @@ async def test_a_2025_client_translated_for_a_2026_only_app_gets_the_filtered_li
 # -- the catalog (lazy launch) and merged pages ----------------------------------------------
 
 
-class Starter:
-    def __init__(self, app: McpApp) -> None:
-        self.app, self.calls = app, 0
-
-    def __call__(self) -> None:
-        self.calls += 1
-        self.app.up = True
-
-    async def probe(self, url: str) -> bool:
-        return self.app.up
-
-
 INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}
 
 
@@ -280,6 +268,25 @@ async def test_a_list_from_the_catalog_is_filtered_and_the_catalog_keeps_the_who
     assert refused["error"]["data"]["option"] == "--deny-tool" and calls(app) == ["get_doc"]
     kept = ServedCatalog(DEFAULT_APP_NAME, URL).entry()
     assert kept is not None and [t["name"] for t in kept["lists"]["tools/list"]["tools"]] == NAMES
+
+
+async def test_a_2026_clients_list_from_the_catalog_is_filtered(run_bridge: RunBridge) -> None:
+    """The cached copy a 2026-07-28 client is served while the app is down passes the filter
+    as the app's own reply does; a refused call starts nothing."""
+    entry = {"format": 1, "app": DEFAULT_APP_NAME, "endpoint": URL, "savedAtSeconds": 1.0, "initialize": None,
+             "discover": {"supportedVersions": [MODERN], "capabilities": {"tools": {}}}, "lists": {"tools/list": {"tools": TOOLS}}}
+    ServedCatalog(DEFAULT_APP_NAME, URL).replace(entry)
+    app = McpApp(stateless=True, tools=TOOLS)
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe, read_only=True) as h:
+        h.stdin.feed(modern(1, "server/discover") + modern(2, "tools/list"))
+        replies = {m["id"]: m for m in await take(h, 2)}
+        h.stdin.feed(modern(3, "tools/call", {"name": "send_payment", "arguments": {}}))
+        (refused,) = await take(h, 1)
+    assert names(replies[2]) == ["get_doc", "list_docs"] and replies[2]["result"]["resultType"] == "complete"
+    assert refused["error"]["data"]["option"] == "--read-only"
+    assert starter.calls == 0 and calls(app) == []
 
 
 async def test_merged_pages_are_filtered_as_one_list(run_bridge: RunBridge) -> None:
