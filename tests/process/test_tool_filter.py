@@ -88,3 +88,19 @@ def test_check_client_claude_code_names_the_tool_claude_code_drops(many_tools_ap
     assert cursor.returncode == 0
     assert f"Cursor loses {tool_names()[40]!r}: tool 41 of {TOOL_COUNT}, past Cursor's 40" in cursor.stderr, cursor.stderr
     assert os.path.exists(tmp_path / "home" / ".cursor" / "mcp.json")
+
+
+def test_check_shows_what_the_filter_hides_and_why(many_tools_app: AppServer, tmp_path: Path) -> None:
+    done = _bridge("check", "--url", many_tools_app.url, "--deny-tool", "write_*", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    writes = [name for name in tool_names() if name.startswith("write_")]
+    assert f"the tool filter hides {len(writes)} of {TOOL_COUNT}: by --deny-tool: {', '.join(writes)}" in done.stdout, done.stdout
+    assert f"a client is shown {TOOL_COUNT - len(writes)}: read_00, " in done.stdout
+    assert f"Claude Code: too long whatever the entry's name: {LONG_NAME!r}" in done.stdout
+    assert "longest entry name (--name) that keeps every tool name within the client's limit: Claude Code 5, Cursor 7" in done.stdout
+
+    done = _bridge("check", "--url", many_tools_app.url, "--allow-tool", "Read_*", cwd=tmp_path)  # case-sensitive: none
+    assert done.returncode == 1, done.stdout
+    assert "✗ tool filter the tool filter leaves no tool" in done.stdout, done.stdout
+    done = _bridge("check", "--url", many_tools_app.url, "--deny-tool", "*", cwd=tmp_path)  # asked for: no ✗
+    assert done.returncode == 0 and "a client is shown 0: (none)" in done.stdout, done.stdout
