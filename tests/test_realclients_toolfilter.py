@@ -15,7 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realclients.harness import Home, check, config_install, fresh_home, model_endpoint, model_session, offered_tools, require_clients, trust
+from realclients.harness import (
+    Home,
+    check,
+    config_install,
+    fresh_home,
+    model_endpoint,
+    model_session,
+    offered_tools,
+    require_clients,
+    trust,
+)
 from support.apps import AppServer
 from support.processes import bridge_command, count_in_log
 from support.sdk_many_tools_app import TOOL_COUNT, launch_many_tools_app, tool_names
