@@ -59,7 +59,9 @@ class ToolGate:
         self._app = app_name
         # The tools/list requests in flight: id → whether it asks for the first page (no cursor).
         self._listing: dict[tuple[type, Any], bool] = {}
-        self._read_only: dict[str, bool] = {}  # tool name → annotated readOnlyHint: true, as last listed
+        # Tool name → annotated readOnlyHint: true, as the last whole list (and the pages
+        # after it) said: bounded by the app's list, which --max-message-bytes bounds.
+        self._read_only: dict[str, bool] = {}
         self._emptied = False  # the last complete list was left empty (logged once)
 
     async def request(self, request: Request, emit: Emit) -> bytes:
@@ -131,12 +133,14 @@ class ToolGate:
         result = reply.get("result") if isinstance(reply, dict) else None
         if not isinstance(result, dict):
             return line
-        for tool in result.get("tools") or ():
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                self._read_only[tool["name"]] = is_read_only(tool)
+        tools = result.get("tools")
+        listed = {tool["name"]: is_read_only(tool) for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)} if isinstance(tools, list) else {}
         filtered, hidden = filter_tools_result(result, self._rules)
-        if whole and result.get("nextCursor") is None:
+        if whole and result.get("nextCursor") is None:  # the app's whole list: it replaces what was known
+            self._read_only = listed
             self._log_if_emptied(filtered, hidden)
+        else:  # one page of it
+            self._read_only.update(listed)
         if not hidden:
             return line
         log.debug("tools/list: %d of %s's tools hidden by the tool filter", len(hidden), self._app)

@@ -133,8 +133,14 @@ async def test_the_read_only_verdict_follows_the_last_list(run_bridge: RunBridge
         (second,) = await take(h, 1)
         h.stdin.feed(call(4, "flip"))
         (allowed,) = await take(h, 1)
+        app.tools = [tool("other", read_only=True)]  # the app no longer serves it
+        h.stdin.feed(request_line(5, "tools/list"))
+        await take(h, 1)
+        h.stdin.feed(call(6, "flip"))
+        (gone,) = await take(h, 1)
     assert names(first) == [] and refused["error"]["data"]["reason"] == "tool_filtered"
     assert names(second) == ["flip"] and "result" in allowed and calls(app) == ["flip"]
+    assert gone["error"]["data"]["option"] == "--read-only" and "in no tools/list" in gone["error"]["message"]
 
 
 async def test_list_changed_still_reaches_the_client(run_bridge: RunBridge) -> None:
