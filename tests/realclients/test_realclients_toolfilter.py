@@ -6,7 +6,7 @@ The app is an official-SDK server with 50 tools (``tests/support/sdk_many_tools_
 logs every call it runs). Codex's ``app-server`` (``mcpServerStatus/list``) reports the tools
 it got, and calls one; Claude Code names the tools it got to its model in its first request,
 sent to a model endpoint on loopback that answers 400 (``realclients.harness.model_session``).
-Marked ``clients``, as ``tests/test_realclients.py``.
+Marked ``clients``, as ``tests/realclients/test_realclients.py``.
 """
 
 from __future__ import annotations
