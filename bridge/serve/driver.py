@@ -584,12 +584,13 @@ class Driver:
         deferred session is over: requests go through the translation."""
         if self.modern_app is None or self._initialize is None:
             return False
+        deferred = self._deferred  # (the initialize sent below clears it)
         try:
             await self.modern_app.request(self._initialize, _drop)  # (the client had its answer from the catalog)
         except UpstreamError as exc:
             log.info("%s refused the replayed initialize, and server/discover failed: %s", self._app, exc.message)
-            return False
         if not self.modern_app.active:
+            self._deferred = deferred  # as before: the next request tries again
             return False
         self._deferred = None
         self._opened.set()

@@ -164,6 +164,41 @@ async def test_after_an_update_to_2026_only_a_session_answered_from_the_catalog_
     assert entry["refusesInitialize"] is True and entry["discover"]["supportedVersions"] == [MODERN]
 
 
+class BrokenApp:
+    """Down until started; then refuses ``initialize`` with -32603 and knows no
+    ``server/discover``: no 2026-07-28 app either."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.methods: list[str] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            raise httpx.ConnectError("All connection attempts failed")
+        message = json.loads(request.content)
+        self.methods.append(str(message.get("method")))
+        if "id" not in message:
+            return httpx.Response(202)
+        error = {"code": -32603, "message": "broken"} if message["method"] == "initialize" else {"code": -32601, "message": "Method not found"}
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "error": error})
+
+
+async def test_an_app_that_refuses_the_replay_and_is_no_2026_app_gets_session_lost_each_time(run_bridge: RunBridge) -> None:
+    cache(initialize={**INITIALIZE, "protocolVersion": "2025-06-18"}, lists={"tools/list": TOOLS})
+    app = BrokenApp()
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(init(0))
+        await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/call", {"name": "echo", "arguments": {}}))
+        (first,) = (await h.stdout.wait_for(2))[1:]
+        h.stdin.feed(request_line(2, "tools/call", {"name": "echo", "arguments": {}}))
+        (second,) = (await h.stdout.wait_for(3))[2:]
+    assert first["error"]["data"]["reason"] == second["error"]["data"]["reason"] == "session_lost", (first, second)
+    assert app.methods.count("initialize") == 4 and "tools/call" not in app.methods  # each call: the replay, the translation's try
+    assert "refusesInitialize" not in cached()
+
+
 # -- a 2026-07-28 client with a legacy-only app --------------------------------------------
 
 
