@@ -234,6 +234,29 @@ def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
     return click.ClickException(f"{exc}.{tail}")
 
 
+def _target(client: str, path: Path | None) -> Path:
+    """The file to edit: ``--path``, else the client's own (``config_location``), saying on
+    stderr which file the app reads and why where that is not plain (Windows Claude Desktop's
+    MSIX package), and warning of a file beside it that the app ignores.
+
+    Raises:
+        click.ClickException: the file cannot be told (several packages); nothing changed.
+    """
+    from ..clients.catalog import CLIENT_INFO, ClientConfigError, config_location
+
+    if path is not None:
+        return path
+    try:
+        location = config_location(client)
+    except ClientConfigError as exc:
+        raise click.ClickException(f"{exc}. Nothing was changed.") from None
+    if location.reason:
+        click.echo(f"{CLIENT_INFO[client].title} reads {location.path}: {location.reason}.", err=True)
+    for ignored in location.ignored:
+        _warn(f"{ignored} exists too, but {CLIENT_INFO[client].title} does not read it; entries there have no effect")
+    return location.path
+
+
 @config.command(
     "print", context_settings=_ENTRY_CONTEXT, short_help="Print the client's document holding just this entry."
 )
@@ -252,6 +275,8 @@ def config_print(
     from ..clients.catalog import ClientConfigError, entry_document
     from ..clients.files import render_document
 
+    if client == "claude-desktop":
+        _target(client, None)  # which file the app reads (the packaged one on Windows), on stderr
     entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout)
     try:
         document = entry_document(client, name, entry)
@@ -280,10 +305,10 @@ def config_install(
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import ClientConfigError, EntryExistsError, config_path, next_step
+    from ..clients.catalog import ClientConfigError, EntryExistsError, next_step
     from ..clients.files import install_entry
 
-    target = path or config_path(client)
+    target = _target(client, path)
     _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
         entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
@@ -339,10 +364,10 @@ def _warn_project_entry_hides(name: str) -> None:
 def config_remove(client: str, name: str, path: Path | None, force: bool) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.catalog import ClientConfigError
     from ..clients.files import uninstall_entry
 
-    target = path or config_path(client)
+    target = _target(client, path)
     try:
         uninstall_entry(target, name, client, force=force)
     except ClientConfigError as exc:
@@ -375,7 +400,6 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
 @config.command("path", context_settings=_CONTEXT, short_help="Print where the client keeps its MCP configuration.")
 @_client_option()
 def config_path_command(client: str) -> None:
-    """Print where the client keeps its MCP configuration on this OS."""
-    from ..clients.catalog import config_path
-
-    click.echo(str(config_path(client)))
+    """Print where the client keeps its MCP configuration on this OS (on Windows, the packaged
+    Claude Desktop's own file when there is one; why, on stderr)."""
+    click.echo(str(_target(client, None)))

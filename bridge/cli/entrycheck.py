@@ -169,13 +169,26 @@ def run_entry_check(
 
     ``problems_only`` (Codex, whose own report follows and covers the rest): print only the
     entries whose programs are missing, under the heading, and nothing when there is none."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.catalog import ClientConfigError, config_location
     from ..clients.stablepath import versioned_folder
 
     good = style("✓", fg="green")
     bad = style("✗", fg="red", bold=True)
-    target = path or config_path(client)
-    heading = f"The {client} entries in {target}:"
+    notes: list[str] = []
+    if path is None:
+        try:
+            location = config_location(client)
+        except ClientConfigError as exc:
+            echo(f"The {client} entries:")
+            echo(f"{bad} {exc}")
+            return False
+        target = location.path
+        if location.reason:
+            notes.append(f"  the app reads this file: {location.reason}")
+        notes += [f"  {ignored} exists too, but the app does not read it" for ignored in location.ignored]
+    else:
+        target = path
+    heading = "\n".join([f"The {client} entries in {target}:", *notes])
     try:
         entries = read_entries(target, client)
     except ClientConfigError as exc:

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .location import AmbiguousLocation, ConfigLocation, claude_desktop_location
+
 __all__ = [
     "CLIENTS",
     "CLIENT_INFO",
@@ -61,6 +63,7 @@ __all__ = [
     "tool_timeout_for",
     "STARTUP_MARGIN_SECONDS",
     "config_path",
+    "config_location",
     "entry_object",
     "entry_document",
     "read_servers",
@@ -377,19 +380,50 @@ class ServerEntry:
     tool_timeout_seconds: float | None = None
 
 
-def config_path(
+def config_location(
     client: str,
     *,
-    platform: str = sys.platform,
+    platform: str | None = None,
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
     cwd: Path | None = None,
+) -> ConfigLocation:
+    """:func:`config_path`, with why the client reads that file (``reason``, empty where the
+    client's documented place is the only one) and the files beside it it ignores.
+
+    Raises:
+        ClientConfigError: an unknown client; on Windows, several packaged Claude Desktop
+            folders that do not tell which is in use (the message lists them).
+    """
+    platform = sys.platform if platform is None else platform
+    environ = os.environ if environ is None else environ
+    home = Path.home() if home is None else home
+    if client == "claude-desktop" and platform == "win32":
+        try:
+            return claude_desktop_location(environ, home)
+        except AmbiguousLocation as exc:
+            raise ClientConfigError(str(exc)) from None
+    return ConfigLocation(config_path(client, platform=platform, environ=environ, home=home, cwd=cwd, packaged=False), "")
+
+
+def config_path(
+    client: str,
+    *,
+    platform: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    packaged: bool = True,
 ) -> Path:
     """Where ``client`` keeps its MCP configuration on this OS (each client's docs).
 
     - Claude Desktop: ``~/Library/Application Support/Claude/claude_desktop_config.json``
-      (macOS), ``%APPDATA%\\Claude\\claude_desktop_config.json`` (Windows),
-      ``~/.config/Claude/claude_desktop_config.json`` (Linux).
+      (macOS), ``~/.config/Claude/claude_desktop_config.json`` (Linux); on Windows the
+      packaged (MSIX) app's own file,
+      ``%LOCALAPPDATA%\\Packages\\Claude_<publisher id>\\LocalCache\\Roaming\\Claude\\claude_desktop_config.json``,
+      when a ``Claude_*`` package folder exists (``bridge/clients/location.py``), else the
+      unpackaged install's ``%APPDATA%\\Claude\\claude_desktop_config.json``
+      (``packaged=False``: always that one).
     - Claude Code: the project's ``.mcp.json`` in the current folder; user scope
       ``~/.claude.json`` (every OS).
     - VS Code: the user profile's ``mcp.json`` (``…/Code/User/mcp.json``).
@@ -404,6 +438,9 @@ def config_path(
       OS, ``~`` being ``%USERPROFILE%`` on Windows).
     """
     _info(client)
+    platform = sys.platform if platform is None else platform
+    if packaged and client == "claude-desktop" and platform == "win32":
+        return config_location(client, platform=platform, environ=environ, home=home, cwd=cwd).path
     environ = os.environ if environ is None else environ
     home = Path.home() if home is None else home
     cwd = Path.cwd() if cwd is None else cwd
