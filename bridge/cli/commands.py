@@ -96,6 +96,11 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     --launch program) still exist; with --client codex also Codex's own report of each server
     it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
     """
+    from .statefolder import current_package, prepare_state_folder
+
+    state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile
+    if state_line:
+        click.echo(state_line)
     if client is not None or names:
         from .clientcheck import client_check_command
 

@@ -318,6 +318,11 @@ def config_install(
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
+    from .statefolder import current_package, prepare_state_folder
+
+    state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile, outside a package
+    if state_line:
+        click.echo(state_line, err=True)
     if client == "qwen-code":
         _warn_project_entry_hides(name)
 

@@ -112,8 +112,11 @@ def test_other_oses_and_clients_are_unchanged(profile: dict[str, Path]) -> None:
 
 
 @pytest.fixture
-def on_windows(profile: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def on_windows(profile: dict[str, Path], monkeypatch: pytest.MonkeyPatch, private_state_folder: Path) -> dict[str, Path]:
+    from bridge.app import launcher
+
     monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(launcher, "state_folder", lambda: private_state_folder / "mcp-app-bridge")
     for name, value in environ(profile).items():
         monkeypatch.setenv(name, value)
     return profile
