@@ -154,6 +154,17 @@ def _unix_url_note(entry: dict[str, Any]) -> str | None:
     return None
 
 
+def _wsl_distribution() -> str | None:
+    """This WSL distribution's name, or ``None`` outside WSL (``bridge.clients.wsl``)."""
+    import sys
+
+    if sys.platform != "linux":
+        return None
+    from ..clients.wsl import wsl_distribution
+
+    return wsl_distribution(os.environ)
+
+
 def run_entry_check(
     client: str,
     names: tuple[str, ...],
@@ -174,6 +185,7 @@ def run_entry_check(
 
     good = style("✓", fg="green")
     bad = style("✗", fg="red", bold=True)
+    distribution = _wsl_distribution()
     notes: list[str] = []
     if path is None:
         try:
@@ -214,13 +226,22 @@ def run_entry_check(
             report.append((False, f"{good} {name}: not started by the client (a remote server)"))
             continue
         found, problems = entry_problems(entry)
+        side = None
+        if distribution is not None and isinstance(entry.get("command"), str):
+            from ..clients.wsl import describe_command
+
+            side = (bool(problems), f"  it {describe_command(entry['command'], distribution)}")
         if problems:
             report.append((True, f"{bad} {name}: " + "; ".join(problems)))
             report.append((True, f"  {style('fix:', bold=True)} point the entry at the app's stable launcher, not a "
                                  "versioned install folder, and install it again "
                                  f"(`mcp-app-bridge config install --client {client} --name {name} --force …`)"))
+            if side:
+                report.append(side)
             continue
         report.append((False, f"{good} {name}: " + ", ".join(found) + " (they exist; `check` with the entry's options tries the app)"))
+        if side:
+            report.append(side)
         socket_note = _unix_url_note(entry)
         if socket_note:
             report.append((False, f"  {socket_note}"))
