@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli.commands import main
-from bridge.clients import CLIENTS, ClientConfigError, ServerEntry, config_path, install_entry, uninstall_entry
-from bridge.clients import jsonc
+from bridge.clients import CLIENTS, ClientConfigError, ServerEntry, config_path, install_entry, jsonc, uninstall_entry
 
 ENTRY = ServerEntry(command="/opt/bridge/mcp-app-bridge", args=("--app-name", "MyApp"))
 
