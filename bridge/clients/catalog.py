@@ -163,6 +163,15 @@ _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
 _ANTIGRAVITY_DOC = "https://antigravity.google/docs/cli/mcp"
 _VSCODE_AGENT_DOC = "https://code.visualstudio.com/docs/agent-customization/mcp-servers"
 
+_ANTIGRAVITY = ClientInfo(
+    "Antigravity CLI (~/.gemini/config/mcp_config.json)",
+    _ANTIGRAVITY_DOC,
+    remote_keys=("serverUrl", "url"),
+    rival_key="servers",
+    exits_on_bad_json=True,
+    next_step="restart Antigravity CLI (agy) to use it; its /mcp shows the server",
+)
+
 #: Every client ``config`` knows, by its ``--client`` id.
 CLIENT_INFO: dict[str, ClientInfo] = {
     "claude-desktop": ClientInfo(
@@ -238,20 +247,10 @@ CLIENT_INFO: dict[str, ClientInfo] = {
         "Zed", "https://zed.dev/docs/ai/mcp", syntax="jsonc", servers_key="context_servers", bare_entries=True
     ),
     "lm-studio": ClientInfo("LM Studio", "https://lmstudio.ai/docs/app/mcp", rival_key="servers"),
-    "antigravity": ClientInfo(
-        "Antigravity CLI (~/.gemini/config/mcp_config.json)",
-        _ANTIGRAVITY_DOC,
-        remote_keys=("serverUrl", "url"),
-        rival_key="servers",
-        exits_on_bad_json=True,
-        next_step="restart Antigravity CLI (agy) to use it; its /mcp shows the server",
-    ),
-    "antigravity-project": ClientInfo(
-        "Antigravity CLI (workspace .agents/mcp_config.json)",
-        _ANTIGRAVITY_DOC,
-        remote_keys=("serverUrl", "url"),
-        rival_key="servers",
-        exits_on_bad_json=True,
+    "antigravity": _ANTIGRAVITY,
+    "antigravity-project": replace(
+        _ANTIGRAVITY,
+        title="Antigravity CLI (workspace .agents/mcp_config.json)",
         next_step="start Antigravity CLI (agy) in the folder that holds {folder}; its /mcp shows the server",
     ),
     "vscode-agent": ClientInfo(
