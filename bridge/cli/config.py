@@ -345,7 +345,10 @@ def config_print(
     from ..clients.files import render_document
 
     if client == "claude-desktop":
-        _target(client, None)  # which file the app reads (the packaged one on Windows), on stderr
+        try:
+            _target(client, None)  # which file the app reads (the packaged one on Windows), on stderr
+        except click.ClickException as exc:  # several packages: printing changes nothing, so say it and go on
+            _warn(exc.message.removesuffix(" Nothing was changed."))
     wsl = _wsl_side(windows_exe, linux_bridge)
     entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout, wsl=wsl)
     try:

@@ -161,6 +161,9 @@ def test_config_install_with_two_packages_refuses_lists_them_and_changes_nothing
     assert not (on_windows["roaming"] / "Claude").exists()
     check = CliRunner().invoke(main, ["check", "--client", "claude-desktop"])
     assert check.exit_code == 1 and str(first) in check.stdout
+    printed = CliRunner().invoke(main, ["config", "print", *ENTRY])  # prints, and says it cannot tell which file
+    assert printed.exit_code == 0 and "warning:" in printed.stderr and str(second) in printed.stderr
+    assert json.loads(printed.stdout)["mcpServers"]["myapp"]
     chosen = CliRunner().invoke(main, ["config", "install", *ENTRY[:4], "--path", str(second), *ENTRY[4:]])
     assert chosen.exit_code == 0, chosen.output
     assert "myapp" in json.loads(second.read_text(encoding="utf-8"))["mcpServers"]

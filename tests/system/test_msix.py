@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -298,7 +299,7 @@ def test_the_real_breakaway_start_runs_the_program_and_passes_its_environment(tm
     with open(tmp_path / "log.txt", "wb") as log_file:
         child = msix.spawn_app_outside_package(
             [sys.executable, "-c", code, str(out), "a b"], log_file, subprocess.STDOUT,
-            {"SYSTEMROOT": __import__("os").environ["SYSTEMROOT"], "MSIX_PROBE": "seen"},
+            {"SYSTEMROOT": os.environ["SYSTEMROOT"], "MSIX_PROBE": "seen"},
         )
     assert child.wait(60) == 0
     assert out.read_text() == "seen a b"
