@@ -73,6 +73,7 @@ def test_config_install_and_check_client_for_each_moved_target(
     client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_state_folder: Path
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("USERPROFILE", str(tmp_path / "home"))  # (Path.home() on Windows)
     monkeypatch.delenv("COPILOT_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
     installed = CliRunner().invoke(main, ["config", "install", "--client", client, "--name", "myapp", "--app-name", "MyApp"])
