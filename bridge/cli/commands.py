@@ -84,7 +84,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
+@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, which tools the client loses past its limits, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
 @click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
 def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
@@ -93,8 +93,10 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
 
     With --client CLIENT: whether the programs the client's entries name (the command, the
-    --launch program) still exist; with --client codex also Codex's own report of each server
-    it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
+    --launch program) still exist, and which of each entry's tools the client will lose past
+    its limits (names too long, too many tools; nothing is started to list them); with
+    --client codex also Codex's own report of each server it starts (✓ connected with its
+    tools, or ✗ with Codex's error), from the current folder.
     """
     from .statefolder import current_package, prepare_state_folder
 

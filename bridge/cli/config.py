@@ -402,6 +402,37 @@ def config_install(
         click.echo(state_line, err=True)
     if client == "qwen-code":
         _warn_project_entry_hides(name)
+    if command_path is None:
+        _warn_what_the_client_loses(client, name, list(bridge_args))
+
+
+def _warn_what_the_client_loses(client: str, name: str, args: list[str]) -> None:
+    """Warn when the client will not be shown the app's tools whole: the tool filter leaves
+    none, or a tool is past the client's limits (a name too long with this entry's name, and
+    then a shorter ``--name`` to use). The app is asked only if it runs (nothing is started,
+    and a ``--token-command`` entry is not asked at all: installing runs none of its
+    programs), else its catalog; when neither can be read, nothing is said (``check --client``
+    asks again later). docs/clients.md, "What each client sees"."""
+    import asyncio
+
+    from .toolreport import filter_report, limits_report, list_app_tools
+
+    try:
+        options = parse_bridge_args(args)
+        if options["token_command"] is not None:
+            return  # installing an entry runs none of its programs
+        config = build_config(options)
+    except click.ClickException:
+        return  # (an unset --token-env here: the app could not be asked as the client will)
+    listing = asyncio.run(list_app_tools(config))
+    if listing.problem is not None:
+        return
+    _lines, shown, problem = filter_report(config, listing.tools)
+    if problem is not None:
+        _warn(problem)
+    lines, _lost, _suggestion = limits_report(client, name, shown, listing.repeated_cursor)
+    for line in lines:
+        _warn(line)
 
 
 def _warn_project_entry_hides(name: str) -> None:

@@ -90,7 +90,7 @@ APP_CASES = [("dual", "unix"), ("legacy-only", "unix"), ("modern-only", "unix"),
 #: bridge): Claude Code speaks 2026-07-28 first; the others 2025-11-25 or older.
 FIRST_REQUEST = {"claude-code": "server/discover", "gemini-cli": "initialize", "qwen-code": "initialize", "codex": "initialize"}
 
-TRACED_APP = Path(__file__).resolve().parent / "realclients" / "traced_app.py"
+TRACED_APP = Path(__file__).resolve().parent / "traced_app.py"
 
 
 def _start_app(tmp_path: Path, start: Callable[[list[str], Path, str], AppServer], era: str, link: str) -> AppServer:
