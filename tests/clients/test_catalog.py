@@ -420,6 +420,10 @@ NEXT_STEPS = {
     "gemini-cli": ("trust the folder you start it in", "gemini mcp list"),
     "qwen-code": ("restart Qwen Code to use it", "qwen mcp list"),
     "copilot-cli": ("trust the folder you start it in", "copilot mcp list"),
+    "antigravity": ("restart Antigravity CLI (agy) to use it", "/mcp"),
+    "antigravity-project": ("start Antigravity CLI (agy) in the folder that holds", "/mcp"),
+    "vscode-agent": ("restart VS Code's agent", "Copilot CLI reads this file too"),
+    "vscode-agent-project": ("start its agent there", "Copilot CLI read this file too"),
 }
 
 
