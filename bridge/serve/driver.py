@@ -58,7 +58,7 @@ from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import current_time, move_on_after
 
-__all__ = ["Driver", "Reply", "LaunchHook", "drop"]
+__all__ = ["Driver", "Reply", "LaunchHook", "ReplayRefusedError", "drop"]
 
 log = logging.getLogger("bridge")
 
@@ -72,6 +72,12 @@ class Reply(NamedTuple):
 
     line: bytes
     from_catalog: bool = False
+
+
+class ReplayRefusedError(SessionLostError):
+    """The app refused the replayed ``initialize`` of :meth:`Driver.open_session` and no
+    session came of it: it may serve MCP 2026-07-28 only now (an update; the era router
+    may then translate, ``bridge/serve/translate.py``)."""
 
 
 #: What ``EnsureRunning`` does for one request instead of ``Launcher.ensure_running``:
@@ -257,12 +263,19 @@ class Driver:
         replay its ``initialize``; return the app's reply line.
 
         Raises:
-            UpstreamError: the replay failed, or the app now speaks another protocol version
-                than ``told_version``, the one the client was told (``session_lost``).
+            ReplayRefusedError: the app refused the replay (no session came of it).
+            UpstreamError: the replay failed otherwise, or the app now speaks another protocol
+                version than ``told_version``, the one the client was told (``session_lost``).
         """
         session = self._upstream.session
-        with session.rebuilding():
-            line = await self._replay_initialize(session.generation)
+        generation = session.generation
+        try:
+            with session.rebuilding():
+                line = await self._replay_initialize(generation)
+        except SessionLostError as exc:
+            if session.generation != generation:
+                raise
+            raise ReplayRefusedError(exc.message, recoverable=False) from exc
         if session.protocol_version != told_version:
             raise SessionLostError(
                 f"{self._app} now speaks protocol version {session.protocol_version}, not {told_version}; "

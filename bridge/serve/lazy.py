@@ -37,7 +37,7 @@ from ..core.jsonrpc import Request, encode_message, error_line, result_line
 from ..core.methods import CATALOG_METHODS
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
-from .driver import Driver, LaunchHook, Reply
+from .driver import Driver, LaunchHook, ReplayRefusedError, Reply
 
 if TYPE_CHECKING:
     from ..app.servedcatalog import ServedCatalog
@@ -90,6 +90,9 @@ class LazyLaunch:
         self._opened = asyncio.Event()  # set once a deferred session is open
         self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
         self._open_lock = asyncio.Lock()
+        # Set once the app refused the replay because it now serves 2026-07-28 only: the
+        # deferred session is over and the client is translated (:meth:`translate_after_refusal`).
+        self._translated_after_update = False
 
     def forward(self, request: Request, emit: Emit, *, legacy_client: bool = False) -> Awaitable[Reply]:
         """Forward a request as it is, in its own era; return its stdout line, and whether
@@ -245,14 +248,43 @@ class LazyLaunch:
         async with self._open_lock:
             cached = self._deferred
             if cached is None:
+                if self._translated_after_update:  # (another request found the app updated meanwhile)
+                    raise ReplayRefusedError(f"{self._app} now serves MCP 2026-07-28 only.", recoverable=False)
                 return  # (another request opened it meanwhile)
             log.info("%s is needed now: starting it", self._app)
             await self._driver.ensure_running()
+            # (a refusal, ReplayRefusedError, keeps the deferred session: the layer above may
+            # find the app now serves 2026-07-28 only, translate_after_refusal)
             line = await self._driver.open_session(self._deferred_version)
             self._deferred = None
             self._opened.set()
             self._remember("initialize", self._initialize_params, line)
         await self._relist_and_announce(cached, emit, meta=None)
+
+    async def translate_after_refusal(self, translate: Callable[[], Awaitable[bool]]) -> bool:
+        """After the app refused the replayed ``initialize`` of the deferred session: run
+        ``translate`` (the era router sends the client's ``initialize``, then
+        ``server/discover``, as for a live client) and say whether the app now serves
+        2026-07-28 only (an update since the catalog was written). Then the deferred session
+        is over: the client's requests are translated, and its first one that needs the app
+        lists again what it was served and tells it what changed. Else the deferred session
+        stays (the next request tries again)."""
+        async with self._open_lock:
+            if self._translated_after_update:
+                return True
+            cached = self._deferred
+            if cached is None:
+                return False
+            translated = await translate()  # (the initialize it sends ends the deferred session: restored below)
+            if not translated:
+                self._deferred = cached
+                return False
+            self._deferred = None
+            self._opened.set()
+            self._stateless_served = cached
+            self._translated_after_update = True
+        log.info("%s now serves MCP 2026-07-28 only (updated since its catalog was written); translating from here on", self._app)
+        return True
 
     async def _announce_after_launch(self, request: Request, emit: Emit) -> None:
         """A translated legacy client's first request the catalog cannot answer, after others

@@ -26,10 +26,11 @@ from typing import Any
 
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, Era
-from ..core.errors import HTTPStatusError
+from ..core.errors import HTTPStatusError, UpstreamError
 from ..core.jsonrpc import PrivateIds, Request
 from ..core.legacymap import is_legacy_refusal
 from ..streamable.upstream import Emit
+from .driver import ReplayRefusedError, drop
 from .lazy import LazyLaunch
 from .legacyapp import LegacyAppEras
 from .modernapp import ModernAppEras
@@ -60,6 +61,7 @@ class EraRouter:
         #: The client's era: that of its last 2026-07-28 request or ``initialize`` (what a
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era: Era = LEGACY
+        self._initialize: Request | None = None  # the 2025-era client's initialize, for a translation after an update
         #: A 2026-07-28 client with a legacy-only app (``bridge/serve/legacyapp.py``).
         self.eras = LegacyAppEras(below, ask_app=protocol_era == "auto", private_ids=ids) if protocol_era != "modern" else None
         #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
@@ -103,9 +105,32 @@ class EraRouter:
         else:
             if request.method == "initialize":
                 self.client_era = era
-            if self.modern_app is not None and self.modern_app.handles(request):
-                return await self.modern_app.request(request, emit)
+                self._initialize = request
+            modern_app = self.modern_app
+            if modern_app is not None:
+                if modern_app.handles(request):
+                    return await modern_app.request(request, emit)
+                try:
+                    return (await self._below.forward(request, emit)).line
+                except ReplayRefusedError:  # answered from the catalog, and now the app refused the replay
+                    if not await self._below.translate_after_refusal(self._speaks_modern_now):
+                        raise
+                    return await modern_app.request(request, emit)
         return (await self._below.forward(request, emit)).line
+
+    async def _speaks_modern_now(self) -> bool:
+        """Whether the app, which refused the replayed ``initialize`` of a client answered
+        from the catalog, serves 2026-07-28 only now: the client's ``initialize`` goes to
+        the translation as a live client's would (its answer goes nowhere: the client had
+        one from the catalog)."""
+        assert self.modern_app is not None
+        if self._initialize is None:
+            return False
+        try:
+            await self.modern_app.request(self._initialize, drop)
+        except UpstreamError as exc:
+            log.info("%s refused the replayed initialize, and server/discover failed: %s", self._app, exc.message)
+        return self.modern_app.active
 
     async def _try_as_it_is(self, request: Request, emit: Emit) -> bytes | None:
         """Under ``auto``, before the app proved its era: send a 2026-07-28 request as it is;
