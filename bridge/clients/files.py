@@ -417,9 +417,14 @@ def _jsonc_uninstall(
     new = jsonc.apply(text, jsonc.remove_member(text, [key], name, root=root))
     if client is not None:
         value = document[key][name]
-        for candidate in [previous, *_emptied(new, key), ""]:
-            if candidate is not None and _installs_to(path, client, candidate, name, value, text):
-                new = candidate
+        servers = root.member(key)
+        alone = servers is not None and all(member.key == name for member in servers.value.members)
+        removed = new
+        for candidates in (lambda: [previous], lambda: _emptied(removed, key) if alone else [removed], lambda: [""]):
+            found = [item for item in candidates() if item is not None]
+            match = next((item for item in found if _installs_to(path, client, item, name, value, text)), None)
+            if match is not None:
+                new = match
                 break
     backup = text
     for block in ("env", "headers"):
@@ -453,11 +458,45 @@ def _collapsed(text: str, node: jsonc.Node) -> list[str]:
 
 
 def _installs_to(path: Path, client: str, candidate: str, name: str, entry: Any, text: str) -> bool:
-    """Whether installing ``entry`` into ``candidate`` gives exactly ``text``."""
-    try:
-        return _jsonc_install(path, client, candidate, name, entry, False, [])[0] == text
-    except (ClientConfigError, jsonc.JsoncError, ValueError):
+    """Whether installing ``entry`` into ``candidate`` gives exactly ``text``; first, cheaply,
+    whether ``text`` is ``candidate`` with text added in at most two places (an install
+    adds the member, and a comma before it), so that a large file is not parsed for nothing."""
+    if len(candidate) >= len(text):
         return False
+    prefix = _common_length(candidate, text, 1)
+    suffix = min(_common_length(candidate, text, -1), len(candidate) - prefix)
+    if candidate[prefix : len(candidate) - suffix] not in text[prefix : len(text) - suffix]:
+        return False
+    key = CLIENT_INFO[client].servers_key
+    if not candidate.strip():
+        return render_document(client, {key: {name: entry}}) == text
+    try:  # the edit _jsonc_install makes (the text it gives is ``text``, whose entries were read)
+        root = jsonc.parse(candidate)
+        servers = root.member(key) if root.kind == "object" else None
+        if servers is not None and servers.value.member(name) is not None:
+            return False
+        return jsonc.apply(candidate, jsonc.set_member(candidate, [key], name, entry, root=root)) == text
+    except (jsonc.JsoncError, ValueError):
+        return False
+
+
+def _common_length(first: str, second: str, direction: int) -> int:
+    """How many characters ``first`` and ``second`` share at their start (``direction`` 1)
+    or end (-1): blocks compared in turn, then a binary search in the first that differs."""
+    limit, block, done = min(len(first), len(second)), 4096, 0
+
+    def same(start: int, end: int) -> bool:  # the characters start..end from the chosen side
+        if direction > 0:
+            return first[start:end] == second[start:end]
+        return first[len(first) - end : len(first) - start] == second[len(second) - end : len(second) - start]
+
+    while done < limit and same(done, min(done + block, limit)):
+        done = min(done + block, limit)
+    low, high = done, min(done + block, limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if same(done, middle) else (low, middle - 1)
+    return low
 
 
 def _missing(path: Path, name: str, entries: dict[str, Any]) -> None:
