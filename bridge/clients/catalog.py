@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .devicenames import is_device_name
+
 __all__ = [
     "CLIENTS",
     "CLIENT_INFO",
@@ -466,10 +468,16 @@ def next_step(client: str, name: str, path: Path) -> str:
 
 
 def check_name(client: str, name: str) -> None:
-    """Raises ClientConfigError when the client would not accept ``name``."""
+    """Raises ClientConfigError when the client would not accept ``name``, or it is a Windows
+    device name (``devicenames.is_device_name``), refused on every OS."""
     info = _info(client)
     if not name:
         raise ClientConfigError("the server's name is empty")
+    if is_device_name(name):
+        raise ClientConfigError(
+            f"{name!r} is a Windows device name (CON, PRN, AUX, NUL, COM0-COM9, LPT0-LPT9, with or without "
+            "an extension), which clients may use as a file name; give --name another name"
+        )
     if info.name_pattern and re.fullmatch(info.name_pattern, name) is None:
         raise ClientConfigError(
             f"{info.title} accepts only letters, digits, '-' and '_' in a server's name, not {name!r}; "
