@@ -112,7 +112,7 @@ def jsonc_file(rng: random.Random, servers_key: str) -> ConfigFile:
         return " " + out.comment(rng.choice(["line", "line", "block"]))
 
     def inline_gap() -> str:
-        if rng.random() < 0.06:
+        if rng.random() < 0.05:
             return " " + out.comment("block") + " "
         return ""
 
@@ -140,9 +140,16 @@ def jsonc_file(rng: random.Random, servers_key: str) -> ConfigFile:
             return style
         trailing = rng.random() < 0.35
         if inline or compact:
-            parts = [f"{json.dumps(key)}:{inline_gap()} {text}" for key, text in members.items()]
+            parts = [f"{json.dumps(key)}{inline_gap()}:{inline_gap()} {text}{inline_gap()}" for key, text in members.items()]
             return (
-                "{" + rng.choice(["", " "]) + ", ".join(parts) + ("," if trailing else "") + rng.choice(["", " "]) + "}"
+                "{"
+                + rng.choice(["", " "])
+                + inline_gap()
+                + ", ".join(parts)
+                + ("," if trailing else "")
+                + inline_gap()
+                + rng.choice(["", " "])
+                + "}"
             )
         inner = indent + unit
         lines = []
@@ -150,9 +157,11 @@ def jsonc_file(rng: random.Random, servers_key: str) -> ConfigFile:
         for index, key in enumerate(keys):
             comma = "," if index < len(keys) - 1 or trailing else ""
             space = rng.choice([" ", " ", "", "  "])
+            before_comma = inline_gap() if comma else ""  # a comment between a value and its comma
             lines.append(
                 gap_before(inner)
-                + f"{inner}{json.dumps(key)}:{inline_gap()}{space}{members[key]}{comma}{end_of_line()}"
+                + f"{inner}{json.dumps(key)}{inline_gap()}:{inline_gap()}{space}{members[key]}{before_comma}{comma}"
+                + end_of_line()
             )
         closing = gap_before(inner) if rng.random() < 0.2 else ""
         return "{" + end_of_line() + out.nl() + out.nl().join(lines) + out.nl() + closing + indent + "}"
