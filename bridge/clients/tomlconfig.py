@@ -38,17 +38,16 @@ from .catalog import CLIENT_INFO, ClientConfigError, EntryExistsError, read_serv
 __all__ = ["entries", "entry_table", "install", "uninstall", "redacted", "render"]
 
 
-def entry_table(entry: dict[str, Any]) -> Any:
-    """The entry as a tomlkit table: its own ``[mcp_servers.NAME]`` table, with ``env`` and
-    other objects as inline tables (one line each)."""
-    table = tomlkit.table()
+def entry_table(entry: dict[str, Any], table: Any = None) -> Any:
+    """The entry as a tomlkit table (or filled into ``table``, an inline one): its own
+    ``[mcp_servers.NAME]`` table, with ``env`` and other objects as inline tables (one line each)."""
+    table = tomlkit.table() if table is None else table
     for key, value in entry.items():
         if isinstance(value, dict):
             inline = tomlkit.inline_table()
             inline.update(value)
-            table.add(key, inline)
-        else:
-            table.add(key, value)
+            value = inline
+        table.add(key, value)
     return table
 
 
@@ -184,15 +183,7 @@ def install(path: Path, client: str, text: str, name: str, entry: dict[str, Any]
 def _set(document: Any, key: str, name: str, entry: dict[str, Any]) -> None:
     servers = document.get(key)
     if isinstance(servers, tomlkit.items.InlineTable):
-        inline = tomlkit.inline_table()
-        for field, value in entry.items():
-            if isinstance(value, dict):
-                nested = tomlkit.inline_table()
-                nested.update(value)
-                inline.append(field, nested)
-            else:
-                inline.append(field, value)
-        servers[name] = inline
+        servers[name] = entry_table(entry, tomlkit.inline_table())
         return
     if servers is None:
         document.add(key, tomlkit.table(is_super_table=True))
