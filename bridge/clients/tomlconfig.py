@@ -23,6 +23,7 @@ not be edited; the text is never changed. Pure (text in, text out).
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Callable
@@ -229,12 +230,33 @@ def uninstall(path: Path, client: str, text: str, name: str, previous: str | Non
                 return candidate
         except ClientConfigError:
             continue
+    removed = _comments_kept(text, removed) if removed is not None else None
     if removed is None or not _same_but(text, removed, key, name, None, client):
         raise ClientConfigError(
             f"{path}: this editor cannot remove the entry {name!r} from the way {key} is written "
             f"without changing other lines; remove it by hand ({CLIENT_INFO[client].doc_url})"
         )
     return removed
+
+
+def _comments_kept(text: str, removed: str) -> str:
+    """tomlkit's removal with the comment lines it took after the entry's last line given
+    back: tomlkit counts the comments (and blank lines) between a table's last key and the
+    next header as that table's, so ``# about tools`` above ``[tools]`` went with the entry."""
+    before, after = text.splitlines(keepends=True), removed.splitlines(keepends=True)
+    kept: list[str] = []
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for operation, start, end, new_start, new_end in matcher.get_opcodes():
+        kept += after[new_start:new_end]
+        if operation != "delete":
+            continue
+        tail = end
+        while tail > start and (not before[tail - 1].strip() or before[tail - 1].lstrip().startswith("#")):
+            tail -= 1
+        while tail < end and not before[tail].strip():  # (the blank lines before them went with the entry)
+            tail += 1
+        kept += before[tail:end]
+    return "".join(kept)
 
 
 def _bases(text: str, key: str, name: str, entry: dict[str, Any]) -> list[str]:

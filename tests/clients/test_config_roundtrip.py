@@ -245,3 +245,28 @@ def test_each_edge_is_given_back_byte_for_byte(tmp_path: Path, client: str, text
         path.with_name("file.bak").unlink()
     uninstall_entry(path, NAME, client)
     assert path.read_bytes() == text.encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'model = "x"\n\n[mcp_servers.a]\ncommand = "/a"\n\n# about tools\n[tools]\nx = 1\n',
+            'model = "x"\n\n# about tools\n[tools]\nx = 1\n',
+        ),
+        (
+            '[mcp_servers.b]\ncommand = "/b"\n\n[mcp_servers.a]\ncommand = "/a"\n# inside\n[mcp_servers.a.env]\nK = "v"\n\n# end\n',
+            '[mcp_servers.b]\ncommand = "/b"\n# end\n',
+        ),
+    ],
+)
+def test_removing_an_entry_install_did_not_write_keeps_the_comments_after_it(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """tomlkit counts the comments between a table's last key and the next header as that
+    table's: removed with the entry, ``# about tools`` went too (before). The entry's own
+    lines (its header, keys, sub-tables and the comments between them) go."""
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    uninstall_entry(path, "a", "codex")
+    assert path.read_text() == expected
