@@ -32,8 +32,10 @@ from the app updates the catalog. Across eras: a 2025-era client translated for 
 is answered from the cached ``server/discover``; its first request the catalog cannot
 answer starts the app, lists again in the 2026-07-28 form and announces what changed
 (there is no session to open). A ``server/discover`` for an app marked ``refusesDiscover``
-gets the app's refusal from the catalog. A catalog's answer never counts as proof of the
-app's era (``--protocol-era auto``).
+gets the app's refusal from the catalog, and so does a list the app refused while
+declaring no capability for it (Codex asks ``resources/list`` of a tools-only app at every
+start). The log line that starts the app names the request that needed it. A catalog's
+answer never counts as proof of the app's era (``--protocol-era auto``).
 """
 
 from __future__ import annotations
@@ -347,16 +349,16 @@ class Driver:
             self._initialize = request  # what a session rebuild replays
             self._deferred = None
         if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
-            from ..core.lazylaunch import catalog_result
+            from ..core.lazylaunch import catalog_answer
 
-            result = catalog_result(request.method, request.params, self._deferred, modern=False)
-            if result is not None:
-                return self._catalog_reply(request, {"result": result})
-            await self._open_deferred_session(emit)
+            answer = catalog_answer(request.method, request.params, self._deferred, modern=False)
+            if answer is not None:
+                return self._catalog_reply(request, answer)
+            await self._open_deferred_session(request, emit)
         elif self._stateless_served is not None and era.stateless and self._translating_for_legacy() and self._needs_the_app(request):
             await self._announce_after_launch(request, emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch: Callable[[], Awaitable[None]] | None = None
+        launch: Callable[[], Awaitable[None]] | None = functools.partial(self._launch_for, request)
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
         elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
@@ -401,7 +403,7 @@ class Driver:
     async def _launch_unless_cataloged(self, request: Request) -> None:
         """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
         :class:`_FromCatalog` when it does, else start the app."""
-        from ..core.lazylaunch import catalog_result, discover_refusal, why_not_answered
+        from ..core.lazylaunch import catalog_answer, discover_refusal, why_not_answered
 
         assert self.catalog is not None
         entry = self.catalog.entry()
@@ -410,14 +412,21 @@ class Driver:
             if refusal is not None:
                 log.info("%s is not running; server/discover refused from its catalog (the app serves the 2025 era only)", self._app)
                 raise _FromCatalog({"error": refusal})
-        result = catalog_result(request.method, request.params, entry, modern=request.era.stateless)
-        if result is not None:
-            raise _FromCatalog({"result": result})
+        answer = catalog_answer(request.method, request.params, entry, modern=request.era.stateless)
+        if answer is not None:
+            raise _FromCatalog(answer)
         if entry is not None:
             log.info(
                 "%s is not running and its catalog does not answer %s: %s; starting it",
-                self._app, request.method, why_not_answered(request.method, request.params, entry),
+                self._app, _named(request), why_not_answered(request.method, request.params, entry),
             )
+        await self._launcher.ensure_running()
+
+    async def _launch_for(self, request: Request) -> None:
+        """The flow's ``EnsureRunning`` for ``request``: start the app, the log naming the
+        request that needed it."""
+        if self._launcher.configured:
+            log.info("%s is not running; %s needs it: starting it", self._app, _named(request))
         await self._launcher.ensure_running()
 
     async def _hold_listen_until_the_app_is_needed(self) -> None:
@@ -484,7 +493,7 @@ class Driver:
             cached = self._stateless_served
             if cached is None:
                 return  # (another request did it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, _named(request))
             await self._launcher.ensure_running()  # (on failure, the next request tries again)
             self._stateless_served = None
         from ..core.lazylaunch import changed_list_notifications
@@ -502,13 +511,25 @@ class Driver:
 
     def _remember(self, method: str, params: Any, line: bytes) -> None:
         """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
-        from ..core.lazylaunch import CATALOG_METHODS, record
+        from ..core.lazylaunch import CATALOG_METHODS, record, record_refusal
 
         if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
             return
         try:
             reply = json.loads(line)
         except ValueError:
+            return
+        if isinstance(reply, dict) and "error" in reply:
+            updated = record_refusal(
+                self.catalog.entry(),
+                method,
+                reply["error"],
+                app=self.catalog.app_name,
+                endpoint=self.catalog.endpoint_identity,
+                now_seconds=time.time(),
+            )
+            if updated is not None:
+                self.catalog.replace(updated)
             return
         if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
             return
@@ -524,10 +545,10 @@ class Driver:
         if updated is not None:
             self.catalog.replace(updated)
 
-    async def _open_deferred_session(self, emit: Emit) -> None:
-        """Start the app (if no bridge did), replay the client's ``initialize`` to open the
-        MCP session it was promised, list again what it was served and tell it (``emit``)
-        which lists changed.
+    async def _open_deferred_session(self, request: Request, emit: Emit) -> None:
+        """Start the app (if no bridge did) for ``request``, the first the catalog does not
+        answer, replay the client's ``initialize`` to open the MCP session it was promised,
+        list again what it was served and tell it (``emit``) which lists changed.
 
         Raises:
             UpstreamError: the app could not be started, or refused the replay, or now
@@ -537,7 +558,7 @@ class Driver:
             cached = self._deferred
             if cached is None:
                 return  # (another request opened it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, _named(request))
             await self._launcher.ensure_running()
             session = self._upstream.session
             with session.rebuilding():
@@ -913,6 +934,11 @@ def _wants_a_session(line: bytes) -> bool:
     first, as a legacy-only app answers a 2026-07-28 request: the app did not act on it."""
     text = line.lower()
     return b'"error"' in text and (b"session" in text or b"initializ" in text)
+
+
+def _named(request: Request) -> str:
+    """A request as the log names it: its method and JSON-RPC id (never its params)."""
+    return f"{request.method} (id {json.dumps(request.id)})"
 
 
 def _time_left(timeout_seconds: float) -> Callable[[], float]:

@@ -106,3 +106,66 @@ async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts
         replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
     assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
     assert starter.calls == 1
+
+
+LEGACY_INIT = request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "codex", "version": "0"}})
+
+
+async def test_a_list_a_tools_only_app_does_not_declare_is_refused_from_the_catalog_as_the_app_did(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, point 10: Codex asks ``resources/list`` and ``resources/templates/list`` at
+    every start. The app's ``initialize`` declares ``tools`` only: the catalog answers them
+    with the app's own error as it last gave it (``refusedLists``), and the app is not
+    started; the first call starts it, and the log line names that call."""
+    refused = {"code": -32601, "message": "method not found: resources/list"}
+    templates = {"code": -32601, "message": "Method not found"}
+    cache(
+        initialize=INITIALIZE,
+        lists={"tools/list": TOOLS},
+        refusedLists={"resources/list": refused, "resources/templates/list": templates, "prompts/list": templates},
+    )
+    app = McpApp(tools=TOOLS["tools"])
+    app.up = False
+    starter = Starter(app)
+    caplog.set_level("INFO", logger="bridge")
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(
+            LEGACY_INIT
+            + request_line(1, "resources/list")
+            + request_line(2, "resources/templates/list")
+            + request_line(3, "prompts/list")
+            + request_line(4, "tools/list")
+        )
+        replies = {reply["id"]: reply for reply in await h.stdout.wait_for(5)}
+        assert starter.calls == 0 and not app.up
+        h.stdin.feed(request_line(5, "tools/call", {"name": "cached", "arguments": {}}))
+        (*_, call) = await h.stdout.wait_for(6)
+    assert replies[0]["result"] == INITIALIZE
+    assert replies[1]["error"] == refused
+    assert replies[2]["error"] == templates and replies[3]["error"] == templates
+    assert replies[4]["result"] == TOOLS
+    assert call["id"] == 5 and "result" in call and starter.calls == 1, call
+    assert any("tools/call (id 5)" in record.getMessage() and "starting it" in record.getMessage() for record in caplog.records), caplog.text
+
+
+async def test_the_apps_own_refusal_of_an_undeclared_list_is_kept_in_the_catalog(run_bridge: RunBridge) -> None:
+    """The first day: the app is up, answers ``resources/list`` with its error; the catalog
+    keeps it (code and message only) because the app declares no ``resources`` capability."""
+    refused = {"code": -32601, "message": "method not found: resources/list", "data": {"x": 1}}
+
+    def on_request(message: dict[str, Any], request: Any) -> Any:
+        from support.helpers import json_response
+
+        if message["method"] == "resources/list":
+            return json_response({"jsonrpc": "2.0", "id": message["id"], "error": refused})
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": TOOLS})
+
+    app = McpApp(capabilities={"tools": {}}, on_request=on_request)
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(LEGACY_INIT + request_line(1, "resources/list"))
+        (_, reply) = await h.stdout.wait_for(2)
+    assert reply["error"] == refused
+    entry = ServedCatalog(DEFAULT_APP_NAME, URL).entry()
+    assert entry is not None and entry["refusedLists"] == {"resources/list": {"code": -32601, "message": "method not found: resources/list"}}
