@@ -449,6 +449,9 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
         + ([era_flag] if era_flag else [])
     )
     args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
+    # _run_entry closes stdin at once: the launch its call needs may take longer than the
+    # default --drain-timeout on a loaded machine.
+    args += ["--drain-timeout", f"{LAUNCH_TIMEOUT_SECONDS + 30:g}"]
     for client in ("claude-code", "codex"):
         config_install(home, client, NAME, args, bridge=bridge_command())
     trust(home, "claude-code", NAME)

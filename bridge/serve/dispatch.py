@@ -74,13 +74,15 @@ _NEVER_SENT = None  # Slot.handle of a request whose task has not started
 
 
 class _Exchange:
-    """``Slot.handle`` of a started request: what stops it, and how its era cancels it."""
+    """``Slot.handle`` of a started request: what stops it, how its era cancels it, and its
+    method (an ``initialize`` is never cancelled: MCP basic/utilities/cancellation)."""
 
-    __slots__ = ("scope", "cancel_by_closing")
+    __slots__ = ("scope", "cancel_by_closing", "method")
 
-    def __init__(self, scope: CancelScope, cancel_by_closing: bool) -> None:
+    def __init__(self, scope: CancelScope, cancel_by_closing: bool, method: str = "") -> None:
         self.scope = scope
         self.cancel_by_closing = cancel_by_closing  # request.era.cancel_by_closing (2026-07-28)
+        self.method = method
 
 
 class Dispatcher:
@@ -117,7 +119,8 @@ class Dispatcher:
         # Set when stdin's EOF came before any other stop: the requests in flight are then
         # finished, not cut short (see :meth:`input_closed`).
         self._finish_work = False
-        self._finish_work_bound_seconds = config.request_timeout_seconds + config.launch_timeout_seconds
+        self._drain_timeout_seconds = config.drain_timeout_seconds
+        self._notices_scope: CancelScope | None = None  # the cancellations sent after the drain
 
     async def wait_for_room(self) -> None:
         """Return once the reader may take another line: the open requests are within
@@ -197,7 +200,7 @@ class Dispatcher:
             slot = self._ledger.slot(request.id)
             if slot is None or slot.pending is not pending or slot.handle is not _NEVER_SENT:
                 continue  # cancelled while it waited, or a repeated id the ledger refused
-            slot.handle = _Exchange(CancelScope(), request.era.cancel_by_closing)
+            slot.handle = _Exchange(CancelScope(), request.era.cancel_by_closing, request.method)
             self._admission.started += 1
             self._tasks.spawn(self._handle_request(slot, request, gate, opens))
             opens = None  # (only a single request carries one)
@@ -380,12 +383,12 @@ class Dispatcher:
 
     def input_closed(self) -> None:
         """Stdin reached its end. When nothing else began the shutdown before (no signal,
-        no :meth:`stopping`), :meth:`drain` lets the requests in flight finish, each within
-        its own ``request_timeout_seconds``, instead of the short grace: a pipeline or a
-        script that writes its requests and closes its input still gets every reply (the
-        MCP stdio transport's shutdown closes the input first, then waits for the server to
-        exit before any SIGTERM: basic/lifecycle, "Shutdown", stdio). A signal afterwards
-        ends that wait at once (:meth:`end_grace`)."""
+        no :meth:`stopping`), :meth:`drain` lets the requests in flight finish, within
+        ``drain_timeout_seconds``, instead of the short grace: a pipeline or a script that
+        writes its requests and closes its input still gets the replies of its short calls
+        (the MCP stdio transport's shutdown closes the input first, then waits for the
+        server to exit before any SIGTERM: basic/lifecycle, "Shutdown", stdio). A signal
+        afterwards ends that wait at once (:meth:`end_grace`)."""
         if not self._stopping:
             self._finish_work = True
 
@@ -401,6 +404,8 @@ class Dispatcher:
         self._grace_over = True
         if self._idle is not None:
             self._idle.set()
+        if self._notices_scope is not None:
+            self._notices_scope.cancel()
 
     async def drain(self, grace_seconds: float) -> None:
         """Give requests in flight ``grace_seconds`` (or until :meth:`end_grace`), then
@@ -409,24 +414,69 @@ class Dispatcher:
         stdout cannot hold the exit up).
 
         After :meth:`input_closed` alone the requests in flight are waited for instead,
-        until each has its reply (each is bounded by ``request_timeout_seconds``, from the
-        upstream) or :meth:`end_grace`; in all at most ``request_timeout_seconds +
-        launch_timeout_seconds`` (a request may need the app started first)."""
+        until each has its reply or :meth:`end_grace`, for ``drain_timeout_seconds`` at
+        most. Those still open then are answered ``shutting_down`` and cancelled at the app
+        (:meth:`_cancel_at_the_app`)."""
+        drained = False
         if self._ledger.working and not self._grace_over:
             self._idle = asyncio.Event()
             if self._finish_work:
-                log.info("stdin closed; waiting for %d request(s) in flight", self._ledger.working)
-                grace_seconds = self._finish_work_bound_seconds
+                log.info(
+                    "stdin closed; waiting for %d request(s) in flight (at most %g s, --drain-timeout)",
+                    self._ledger.working,
+                    self._drain_timeout_seconds,
+                )
+                grace_seconds = self._drain_timeout_seconds
             with move_on_after(grace_seconds):
                 await self._idle.wait()
-        exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) before the app answered.")
+            drained = self._finish_work and not self._grace_over and bool(self._ledger.working)
+        reason = self._stop_reason
+        if drained:
+            reason = f"{reason}; --drain-timeout of {self._drain_timeout_seconds:g} s passed"
+            log.warning(
+                "%d request(s) still in flight %g s after stdin closed (--drain-timeout): answered shutting_down, "
+                "and cancelled at the app",
+                self._ledger.working,
+                self._drain_timeout_seconds,
+            )
+        in_flight = [(slot.id, slot.handle) for slot in self._ledger.open_slots() if not slot.lasting] if drained else []
+        exc = ShuttingDownError(f"The bridge is shutting down ({reason}) before the app answered.")
         with move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
             for line in self._ledger.close_all(exc):
                 await self._outbox.put(line)
+        started = [(request_id, handle) for request_id, handle in in_flight if isinstance(handle, _Exchange)]
+        if started:
+            await self._cancel_at_the_app(started)
+
+    async def _cancel_at_the_app(self, exchanges: list[tuple[Any, _Exchange]]) -> None:
+        """Tell the app the requests of ``exchanges`` (their ids and exchanges) are abandoned:
+        the drain after stdin EOF ran out. Before 2026-07-28, ``notifications/cancelled``
+        for each (not for an ``initialize``), all within :data:`CANCEL_NOTICE_SECONDS` or
+        until :meth:`end_grace`; then each exchange is closed, which is the cancellation
+        since 2026-07-28 (MCP basic/utilities/cancellation)."""
+        reason = "The bridge's input closed and it stopped waiting for the response (--drain-timeout)."
+        told = [
+            request_id
+            for request_id, exchange in exchanges
+            if not exchange.cancel_by_closing and exchange.method != "initialize"
+        ]
+        if told and not self._grace_over:
+            self._notices_scope = move_on_after(CANCEL_NOTICE_SECONDS)
+            with self._notices_scope:
+                await asyncio.gather(*(self._notify(_cancellation(request_id, reason)) for request_id in told))
+        for _, exchange in exchanges:
+            exchange.scope.cancel()
+
+    async def _notify(self, notification: Notification) -> None:
+        """Send the app one notification of the bridge's own; a failure is logged."""
+        try:
+            await self._driver.deliver(notification.body, f"notification {notification.method}")
+        except UpstreamError as exc:
+            log.info("notification %s not delivered: %s", notification.method, exc.message)
 
 
-def _cancellation(request_id: Any) -> Notification:
-    params = {"requestId": request_id, "reason": "The bridge timed out waiting for the response."}
+def _cancellation(request_id: Any, reason: str = "The bridge timed out waiting for the response.") -> Notification:
+    params = {"requestId": request_id, "reason": reason}
     body = encode_message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
     return Notification("notifications/cancelled", params, body[:-1])
 
