@@ -51,6 +51,7 @@ from ..core.jsonrpc import (
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
+from ..core.trace import LOGGER_NAME, message_line
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
@@ -60,6 +61,8 @@ from .taskset import TaskSet
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
 
 log = logging.getLogger("bridge")
+#: One debug line per message (``bridge/core/trace.py``).
+trace = logging.getLogger(LOGGER_NAME)
 
 #: Requests that never wait for a slot: a ping must not queue behind slow calls
 #: (docs/behaviour.md, "Concurrency"), and a subscription stays open for as long as the client listens.
@@ -77,12 +80,13 @@ class _Exchange:
     """``Slot.handle`` of a started request: what stops it, how its era cancels it, and its
     method (an ``initialize`` is never cancelled: MCP basic/utilities/cancellation)."""
 
-    __slots__ = ("scope", "cancel_by_closing", "method")
+    __slots__ = ("scope", "cancel_by_closing", "method", "started_at")
 
     def __init__(self, scope: CancelScope, cancel_by_closing: bool, method: str = "") -> None:
         self.scope = scope
         self.cancel_by_closing = cancel_by_closing  # request.era.cancel_by_closing (2026-07-28)
         self.method = method
+        self.started_at = current_time()  # (the trace's time of a reply: loop time, seconds)
 
 
 class Dispatcher:
@@ -142,8 +146,15 @@ class Dispatcher:
             message = classify(line)
         except InboundError as exc:
             log.warning("stdin: %s", exc.message)
-            await self._outbox.put(error_line(exc.request_id, exc))
+            reply = error_line(exc.request_id, exc)
+            if trace.isEnabledFor(logging.DEBUG):
+                _trace_in_line(None, len(line))
+                _trace_reply(None, exc.request_id, len(reply) - 1, None, "bridge")
+            await self._outbox.put(reply)
             return
+        if trace.isEnabledFor(logging.DEBUG):
+            for item in message.items if isinstance(message, Batch) else (message,):
+                _trace_in_line(item, len(item.body) if isinstance(item, (Request, Notification, Response)) else len(line))
         if stopping:
             await self._refuse_while_stopping(message)
             return
@@ -223,6 +234,10 @@ class Dispatcher:
         """A line read after shutdown began: its requests are answered at once."""
         exc = ShuttingDownError(f"The bridge is shutting down ({self._stop_reason}) and no longer forwards requests.")
         line = refusal_line(message, exc)  # a batch's replies as one array, as any batch's
+        if trace.isEnabledFor(logging.DEBUG):
+            for item in message.items if isinstance(message, Batch) else (message,):
+                if isinstance(item, Request):
+                    _trace_reply(item.method, item.id, len(error_line(item.id, exc)) - 1, None, "bridge")
         if line is not None:
             await self._outbox.put(line)
 
@@ -260,10 +275,12 @@ class Dispatcher:
         exchange = slot.handle
         assert isinstance(exchange, _Exchange)
         line = None
+        answered_by = "bridge"
         try:
             with exchange.scope:
                 if not exchange.scope.cancel_called:  # (cancelled before its task ran: never sent)
                     line = await self._forward(request, gate)
+                    answered_by = "catalog" if self._driver.answered_from_catalog(request.id) else "app"
         except UpstreamError as exc:
             if slot.state == "open":
                 log.warning("request %r (%s): %s", request.id, request.method, exc.message)
@@ -280,6 +297,8 @@ class Dispatcher:
             if opens is not None:
                 opens.set()
         if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
+            if trace.isEnabledFor(logging.DEBUG) and slot.state == "open":
+                _trace_reply(request.method, request.id, len(line) - 1, current_time() - exchange.started_at, answered_by)
             await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
         self._made_room()
 
@@ -364,6 +383,8 @@ class Dispatcher:
                 line = encode_message(message)
         self._heartbeats.heard(message)
         outcome = self._ledger.relay(line, message)
+        if trace.isEnabledFor(logging.DEBUG) and outcome.dropped is None:
+            _trace_from_app(message, outcome.answered, len(line.rstrip(b"\n")))
         slot = outcome.answered
         if slot is not None:  # it answered an open request: that one's own exchange may stop
             log.info("request %r answered by a message outside its own response", slot.id)
@@ -441,6 +462,10 @@ class Dispatcher:
             )
         in_flight = [(slot.id, slot.handle) for slot in self._ledger.open_slots() if not slot.lasting] if drained else []
         exc = ShuttingDownError(f"The bridge is shutting down ({reason}) before the app answered.")
+        if trace.isEnabledFor(logging.DEBUG):
+            for slot in self._ledger.open_slots():
+                method = slot.handle.method if isinstance(slot.handle, _Exchange) else None
+                _trace_reply(method, slot.id, len(error_line(slot.id, exc)) - 1, None, "bridge")
         with move_on_after(_CLOSE_ALL_TIMEOUT_SECONDS):
             for line in self._ledger.close_all(exc):
                 await self._outbox.put(line)
@@ -473,6 +498,55 @@ class Dispatcher:
             await self._driver.deliver(notification.body, f"notification {notification.method}")
         except UpstreamError as exc:
             log.info("notification %s not delivered: %s", notification.method, exc.message)
+
+
+def _trace_in_line(item: Message | InboundError | None, size_bytes: int) -> None:
+    """Trace one message the client sent (``None`` or an ``InboundError``: a line that is
+    not a valid message, answered by the bridge)."""
+    if isinstance(item, Request):
+        text = message_line("client→app", "request", method=item.method, request_id=item.id, has_id=True, size_bytes=size_bytes)
+    elif isinstance(item, Notification):
+        text = message_line("client→app", "notification", method=item.method, size_bytes=size_bytes)
+    elif isinstance(item, Response):
+        text = message_line("client→app", "response", request_id=item.id, has_id=True, size_bytes=size_bytes)
+    else:
+        text = message_line("client→app", "invalid message", size_bytes=size_bytes)
+    trace.debug("%s", text)
+
+
+def _trace_reply(method: Any, request_id: Any, size_bytes: int, elapsed_seconds: float | None, answered_by: str) -> None:
+    """Trace one reply written to the client."""
+    trace.debug(
+        "%s",
+        message_line(
+            "bridge→client",
+            "reply",
+            method=method,
+            request_id=request_id,
+            has_id=True,
+            size_bytes=size_bytes,
+            elapsed_seconds=elapsed_seconds,
+            answered_by=answered_by,
+        ),
+    )
+
+
+def _trace_from_app(message: Any, answered: Slot | None, size_bytes: int) -> None:
+    """Trace one message from the app beside a request's own reply (a notification, a
+    server request, or a response on another stream)."""
+    if not isinstance(message, dict):
+        return
+    if "method" in message:
+        kind = "request" if "id" in message else "notification"
+        text = message_line(
+            "app→client", kind, method=message["method"], request_id=message.get("id"), has_id="id" in message, size_bytes=size_bytes
+        )
+    else:
+        method = answered.handle.method if answered is not None and isinstance(answered.handle, _Exchange) else None
+        text = message_line(
+            "bridge→client", "reply", method=method, request_id=message.get("id"), has_id=True, size_bytes=size_bytes, answered_by="app"
+        )
+    trace.debug("%s", text)
 
 
 def _cancellation(request_id: Any, reason: str = "The bridge timed out waiting for the response.") -> Notification:

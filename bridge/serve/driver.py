@@ -56,6 +56,7 @@ from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from ..core.eramap import cancelled_notification, is_legacy_refusal
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import Request, encode_message
+from ..core.ledger import id_key
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -188,6 +189,7 @@ class Driver:
         self._max_message_bytes = max_message_bytes
         self._pages = 0  # private page requests sent (their ids)
         self._notices: set[asyncio.Task[None]] = set()  # cancellations of private pages, in flight
+        self._from_catalog: dict[Any, bool] = {}  # ids whose reply came from the catalog, until asked
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a request; return its stdout line (the app's reply, or the catalog's).
@@ -443,7 +445,13 @@ class Driver:
         log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
         await self._app_reached.wait()
 
+    def answered_from_catalog(self, request_id: Any) -> bool:
+        """Whether the last reply :meth:`request` returned for ``request_id`` came from the
+        catalog (the trace's "answered by"); asked once per reply, which forgets it."""
+        return self._from_catalog.pop(id_key(request_id), False)
+
     def _catalog_reply(self, request: Request, answer: dict[str, Any]) -> bytes:
+        self._from_catalog[id_key(request.id)] = True
         reply = encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
         return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
 

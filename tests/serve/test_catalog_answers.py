@@ -169,3 +169,38 @@ async def test_the_apps_own_refusal_of_an_undeclared_list_is_kept_in_the_catalog
     assert reply["error"] == refused
     entry = ServedCatalog(DEFAULT_APP_NAME, URL).entry()
     assert entry is not None and entry["refusedLists"] == {"resources/list": {"code": -32601, "message": "method not found: resources/list"}}
+
+
+async def test_the_trace_says_per_message_direction_method_id_size_time_and_who_answered(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, point 12: at ``--log-level debug`` one ``bridge.trace`` line per message:
+    direction, method, id, size, time, and who answered (the app, the catalog or the bridge);
+    never params or results."""
+    cache(initialize=INITIALIZE, lists={"tools/list": TOOLS})
+    secret_param, secret_result = "param-s3cr3t", "result-s3cr3t"
+
+    def on_request(message: dict[str, Any], request: Any) -> Any:
+        from support.helpers import json_response
+
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": secret_result}]}})
+
+    app = McpApp(capabilities={"tools": {}}, on_request=on_request)
+    app.up = False
+    starter = Starter(app)
+    caplog.set_level("DEBUG", logger="bridge.trace")
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(LEGACY_INIT + request_line(1, "tools/list") + b'{"jsonrpc":"2.0","id":2}\n')
+        await h.stdout.wait_for(3)
+        h.stdin.feed(request_line("c", "tools/call", {"name": "echo", "arguments": {"text": secret_param}}))
+        await h.stdout.wait_for(4)
+    lines = [record.getMessage() for record in caplog.records if record.name == "bridge.trace"]
+    text = "\n".join(lines)
+    assert secret_param not in text and secret_result not in text, text
+    assert any(line.startswith("client→app request initialize id 0 (") for line in lines), text
+    assert any(line.startswith("bridge→client reply to initialize id 0 (") and line.endswith("answered by the catalog") for line in lines), text
+    assert any(line.startswith("bridge→client reply to tools/list id 1 (") and "answered by the catalog" in line for line in lines), text
+    assert "client→app invalid message (24 bytes)" in lines, text
+    assert any(line.startswith("bridge→client reply id 2 (") and line.endswith("answered by the bridge") for line in lines), text
+    call = [line for line in lines if line.startswith('bridge→client reply to tools/call id "c" (')]
+    assert len(call) == 1 and " ms, answered by the app" in call[0] and " bytes) after " in call[0], text
