@@ -183,6 +183,15 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         return
     names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
     report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
+    if tools.get("nextCursor") is not None:
+        from ..clients.catalog import CLIENT_INFO, DROPS_LIST_PAGES
+
+        titles = ", ".join(CLIENT_INFO[client].title for client in DROPS_LIST_PAGES)
+        report.line(
+            f"the app sends its tools in pages (this first page has a nextCursor): a client that reads only the first "
+            f"page never sees the others; {titles} need --merge-list-pages in their entry "
+            f"(docs/clients.md, \"Lists in pages\")"
+        )
     await _request(driver, report, "ping", None)
 
 

@@ -102,6 +102,7 @@ def _entry(
         ClientConfigError,
         ServerEntry,
         client_entry,
+        list_pages_remark,
         startup_timeout_for,
         tool_timeout_for,
     )
@@ -115,6 +116,9 @@ def _entry(
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
+        pages = list_pages_remark(client, args)
+        if pages is not None and not link:
+            _warn(pages)
         if options["launch"] is not None:
             for warning in _launch_warnings(options["launch"]):
                 _warn(warning)

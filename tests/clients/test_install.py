@@ -492,3 +492,18 @@ def test_config_install_writes_an_http_unix_entry_and_refuses_a_bad_one_like_a_t
     monkeypatch.setattr(sys, "platform", "win32")  # the bridge there has no Unix-socket link
     windows = CliRunner().invoke(main, [*install, "--name", "other", "--url", UNIX_URL])
     assert windows.exit_code == 2 and "does not connect to" in windows.output, windows.output
+
+
+def test_an_entry_for_a_client_that_drops_list_pages_is_told_about_merge_list_pages() -> None:
+    """Issue 41, point 12: ``config install --client gemini-cli`` (and ``print``) says that
+    Gemini CLI reads only a list's first page and names ``--merge-list-pages``; not with the
+    option given, and not for a client that follows ``nextCursor``."""
+
+    def stderr(client: str, *extra: str) -> str:
+        result = CliRunner().invoke(main, ["config", "print", "--client", client, "--name", "m", "--app-name", "MyApp", *extra])
+        assert result.exit_code == 0, result.output
+        return result.stderr
+
+    assert "Gemini CLI reads only the first page of a list" in stderr("gemini-cli") and "--merge-list-pages" in stderr("gemini-cli")
+    assert "first page" not in stderr("gemini-cli", "--merge-list-pages")
+    assert "first page" not in stderr("codex")
