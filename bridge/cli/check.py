@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..app.discovery import DiscoveryError, pid_is_alive
+from ..app.discovery import DiscoveryError, pid_is_alive, unpublished_app_hint
 from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import AppUnreachableError, HTTPStatusError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
@@ -140,7 +140,11 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         fix = FIXES["app_unreachable"] if exc.missing else (
             "Fix the discovery file as the message says: mode 0600, owned by you, its url on 127.0.0.1 or [::1]."
         )
-        report.step("endpoint", startable, str(exc) + ("; the bridge will start the app" if startable else ""),
+        detail = str(exc)
+        hint = unpublished_app_hint(config.app_name, config.discovery_file) if exc.missing and config.url is None else None
+        if hint is not None:
+            detail += f" ({hint})"
+        report.step("endpoint", startable, detail + ("; the bridge will start the app" if startable else ""),
                     time.monotonic() - started, None if startable else fix)
         if not startable:
             return

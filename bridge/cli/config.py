@@ -119,6 +119,12 @@ def _entry(
         pages = list_pages_remark(client, args)
         if pages is not None and not link:
             _warn(pages)
+        if options["url"] is None and options["discovery_file"] is None and options["app_name"] and options["launch"] is None:
+            from ..app.discovery import default_discovery_path, unpublished_app_hint
+
+            hint = unpublished_app_hint(options["app_name"], default_discovery_path(options["app_name"]))
+            if hint is not None:
+                _warn(f"{hint}: check the spelling of --app-name, or start the app once and run `mcp-app-bridge check` with these options")
         if options["launch"] is not None:
             for warning in _launch_warnings(options["launch"]):
                 _warn(warning)
@@ -138,6 +144,8 @@ def _entry(
             raise click.BadParameter(str(exc), param_hint="--command") from None
         path, remarks = stable_path(path, what="--command")
         command = [path]
+        args, absolute = _absolute_file_arguments(args)
+        remarks = [*remarks, *absolute]
         warnings += remarks + command_warnings([path, *args])
         for warning in warnings:
             _warn(warning)
@@ -169,6 +177,24 @@ def _entry(
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = dataclasses.replace(entry, env=env)
     return entry
+
+
+def _absolute_file_arguments(args: list[str]) -> tuple[list[str], list[str]]:
+    """The app's arguments (after ``--`` with ``--command``) with each that names an existing
+    file by a relative path made absolute, and what to tell the user: the client starts
+    the entry in another folder (its own, or the user's home), where ``script.py`` is not.
+    Options (``-…``) and words that name no file here are kept as written."""
+    rewritten, remarks = [], []
+    for arg in args:
+        if arg and not arg.startswith("-") and not os.path.isabs(arg) and os.path.isfile(arg):
+            absolute = os.path.abspath(arg)
+            remarks.append(
+                f"the argument {arg} names a file in this folder; the entry has {absolute}, "
+                "since the client starts it from another folder"
+            )
+            arg = absolute
+        rewritten.append(arg)
+    return rewritten, remarks
 
 
 def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) -> None:
@@ -288,6 +314,10 @@ def config_install(
     from ..clients.files import install_entry
 
     target = path or config_path(client)
+    if "--force" in bridge_args:
+        if command_path is None:
+            raise click.UsageError("put --force before --: it is an option of config install, not of the bridge")
+        _warn(f"--force after -- goes to {command_path} as its own argument; to replace an existing entry, put --force before --")
     _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
         entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)

@@ -432,7 +432,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
          "--url", "http://127.0.0.1:9/mcp"],
     )
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"added 'my-app' in {target}; ")
+    assert result.stdout.startswith(f"added 'my-app' in {target}; ")  # (stderr may warn first)
     for words in NEXT_STEPS.get(client, (f"restart {CLIENT_INFO[client].title} to use it",)):
         assert words in result.output
     if client == "claude-code":
