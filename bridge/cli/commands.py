@@ -85,8 +85,9 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
 @click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
-@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
-def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
+@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable), and its whole walk with its own arguments and env.")
+@click.option("--all", "walk_all", is_flag=True, help="Walk every client entry that runs the bridge (`config list` shows them), each with its own arguments and env; no bridge options then.")
+def check(client: str | None, names: tuple[str, ...], walk_all: bool, **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
     endpoint → connect (starting the app if --launch is given) → token → initialize →
@@ -95,7 +96,16 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     With --client CLIENT: whether the programs the client's entries name (the command, the
     --launch program) still exist; with --client codex also Codex's own report of each server
     it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
+    With --name NAME too: then the whole walk with that entry's own arguments and env.
+
+    With --all: the whole walk of every client entry that runs the bridge.
     """
+    if walk_all:
+        if client is not None or names:
+            raise click.UsageError("--all walks every client's entries: give no --client or --name with it")
+        from .clientcheck import check_all_command
+
+        check_all_command()
     if client is not None or names:
         from .clientcheck import client_check_command
 

@@ -406,6 +406,40 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
     click.echo(link)
 
 
+@config.command("list", context_settings=_CONTEXT, short_help="List every client entry that runs the bridge.")
+def config_list() -> None:
+    """List every entry, in every client's file at its usual place, that runs the bridge:
+    the client, the file, the name and the bridge arguments (no env values). An app's own
+    entry (--command … -- --mcp-stdio) is listed as such. `check --all` walks each."""
+    from .entrywalk import bridge_args_of, bridge_entries
+
+    shown = 0
+    for client, path, name, entry, problem in bridge_entries():
+        if problem is not None:
+            _warn(f"{client}: {problem}")
+            continue
+        args = bridge_args_of(entry)
+        if args is None and "--mcp-stdio" not in (entry.get("args") or []):
+            continue
+        shown += 1
+        what = " ".join(_masked(args)) if args is not None else f"the app's own {entry.get('command')} --mcp-stdio"
+        click.echo(f"{client}\t{name}\t{what}\t({path})")
+    if shown == 0:
+        click.echo("no client entry runs mcp-app-bridge here")
+
+
+def _masked(args: list[str]) -> list[str]:
+    """Bridge arguments as shown: a ``--header``'s value (it may hold a credential) as ``NAME: …``."""
+    shown = []
+    for index, arg in enumerate(args):
+        if index and args[index - 1] == "--header":
+            arg = arg.split(":", 1)[0] + ": …"
+        elif arg.startswith("--header="):
+            arg = arg.split(":", 1)[0] + ": …"
+        shown.append(arg)
+    return shown
+
+
 @config.command("path", context_settings=_CONTEXT, short_help="Print where the client keeps its MCP configuration.")
 @_client_option()
 def config_path_command(client: str) -> None:
