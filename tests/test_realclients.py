@@ -54,10 +54,13 @@ from support.processes import BRIDGE_EXE_VAR, bridge_command, free_port
 
 pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
 
-NAME = "demo-app"
+NAME = "example-app"
+"""The entry's name: the example app (``examples/app_server.py``, its server name too)."""
 LAUNCH_TIMEOUT_SECONDS = 30.0
 """--launch-timeout: bound on the app's start (about 1 s; a loaded CI machine is slower)."""
 KILL_PATTERN_RUNS = 20
+DEMO = "demo"
+"""The entry of ``mcp-app-bridge demo-app`` (DemoApp, tools only)."""
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +72,8 @@ def _home(tmp_path: Path, **extra: str) -> Home:
     return fresh_home(tmp_path / "user", **extra)
 
 
-def _explain(client: str, status: object) -> str:
-    return f"{client}'s own check did not report {NAME!r} connected:\n{getattr(status, 'output', status)}"
+def _explain(client: str, status: object, name: str = NAME) -> str:
+    return f"{client}'s own check did not report {name!r} connected:\n{getattr(status, 'output', status)}"
 
 
 #: The example app's protocol-era modes, by its own options: both eras (its default), the
@@ -520,16 +523,16 @@ def test_codex_starts_against_a_tools_only_app_that_is_down_without_launching_it
     demo_app = [*bridge_command(), "demo-app", "--app-name", "TestApp", "--discovery-file", str(discovery)]
     launch = shlex.join(["sh", "-c", 'echo $$ >> "$0" && exec "$@"', str(started), *demo_app])
     args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
-    config_install(home, "codex", NAME, args, bridge=bridge_command())
+    config_install(home, "codex", DEMO, args, bridge=bridge_command())
 
-    status = check(home, "codex", NAME)  # the first start launches the app; its answers are cached
-    assert status.connected, _explain("codex", status)
+    status = check(home, "codex", DEMO)  # the first start launches the app; its answers are cached
+    assert status.connected, _explain("codex", status, DEMO)
     (pid,) = read_pids(started)
     stop_pids([pid])
     assert wait_until(lambda: not process_alive(pid), 10)
 
     for run in range(2):
-        status = check(home, "codex", NAME)
-        assert status.connected, f"Codex's start, run {run + 1}: " + _explain("codex", status)
+        status = check(home, "codex", DEMO)
+        assert status.connected, f"Codex's start, run {run + 1}: " + _explain("codex", status, DEMO)
         assert status.tools is not None and {"echo", "add"} <= set(status.tools), status.tools
         _not_launched(started, pid, f"Codex's start, run {run + 1}")

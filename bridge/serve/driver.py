@@ -422,6 +422,8 @@ class Driver:
                 "%s is not running and its catalog does not answer %s: %s; starting it",
                 self._app, _named(request), why_not_answered(request.method, request.params, entry),
             )
+        elif self._launcher.configured:
+            log.info("%s is not running and has no catalog yet; %s needs it: starting it", self._app, _named(request))
         await self._launcher.ensure_running()
 
     async def _launch_for(self, request: Request) -> None:

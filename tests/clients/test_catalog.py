@@ -359,7 +359,7 @@ def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server
         env={**os.environ, **entry.get("env", {})},
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "demo-app"
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "example-app"
 
 
 # -- check ------------------------------------------------------------------------------------

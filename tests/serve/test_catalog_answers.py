@@ -48,14 +48,16 @@ async def test_a_2026_client_s_discover_and_list_come_from_the_catalog_and_a_cal
     assert starter.calls == 1
 
 
-async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: RunBridge) -> None:
+async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: RunBridge, caplog: pytest.LogCaptureFixture) -> None:
     app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app)
+    caplog.set_level("INFO", logger="bridge")
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(modern(1, "tools/list"))
         await h.stdout.wait_for(1)
     assert starter.calls == 1
+    assert any("tools/list (id 1) needs it: starting it" in record.getMessage() for record in caplog.records), caplog.text
 
 
 async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
