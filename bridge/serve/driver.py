@@ -529,29 +529,15 @@ class Driver:
             reply = json.loads(line)
         except ValueError:
             return
-        if isinstance(reply, dict) and "error" in reply:
-            updated = record_refusal(
-                self.catalog.entry(),
-                method,
-                reply["error"],
-                app=self.catalog.app_name,
-                endpoint=self.catalog.endpoint_identity,
-                now_seconds=time.time(),
-            )
-            if updated is not None:
-                self.catalog.replace(updated)
+        if not isinstance(reply, dict):
             return
-        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+        app, endpoint, now = self.catalog.app_name, self.catalog.endpoint_identity, time.time()
+        if "error" in reply:  # a list the app refuses (lazylaunch.record_refusal keeps only an undeclared one's)
+            updated = record_refusal(self.catalog.entry(), method, reply["error"], app=app, endpoint=endpoint, now_seconds=now)
+        elif isinstance(reply.get("result"), dict):
+            updated = record(self.catalog.entry(), method, params, reply["result"], app=app, endpoint=endpoint, now_seconds=now)
+        else:
             return
-        updated = record(
-            self.catalog.entry(),
-            method,
-            params,
-            reply["result"],
-            app=self.catalog.app_name,
-            endpoint=self.catalog.endpoint_identity,
-            now_seconds=time.time(),
-        )
         if updated is not None:
             self.catalog.replace(updated)
 
