@@ -192,6 +192,14 @@ class BridgeConfig:
             ``request_timeout_seconds``; a merge a bound stopped keeps the ``nextCursor`` of
             the first page not merged. Off by default: a client that follows cursors gets
             the app's pages as they are (docs/clients.md says which clients need it).
+        allow_tools: ``--allow-tool`` globs: when any is given, the client sees only the
+            tools whose names match one (``bridge/core/toolfilter.py``; fnmatch globs,
+            case-sensitive).
+        deny_tools: ``--deny-tool`` globs: the tools whose names match one are hidden from
+            the client, and their calls refused without reaching the app; deny wins.
+        read_only: ``--read-only``: only the tools the app annotates ``readOnlyHint: true``.
+            A hidden tool's ``tools/call`` gets -32602 (reason ``tool_filtered``); the
+            lazy-launch catalog keeps the app's whole list (``bridge/serve/toolgate.py``).
     """
 
     url: str | None = None
@@ -219,6 +227,9 @@ class BridgeConfig:
     verify_listener: bool = True
     protocol_era: str = "auto"
     merge_list_pages: bool = False
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if self.url is None and self.discovery_file is None:
@@ -254,6 +265,10 @@ class BridgeConfig:
             raise ConfigError("max_message_bytes must be at least 1024")
         if self.max_concurrent_requests < 1:
             raise ConfigError("max_concurrent_requests must be at least 1")
+        for name in ("allow_tools", "deny_tools"):
+            globs = getattr(self, name)
+            if not isinstance(globs, tuple) or not all(isinstance(glob, str) and glob for glob in globs):
+                raise ConfigError(f"{name} must be a tuple of globs over tool names, none empty")
 
 
 def is_loopback_host(host: str) -> bool:

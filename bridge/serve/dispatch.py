@@ -4,7 +4,8 @@ The request lifecycle, between the reader (``loop.py``) and the app (``driver.py
 a request line is opened in the :class:`~bridge.core.ledger.Ledger`, started through
 :class:`~bridge.core.admission.Admission` (at once, or when started ones end), forwarded in a
 task of its own (waiting for one of ``max_concurrent_requests`` slots, except ``ping`` and
-``subscriptions/listen``), and answered through the ledger. Notifications and client
+``subscriptions/listen``; through the tool gate, ``toolgate.py``, when a tool filter is
+given), and answered through the ledger. Notifications and client
 responses are delivered in tasks that never wait for a slot. Every other line from the
 app passes :meth:`Dispatcher.relay`, the ``emit`` the driver gets.
 
@@ -23,6 +24,7 @@ response on A's stream) is stopped the same way.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -51,12 +53,14 @@ from ..core.jsonrpc import (
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
+from ..core.toolfilter import ToolFilter
 from ..core.trace import LOGGER_NAME, message_line
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
 from .heartbeat import Heartbeats
 from .taskset import TaskSet
+from .toolgate import ToolGate
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
 
@@ -111,6 +115,11 @@ class Dispatcher:
         self._on_initialized = on_initialized
         self._slots = asyncio.Semaphore(config.max_concurrent_requests)
         self._heartbeats = Heartbeats(config.progress_heartbeat_seconds, outbox.put, app_name=config.app_name)
+        # The tool filter, in front of the request stack (bridge/serve/toolgate.py): every
+        # request goes down through it, and every reply comes back up through it.
+        rules = ToolFilter(config.allow_tools, config.deny_tools, config.read_only)
+        self._gate = ToolGate(rules, driver.request, app_name=config.app_name) if rules.active else None
+        self._send_request = driver.request if self._gate is None else self._gate.request
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)
         self._room: asyncio.Event | None = None  # set when the reader may go on
@@ -298,6 +307,8 @@ class Dispatcher:
                 opens.set()
         if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
             if trace.isEnabledFor(logging.DEBUG) and slot.state == "open":
+                if answered_by == "app" and _bridge_error(line):  # (the tool filter's refusal, say)
+                    answered_by = "bridge"
                 _trace_reply(request.method, request.id, len(line) - 1, current_time() - exchange.started_at, answered_by)
             await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
         self._made_room()
@@ -306,12 +317,12 @@ class Dispatcher:
         await gate.wait()
         if request.method in _OUTSIDE_THE_LIMIT:
             await self._stdout_room()
-            return await self._driver.request(request, self.relay)
+            return await self._send_request(request, self.relay)
         await self._slots.acquire()  # a free one without a trip through the loop
         try:
             await self._stdout_room()
             # (progress heartbeats while the app is silent: bridge/serve/heartbeat.py)
-            return await self._heartbeats.watch(request, self._driver.request(request, self.relay))
+            return await self._heartbeats.watch(request, self._send_request(request, self.relay))
         finally:
             self._slots.release()
 
@@ -382,6 +393,8 @@ class Dispatcher:
             if twice:  # never forwarded as it is: a first-member reader would read another message
                 line = encode_message(message)
         self._heartbeats.heard(message)
+        if self._gate is not None:  # a tools/list reply outside its own exchange is filtered too
+            line = self._gate.relayed(line, message)
         outcome = self._ledger.relay(line, message)
         if trace.isEnabledFor(logging.DEBUG) and outcome.dropped is None:
             _trace_from_app(message, outcome.answered, len(line.rstrip(b"\n")))
@@ -512,6 +525,20 @@ def _trace_in_line(item: Message | InboundError | None, size_bytes: int) -> None
     else:
         text = message_line("client→app", "invalid message", size_bytes=size_bytes)
     trace.debug("%s", text)
+
+
+def _bridge_error(line: bytes) -> bool:
+    """Whether a reply line is an error the bridge made (``data.source`` ``"bridge"``,
+    ``bridge/core/jsonrpc.py``'s ``error_line``), for the trace."""
+    if b'"error"' not in line or b'"bridge"' not in line:
+        return False
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        return False
+    error = reply.get("error") if isinstance(reply, dict) else None
+    data = error.get("data") if isinstance(error, dict) else None
+    return isinstance(data, dict) and data.get("source") == "bridge"
 
 
 def _trace_reply(method: Any, request_id: Any, size_bytes: int, elapsed_seconds: float | None, answered_by: str) -> None:

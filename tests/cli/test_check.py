@@ -247,8 +247,10 @@ async def test_an_app_that_pages_its_tools_is_named_with_the_clients_that_need_m
 
     def on_request(message: dict[str, Any], request: Any) -> Any:
         result: dict[str, Any] = {}
-        if message["method"] == "tools/list":
+        if message["method"] == "tools/list" and "cursor" not in (message.get("params") or {}):
             result = {"tools": [{"name": "first", "inputSchema": {"type": "object"}}], "nextCursor": "2"}
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "second", "inputSchema": {"type": "object"}}]}
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
     app = McpApp(on_request=on_request)
