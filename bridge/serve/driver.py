@@ -90,6 +90,8 @@ _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initia
 _LISTS = ("tools", "prompts", "resources")
 #: Bound on listing again, after a lazy launch, what the client was served (seconds).
 RELIST_AFTER_LAUNCH_SECONDS = 10.0
+#: At most this many replies are remembered as the catalog's until the trace asks (bounded memory).
+MAX_CATALOG_MARKS = 1024
 #: Bound on telling the app that a private page (``--merge-list-pages``) is abandoned (seconds).
 PAGE_CANCEL_SECONDS = 1.0
 
@@ -455,6 +457,8 @@ class Driver:
         return self._from_catalog.pop(id_key(request_id), False)
 
     def _catalog_reply(self, request: Request, answer: dict[str, Any]) -> bytes:
+        if len(self._from_catalog) >= MAX_CATALOG_MARKS:  # (a private request's mark is never asked for)
+            self._from_catalog.clear()
         self._from_catalog[id_key(request.id)] = True
         reply = encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
         return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
