@@ -361,6 +361,30 @@ CLIENT_RUNS: dict[str, ClientRun] = {
 }
 
 
+#: The clients that read only a list's first page (they ignore ``nextCursor``): their entry
+#: needs ``--merge-list-pages`` for an app that sends a list in pages. docs/clients.md, "Lists
+#: in pages", has the measurements and reports these come from.
+DROPS_LIST_PAGES: dict[str, str] = {
+    "gemini-cli": "Gemini CLI reads only the first page of a list (0.61.0, measured)",
+    "claude-desktop": "Claude Desktop reads only the first page of a list (reported: anthropics/claude-code#66537)",
+    "copilot-cli": "GitHub Copilot CLI read only the first page of a list (1.0.68: github/copilot-cli#4006)",
+}
+
+
+def list_pages_remark(client: str, bridge_args: list[str] | tuple[str, ...]) -> str | None:
+    """What to tell a user installing ``client``'s entry with ``bridge_args`` when the client
+    drops a list's later pages (:data:`DROPS_LIST_PAGES`) and the entry lacks
+    ``--merge-list-pages``; ``None`` otherwise."""
+    why = DROPS_LIST_PAGES.get(client)
+    if why is None or "--merge-list-pages" in bridge_args:
+        return None
+    return (
+        f"{why}: if the app sends its tools (or prompts, resources) in pages, the later pages' are missing there; "
+        "add --merge-list-pages to this entry (mcp-app-bridge check says whether the app pages its tools; "
+        "docs/clients.md, \"Lists in pages\")"
+    )
+
+
 def client_run(client: str) -> ClientRun:
     """How ``client`` runs the bridge (:data:`CLIENT_RUNS`, else the defaults).
 
