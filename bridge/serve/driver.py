@@ -28,6 +28,7 @@ launch hands a hook that may answer from its catalog instead, and the :class:`Re
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -58,7 +59,7 @@ from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import current_time, move_on_after
 
-__all__ = ["Driver", "Reply", "LaunchHook", "ReplayRefusedError", "drop"]
+__all__ = ["Driver", "Reply", "LaunchHook", "ReplayRefusedError", "drop", "named"]
 
 log = logging.getLogger("bridge")
 
@@ -191,9 +192,15 @@ class Driver:
             relist=(lambda: self._relist_tools(request)) if relists else None,
             idempotent=idempotent,
             remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
-            launch=launch,
+            launch=launch if launch is not None else functools.partial(self._launch_for, request),
         )
         return Reply(self._filter_tool_list(reply.line), reply.from_catalog) if filters else reply
+
+    async def _launch_for(self, request: Request) -> None:
+        """``EnsureRunning`` for ``request``: start the app, the log naming the request that needed it."""
+        if self._launcher.configured:
+            log.info("%s is not running; %s needs it: starting it", self._app, named(request))
+        await self._launcher.ensure_running()
 
     async def _merge_pages(self, request: Request, emit: Emit, merge: ListMerge, deadline: float) -> None:
         """Ask the app for the pages after the first until ``merge`` is complete or stops,
@@ -523,6 +530,11 @@ def _time_left(timeout_seconds: float) -> Callable[[], float]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_seconds
     return lambda: deadline - loop.time()
+
+
+def named(request: Request) -> str:
+    """A request as the log names it: its method and JSON-RPC id (never its params)."""
+    return f"{request.method} (id {json.dumps(request.id)})"
 
 
 async def drop(line: bytes, message: Any = None) -> None:

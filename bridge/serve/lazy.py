@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_APP_NAME
 from ..core.errors import UpstreamError
-from ..core.jsonrpc import Request, encode_message, error_line, result_line
+from ..core.jsonrpc import Request, encode_message, error_line
+from ..core.ledger import id_key
 from ..core.methods import CATALOG_METHODS
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
-from .driver import Driver, LaunchHook, ReplayRefusedError, Reply
+from .driver import Driver, LaunchHook, ReplayRefusedError, Reply, named
 
 if TYPE_CHECKING:
     from ..app.servedcatalog import ServedCatalog
@@ -48,6 +49,8 @@ log = logging.getLogger("bridge")
 
 #: Bound on listing again, after a lazy launch, what the client was served (seconds).
 RELIST_AFTER_LAUNCH_SECONDS = 10.0
+#: At most this many replies are remembered as the catalog's until the trace asks (bounded memory).
+MAX_CATALOG_MARKS = 1024
 
 
 class LazyLaunch:
@@ -93,6 +96,7 @@ class LazyLaunch:
         # Set once the app refused the replay because it now serves 2026-07-28 only: the
         # deferred session is over and the client is translated (:meth:`translate_after_refusal`).
         self._translated_after_update = False
+        self._from_catalog: dict[Any, bool] = {}  # ids whose reply came from the catalog, until asked (the trace)
 
     def forward(self, request: Request, emit: Emit, *, legacy_client: bool = False) -> Awaitable[Reply]:
         """Forward a request as it is, in its own era; return its stdout line, and whether
@@ -113,12 +117,13 @@ class LazyLaunch:
             self._initialize_params = request.params
             self._deferred = None
         if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
-            from ..core.lazylaunch import catalog_result
+            from ..core.lazylaunch import catalog_answer
 
-            result = catalog_result(request.method, request.params, self._deferred, modern=False)
-            if result is not None:
-                return Reply(result_line(request.id, result), from_catalog=True)
-            await self._open_deferred_session(emit)
+            answer = catalog_answer(request.method, request.params, self._deferred, modern=False)
+            if answer is not None:
+                self._mark(request)
+                return Reply(encode_message({"jsonrpc": "2.0", "id": request.id, **answer}), from_catalog=True)
+            await self._open_deferred_session(request, emit)
         elif self._stateless_served is not None and era.stateless and legacy_client and self._needs_the_app(request):
             await self._announce_after_launch(request, emit)
         reply = await self._driver.forward(request, emit, launch=self._launch_hook(request))
@@ -130,11 +135,22 @@ class LazyLaunch:
                 log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
             elif era.stateless and self._stateless_served is None and not self._app_reached.is_set() and self.catalog is not None:
                 self._stateless_served = self.catalog.entry()
+            self._mark(request)
             return reply
         self._app_reached.set()
         if self.catalog is not None:
             self._remember(request.method, request.params, reply.line)
         return reply
+
+    def answered_from_catalog(self, request_id: Any) -> bool:
+        """Whether the last reply returned for ``request_id`` came from the catalog (the
+        trace's "answered by"); asked once per reply, which forgets it."""
+        return bool(self._from_catalog) and self._from_catalog.pop(id_key(request_id), False)
+
+    def _mark(self, request: Request) -> None:
+        if len(self._from_catalog) >= MAX_CATALOG_MARKS:  # (a private request's mark is never asked for)
+            self._from_catalog.clear()
+        self._from_catalog[id_key(request.id)] = True
 
     def _launch_hook(self, request: Request) -> LaunchHook | None:
         """What the driver's ``EnsureRunning`` does for ``request`` (``None``: start the app)."""
@@ -151,7 +167,7 @@ class LazyLaunch:
     async def _launch_unless_cataloged(self, request: Request) -> bytes | None:
         """The flow's ``EnsureRunning`` for a request the catalog may answer: its answer
         from the catalog, else start the app (``None``)."""
-        from ..core.lazylaunch import catalog_result, discover_refusal, why_not_answered
+        from ..core.lazylaunch import catalog_answer, discover_refusal, why_not_answered
 
         assert self.catalog is not None
         entry = self.catalog.entry()
@@ -160,14 +176,16 @@ class LazyLaunch:
             if refusal is not None:
                 log.info("%s is not running; server/discover refused from its catalog (the app serves the 2025 era only)", self._app)
                 return error_line(request.id, refusal)
-        result = catalog_result(request.method, request.params, entry, modern=request.era.stateless)
-        if result is not None:
-            return result_line(request.id, result)
+        answer = catalog_answer(request.method, request.params, entry, modern=request.era.stateless)
+        if answer is not None:
+            return encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
         if entry is not None:
             log.info(
                 "%s is not running and its catalog does not answer %s: %s; starting it",
-                self._app, request.method, why_not_answered(request.method, request.params, entry),
+                self._app, named(request), why_not_answered(request.method, request.params, entry),
             )
+        else:
+            log.info("%s is not running and has no catalog yet; %s needs it: starting it", self._app, named(request))
         await self._driver.ensure_running()
         return None
 
@@ -215,7 +233,7 @@ class LazyLaunch:
 
     def _remember(self, method: str, params: Any, line: bytes) -> None:
         """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
-        from ..core.lazylaunch import record
+        from ..core.lazylaunch import record, record_refusal
 
         if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
             return
@@ -223,21 +241,19 @@ class LazyLaunch:
             reply = json.loads(line)
         except ValueError:
             return
-        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+        if not isinstance(reply, dict):
             return
-        updated = record(
-            self.catalog.entry(),
-            method,
-            params,
-            reply["result"],
-            app=self.catalog.app_name,
-            endpoint=self.catalog.endpoint_identity,
-            now_seconds=time.time(),
-        )
+        app, endpoint, now = self.catalog.app_name, self.catalog.endpoint_identity, time.time()
+        if "error" in reply:  # a list the app refuses (lazylaunch.record_refusal keeps only an undeclared one's)
+            updated = record_refusal(self.catalog.entry(), method, reply["error"], app=app, endpoint=endpoint, now_seconds=now)
+        elif isinstance(reply.get("result"), dict):
+            updated = record(self.catalog.entry(), method, params, reply["result"], app=app, endpoint=endpoint, now_seconds=now)
+        else:
+            return
         if updated is not None:
             self.catalog.replace(updated)
 
-    async def _open_deferred_session(self, emit: Emit) -> None:
+    async def _open_deferred_session(self, request: Request, emit: Emit) -> None:
         """Start the app (if no bridge did), replay the client's ``initialize`` to open the
         MCP session it was promised, then :meth:`_relist_and_announce`.
 
@@ -251,7 +267,7 @@ class LazyLaunch:
                 if self._translated_after_update:  # (another request found the app updated meanwhile)
                     raise ReplayRefusedError(f"{self._app} now serves MCP 2026-07-28 only.", recoverable=False)
                 return  # (another request opened it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, named(request))
             await self._driver.ensure_running()
             # (a refusal, ReplayRefusedError, keeps the deferred session: the layer above may
             # find the app now serves 2026-07-28 only, translate_after_refusal)
@@ -299,7 +315,7 @@ class LazyLaunch:
             cached = self._stateless_served
             if cached is None:
                 return  # (another request did it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, named(request))
             await self._driver.ensure_running()  # (on failure, the next request tries again)
             self._stateless_served = None
         meta = request.params.get("_meta") if isinstance(request.params, dict) else None

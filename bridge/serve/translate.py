@@ -160,6 +160,11 @@ class EraRouter:
             return reply.line
         return None
 
+    def answered_from_catalog(self, request_id: Any) -> bool:
+        """Whether the last reply returned for ``request_id`` came from the lazy-launch
+        catalog (the trace's "answered by"); asked once per reply."""
+        return self._below.answered_from_catalog(request_id)
+
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed); a translated
         2025-era client's go to its translation (``bridge/serve/modernapp.py``).
