@@ -36,7 +36,6 @@ One launch at a time, with a memory (per bridge process):
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import subprocess
@@ -81,10 +80,10 @@ def retry_delay_seconds(failures_in_a_row: int) -> float:
 
 def default_lock_path(key: str) -> Path:
     """The per-user lock file shared by every bridge that may launch the same app."""
-    import platformdirs
+    from .statefolder import user_state_path
 
     digest = state_file_digest(key)
-    return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "locks" / f"launch-{digest}.lock"
+    return user_state_path("mcp-app-bridge") / "locks" / f"launch-{digest}.lock"
 
 
 #: Variables with this prefix are the bridge's own; the launched app never gets them.
@@ -312,6 +311,8 @@ class Launcher:
             log.info("starting %s", in_sentence(self._app))
             try:
                 outcome = self._callable()
+                import inspect  # only a library app's ensure_running hook comes here
+
                 if inspect.isawaitable(outcome):
                     await outcome
             except Exception as exc:
