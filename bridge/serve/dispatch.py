@@ -118,6 +118,8 @@ class Dispatcher:
         # finished, not cut short (see :meth:`input_closed`).
         self._finish_work = False
         self._finish_work_bound_seconds = config.request_timeout_seconds + config.launch_timeout_seconds
+        # The ids of requests answered by the catalog start, whose replies are not written again.
+        self._answered_before: set[Any] = set()
 
     async def wait_for_room(self) -> None:
         """Return once the reader may take another line: the open requests are within
@@ -132,15 +134,20 @@ class Dispatcher:
             else:
                 return
 
-    async def dispatch_line(self, line: bytes, *, stopping: bool = False) -> None:
+    async def dispatch_line(self, line: bytes, *, stopping: bool = False, answered: bool = False) -> None:
         """Classify one stdin line (without its line end) and start what it asks for.
-        With ``stopping`` its requests are answered ``shutting_down`` at once."""
+        With ``stopping`` its requests are answered ``shutting_down`` at once. With
+        ``answered``, the line's request was answered before this loop started (the
+        catalog start, ``bridge/serve/catalogstart.py``): it runs as any other, and its
+        reply is not written again."""
         try:
             message = classify(line)
         except InboundError as exc:
             log.warning("stdin: %s", exc.message)
             await self._outbox.put(error_line(exc.request_id, exc))
             return
+        if answered and isinstance(message, Request):
+            self._answered_before.add(message.id)
         if stopping:
             await self._refuse_while_stopping(message)
             return
@@ -276,7 +283,10 @@ class Dispatcher:
             self._admission.started -= 1
             if opens is not None:
                 opens.set()
-        if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
+        if line is not None and request.id in self._answered_before:  # written by the catalog start
+            self._answered_before.discard(request.id)
+            self._ledger.answer(slot, line)
+        elif line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
             await self._write(self._ledger.answer(slot, line), f"the reply to request {request.id!r}", expected=True)
         self._made_room()
 
