@@ -12,7 +12,7 @@ catalog file and the pure rules alone.
 
 It answers only while all of these hold, and hands over at the first line that breaks one:
 
-- POSIX (the wait for more input is a ``poll`` on the pipe), a launch command or
+- POSIX (the wait for more input is a ``select`` on the pipe), a launch command or
   ``ensure_running`` configured (there is no catalog without one), a launch policy other
   than ``on-start``, ``--protocol-era`` ``auto`` or ``legacy`` (2026-07-28 requests:
   ``auto`` only);
@@ -84,12 +84,10 @@ def answer_start_from_catalog(
     answerer = _Answerer(entry, protocol_era=config.protocol_era)
     answered: list[bytes] = []
     buffer = b""
-    poller = select.poll()
-    poller.register(read_fd, select.POLLIN)
     while True:
         end = buffer.find(b"\n")
         if end < 0:
-            if len(buffer) > _MAX_LINE_BYTES or not poller.poll(idle_seconds * 1000):
+            if len(buffer) > _MAX_LINE_BYTES or not select.select([read_fd], [], [], idle_seconds)[0]:
                 break
             chunk = os.read(read_fd, 65536)
             if not chunk:

@@ -19,7 +19,7 @@ from bridge.core.config import DEFAULT_APP_NAME, BridgeConfig
 from bridge.serve.catalogstart import CatalogStart, answer_start_from_catalog
 from bridge.serve.loop import Bridge
 
-pytestmark = [pytest.mark.anyio, pytest.mark.posix_only("the catalog start polls the stdin pipe (POSIX)")]
+pytestmark = [pytest.mark.anyio, pytest.mark.posix_only("the catalog start waits on the stdin pipe with select (POSIX)")]
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
 TOOLS = {"tools": [{"name": "echo", "description": "Say it\u2028again ✓", "inputSchema": {"type": "object"}}]}
