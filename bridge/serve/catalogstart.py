@@ -76,6 +76,8 @@ def answer_start_from_catalog(
     ``read_fd``, ``write_fd``: the client's stdin and stdout (blocking writes of whole lines).
     A failed write (the client closed stdout) ends it; the serving loop then sees the same.
     """
+    if sys.platform == "win32":  # (no select on a pipe there)
+        return None
     entry = _catalog_entry(config)
     if entry is None:
         return None
@@ -108,7 +110,7 @@ def answer_start_from_catalog(
 def _catalog_entry(config: BridgeConfig) -> dict[str, Any] | None:
     """The catalog entry when the catalog start applies to ``config`` (see the module
     docstring), else ``None``."""
-    if sys.platform == "win32" or config.launch_policy == "on-start" or config.protocol_era == "modern":
+    if config.launch_policy == "on-start" or config.protocol_era == "modern":
         return None
     if config.launch_command is None and config.ensure_running is None:
         return None

@@ -24,17 +24,17 @@ def test_values_and_defaults() -> None:
         if name not in ("url", "request_timeout_seconds"):
             assert getattr(config, name) == defaults[name], name
     with pytest.raises(TypeError):
-        BridgeConfig(URL)  # type: ignore[misc]  # by keyword only
+        BridgeConfig(URL)  # type: ignore[call-arg]  # by keyword only
 
 
 def test_frozen() -> None:
     config = BridgeConfig(url=URL)
     with pytest.raises(AttributeError):
-        config.url = "http://127.0.0.1:1/mcp"  # type: ignore[misc]
+        config.url = "http://127.0.0.1:1/mcp"
     with pytest.raises(AttributeError):
         del config.url
     with pytest.raises(AttributeError):
-        config.other = 1  # type: ignore[attr-defined]
+        config.other = 1
 
 
 def test_equal_and_hashed_by_values() -> None:
