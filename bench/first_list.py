@@ -125,16 +125,7 @@ def launches(started_file: Path) -> list[int]:
 def warm_catalog(bridge: list[str], args: list[str], env: dict[str, str], started_file: Path, discovery: Path) -> None:
     """Launch the app through a bridge, list its tools and ask a 2026-07-28 ``server/discover``
     (the catalog keeps both eras' answers), stop it."""
-    proc = subprocess.Popen([*bridge, *args, "--launch-timeout", "60"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None
-    proc.stdin.write(INITIALIZE)
-    proc.stdin.flush()
-    read_reply(proc, 0)
-    proc.stdin.write(INITIALIZED + TOOLS_LIST)
-    proc.stdin.flush()
-    read_reply(proc, 1)
-    finish(proc)
+    legacy_start([*bridge, *args, "--launch-timeout", "60"], env)
     modern_start([*bridge, *args], env)  # the app is up: it answers, and the catalog keeps it
     for pid in launches(started_file):
         try:
