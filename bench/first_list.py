@@ -3,7 +3,7 @@
 A benchmark, not a test: it prints a Markdown table and asserts nothing about speed.
 
     python bench/first_list.py [--rounds 20] [--onefile build/out/mcp-app-bridge]
-        [--onedir build/out/mcp-app-bridge-onedir/mcp-app-bridge] [--out bench/results]
+        [--onedir build/out/mcp-app-bridge-onedir/mcp-app-bridge] [--out bench/results] [--extra LABEL=COMMAND]
 
 What an AI client's start costs when the bridge answers it from the catalog (docs/behaviour.md,
 "Lazy launch"): clients start servers far more often than users call tools, and Codex gives an
@@ -151,6 +151,8 @@ def main() -> int:
     parser.add_argument("--onefile", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge")
     parser.add_argument("--onedir", type=Path, default=ROOT / "build" / "out" / "mcp-app-bridge-onedir" / "mcp-app-bridge")
     parser.add_argument("--out", type=Path, default=None, help="also write first-list.md and first-list.json there")
+    parser.add_argument("--extra", action="append", metavar="LABEL=COMMAND",
+                        help="one more contender, started as COMMAND --discovery-file … --launch … (repeatable)")
     args = parser.parse_args()
 
     # Bytecode written as installing a wheel does (bench/cold_start.py says why).
@@ -167,6 +169,9 @@ def main() -> int:
             contenders[label] = [str(path)]
         else:
             print(f"(no {label} at {path}; build it to include it: docs/frozen.md)", file=sys.stderr)
+    for extra in args.extra or []:
+        label, _, command = extra.partition("=")
+        contenders[label] = shlex.split(command)
 
     with tempfile.TemporaryDirectory(prefix="first-list-") as folder:
         home = Path(folder)
