@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "_version": set(),
     "core": set(),
     "system": {"core"},
-    "transport": {"core", "system.cancelscope"},
+    "transport": {"core", "system.cancelscope", "system.privatefile"},
     "app": {"core", "system", "transport.base"},
     "stdio": {"core", "system"},
     "streamable": {"core", "system.cancelscope", "app", "transport.base"},
@@ -65,7 +65,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "tomlkit": {"clients.files"},
     "uvicorn": {"appserver.server"},
     "psutil": {"app.listener", "app.discovery"},
-    "platformdirs": {"app"},
+    "platformdirs": {"app", "appserver.unixsocket"},  # the server half: the runtime folder on macOS
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
     "msgspec": {"streamable.jsonparse"},  # large replies parse faster with it
 }

@@ -54,7 +54,7 @@ from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
 if TYPE_CHECKING:
     import filelock
 
-__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path"]
+__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path", "spawn_on_windows", "state_folder", "package_state_problem", "log_package_state"]
 
 log = logging.getLogger("bridge.launcher")
 
@@ -78,12 +78,59 @@ def retry_delay_seconds(failures_in_a_row: int) -> float:
     return min(RETRY_FIRST_SECONDS * 2.0 ** (max(failures_in_a_row, 1) - 1), RETRY_MAX_SECONDS)
 
 
-def default_lock_path(key: str) -> Path:
-    """The per-user lock file shared by every bridge that may launch the same app."""
+def state_folder() -> Path:
+    """The bridge's own per-user state folder (``platformdirs.user_state_path``:
+    ``%LOCALAPPDATA%\\mcp-app-bridge`` on Windows; found without platformdirs on Linux,
+    ``bridge/app/statefolder.py``), holding the launch locks and the served catalogs."""
     from .statefolder import user_state_path
 
+    return user_state_path("mcp-app-bridge")
+
+
+def package_state_problem(package: str | None, environ: dict[str, str] | None = None, folder: Path | None = None) -> str | None:
+    """For a bridge inside the MSIX package ``package`` (its full name; ``None``: in none),
+    what is wrong with its state ``folder`` (default :func:`state_folder`) and the fix
+    (``bridge.system.msix.state_folder_problem``); ``None`` when nothing is."""
+    from ..system.msix import package_family_name, state_folder_problem
+
+    if package is None:
+        return None
+    return state_folder_problem(
+        state_folder() if folder is None else folder, package_family_name(package), os.environ if environ is None else environ
+    )
+
+
+def log_package_state(
+    *,
+    platform: str | None = None,
+    package: Callable[[], str | None] | None = None,
+    environ: dict[str, str] | None = None,
+    folder: Path | None = None,
+) -> None:
+    """At start, on Windows (``platform``, default this one): a warning when this bridge runs
+    inside an MSIX package (``package()``, default ``bridge.system.msix.current_package``)
+    and its state folder is not in the real profile (:func:`package_state_problem`), or,
+    inside a package, one line saying the folder is fine."""
+    if (sys.platform if platform is None else platform) != "win32":
+        return
+    if package is None:
+        from ..system.msix import current_package
+
+        name = current_package()
+    else:
+        name = package()
+    problem = package_state_problem(name, environ, folder)
+    if problem:
+        log.warning("%s", problem)
+    elif name is not None:
+        log.info("this bridge runs inside the MSIX package %s; its state folder %s is in the real profile", name,
+                 state_folder() if folder is None else folder)
+
+
+def default_lock_path(key: str) -> Path:
+    """The per-user lock file shared by every bridge that may launch the same app."""
     digest = state_file_digest(key)
-    return user_state_path("mcp-app-bridge") / "locks" / f"launch-{digest}.lock"
+    return state_folder() / "locks" / f"launch-{digest}.lock"
 
 
 #: Variables with this prefix are the bridge's own; the launched app never gets them.
@@ -434,8 +481,40 @@ def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str,
     }
     if sys.platform != "win32":
         return subprocess.Popen(command, start_new_session=True, **options)
-    from ..system.winapi import spawn_outside_job  # pragma: no cover - Windows only
+    from ..system.msix import current_package  # pragma: no cover - Windows only
 
-    started: subprocess.Popen[bytes] = spawn_outside_job(subprocess.Popen, command, options)  # pragma: no cover
+    started: subprocess.Popen[bytes] = spawn_on_windows(command, options, current_package())  # pragma: no cover
     return started  # pragma: no cover - Windows only
+
+
+def spawn_on_windows(
+    command: list[str],
+    options: dict[str, Any],
+    package: str | None,
+    *,
+    popen: Callable[..., Any] = subprocess.Popen,
+    outside: Callable[..., Any] | None = None,
+) -> Any:
+    """Start the app on Windows for a bridge in ``package`` (``None``: in none), logging how
+    (``bridge.system.msix.launch_plan``): outside the package with the desktop-app breakaway
+    policy (``outside``, default ``bridge.system.msix.spawn_app_outside_package``), or, in no
+    package or when that fails, with ``popen`` outside the client's job where it allows
+    (``bridge.system.winapi.spawn_outside_job``). The arguments are stand-ins in the tests.
+
+    Returns a ``subprocess.Popen``, or an object with its ``pid``/``poll``/``wait``/``kill``.
+    Raises ``OSError`` when the app could not be started at all."""
+    from ..system.msix import launch_plan, spawn_app_outside_package
+    from ..system.winapi import spawn_outside_job
+
+    outside_package, line = launch_plan(package)
+    log.info("%s", line)
+    if outside_package:
+        try:
+            return (outside or spawn_app_outside_package)(command, options["stdout"], options["stderr"], options["env"])
+        except OSError as exc:
+            log.warning(
+                "could not start the app outside the package (%s); starting it inside, where its files are seen by "
+                "this client's bridges only", exc.strerror or exc,
+            )
+    return spawn_outside_job(popen, command, options)
 

@@ -20,7 +20,10 @@ Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 3. **token** — the configured token source (its name and the token's length, never the
    token itself);
 4. **initialize**, **tools/list**, **ping** — real MCP requests through the same driver the
-   bridge uses (token refresh, relaunch, session rebuild included); the tools are listed;
+   bridge uses (token refresh, relaunch, session rebuild included); the tools are listed,
+   every page of them (**pages** ✗: a cursor repeats), with what the tool filter hides and
+   why (**tool filter** ✗: it leaves no tool), and what each client's limits would cost
+   (``bridge/cli/toolreport.py``);
 5. the MCP session is closed again (``DELETE``).
 
 The report goes to stdout (this is not the stdio bridge); colour only on a terminal.
@@ -181,9 +184,59 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
     tools = await _request(driver, report, "tools/list", {})
     if tools is None:
         return
-    names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
-    report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
+    if not await _tools_step(config, driver, report, tools):
+        return
     await _request(driver, report, "ping", None)
+
+
+async def _tools_step(config: BridgeConfig, driver: Driver, report: _Report, first: dict[str, Any]) -> bool:
+    """The app's whole list (every page), what the tool filter hides and why, and what each
+    client's limits cost (``bridge/cli/toolreport.py``). False when a later page failed."""
+    from ..clients.limits import CLIENT_LIMITS, client_losses, longest_server_key, too_long_alone
+    from .toolreport import filter_report, follow_pages
+
+    pages = 0
+
+    async def ask(method: str, params: Any) -> dict[str, Any]:
+        nonlocal pages
+        pages += 1
+        page = await _request(driver, report, f"tools/list page {pages + 1}", params, method=method, quiet=True)
+        if page is None:
+            raise ValueError("a page failed")
+        return page
+
+    try:
+        listed, repeated = await follow_pages(ask, first)
+    except (UpstreamError, ValueError):
+        return False
+    names = [tool.get("name", "?") for tool in listed if isinstance(tool, dict)]
+    in_pages = f" (in {pages + 1} pages)" if pages else ""
+    report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}{in_pages}: {', '.join(names) if names else '(none)'}")
+    if repeated is not None:
+        report.step("pages", False, f"the app gives the cursor {repeated[:40]!r} twice: its list loops", 0.0,
+                    "Fix the app's tools/list paging: each nextCursor must lead to the next page.")
+    lines, shown, problem = filter_report(config, listed)
+    for line in lines:
+        report.line(line)
+    if problem is not None:
+        report.step("tool filter", False, problem, 0.0,
+                    "Check the --allow-tool globs against the names above (case-sensitive), or drop --read-only.")
+    fits: list[str] = []
+    for client, limits in CLIENT_LIMITS.items():
+        if client == "claude-code-user":
+            continue  # (Claude Code's limits, once)
+        for loss in client_losses(client, "", shown):
+            if loss.what != "name":
+                report.line(f"{limits.title}: {loss.tool!r}: {loss.detail}")
+        longest = longest_server_key(client, shown)
+        if longest is not None:
+            fits.append(f"{limits.title} {longest}")
+        alone = too_long_alone(client, shown)
+        if alone:
+            report.line(f"{limits.title}: too long whatever the entry's name: {', '.join(repr(name) for name in alone)}")
+    if fits:
+        report.line("longest entry name (--name) that keeps every tool name within the client's limit: " + ", ".join(fits))
+    return True
 
 
 def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
@@ -241,8 +294,13 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-async def _request(driver: Driver, report: _Report, method: str, params: Any) -> dict[str, Any] | None:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"check-{method}", "method": method}
+async def _request(
+    driver: Driver, report: _Report, step: str, params: Any, *, method: str | None = None, quiet: bool = False
+) -> dict[str, Any] | None:
+    """One request through the driver, reported as ``step`` (its method, unless ``method``
+    says); ``quiet``: only a failure is reported. Its result, or ``None`` when it failed."""
+    method = method or step
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"check-{step.replace(' ', '-')}", "method": method}
     if params is not None:
         message["params"] = params
     request = Request(message["id"], method, params, encode_message(message)[:-1])
@@ -254,15 +312,16 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
     try:
         line = await driver.request(request, ignore)
     except UpstreamError as exc:
-        report.step(method, False, exc.message, time.monotonic() - started, _fix_for(exc))
+        report.step(step, False, exc.message, time.monotonic() - started, _fix_for(exc))
         return None
     reply = json.loads(line)
     if "error" in reply:
         error = reply["error"]
-        report.step(method, False, f"the app answered error {error.get('code')}: {error.get('message')}",
+        report.step(step, False, f"the app answered error {error.get('code')}: {error.get('message')}",
                     time.monotonic() - started, "Check the app's own log for this error.")
         return None
-    report.step(method, True, "ok", time.monotonic() - started)
+    if not quiet:
+        report.step(step, True, "ok", time.monotonic() - started)
     result = reply.get("result")
     return result if isinstance(result, dict) else {}
 

@@ -336,9 +336,12 @@ def client_check_command(ctx: Any, client: str | None, names: tuple[str, ...]) -
 
     if client not in CLIENTS:
         raise click.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="--client")
+    from .toolreport import run_limits_check
+
     ok = run_entry_check(client, names, click.echo, click.style, problems_only=client == "codex")
     if client == "codex":
         if not ok:
             click.echo("")
         ok = run_codex_check(names, click.echo, click.style) and ok
+    ok = run_limits_check(client, names, click.echo, click.style) and ok
     sys.exit(0 if ok else 1)

@@ -84,7 +84,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
+@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, which tools the client loses past its limits, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
 @click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
 def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
@@ -93,9 +93,19 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
 
     With --client CLIENT: whether the programs the client's entries name (the command, the
-    --launch program) still exist; with --client codex also Codex's own report of each server
-    it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
+    --launch program) still exist, and which of each entry's tools the client will lose past
+    its limits (names too long, too many tools; nothing is started to list them); with
+    --client codex also Codex's own report of each server it starts (✓ connected with its
+    tools, or ✗ with Codex's error), from the current folder.
     """
+    from .statefolder import current_package, prepare_state_folder
+
+    state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile
+    if state_line:
+        click.echo(state_line)
+    side = _wsl_side_line(entries=client is not None)
+    if side:
+        click.echo(side)
     if client is not None or names:
         from .clientcheck import client_check_command
 
@@ -108,6 +118,25 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
 
     ok = asyncio.run(run_check(config, click.echo, click.style))
     sys.exit(0 if ok else 1)
+
+
+def _wsl_side_line(*, entries: bool) -> str | None:
+    """Inside WSL: which side this check runs on, and what that means (``bridge.clients.wsl``)."""
+    import os
+
+    if sys.platform != "linux":
+        return None
+    from ..clients.wsl import WINDOWS_EXE_NAME, wsl_distribution
+
+    distribution = wsl_distribution(os.environ)
+    if distribution is None:
+        return None
+    if entries:
+        return (f"This check runs inside WSL ({distribution}), on the Linux side; each entry below says which side "
+                "its bridge runs on.")
+    return (f"This check runs inside WSL ({distribution}), on the Linux side: it walks the path a Linux bridge takes. "
+            f"For an entry that runs the Windows {WINDOWS_EXE_NAME}, run that program's `check` with the entry's "
+            "options (from here too, through interop): it walks the Windows side.")
 
 
 @main.command()

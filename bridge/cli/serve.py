@@ -34,7 +34,9 @@ __all__ = ["PLAIN_DEFAULTS", "main", "parse_plain_argv"]
 PLAIN_DEFAULTS: dict[str, Any] = defaults()
 
 #: The options that take a value, by spelling.
-_VALUE_OPTIONS: dict[str, BridgeOption] = {option.flag: option for option in BRIDGE_OPTIONS if option.convert is not None}
+_VALUE_OPTIONS: dict[str, BridgeOption] = {
+    spelling: option for option in BRIDGE_OPTIONS if option.convert is not None for spelling in option.spellings
+}
 #: The switches' spellings: (dest, value).
 _FLAGS: dict[str, tuple[str, bool]] = {
     spelling: (option.dest, spelling == option.flag)

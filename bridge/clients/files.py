@@ -249,6 +249,27 @@ def _edit_file(
     )
 
 
+def _strict_json(path: Path, client: str | None, new: str) -> None:
+    """For a client that exits on a JSON syntax error (``ClientInfo.exits_on_bad_json``), the
+    text about to replace ``path`` parsed by a strict JSON parser (``json.loads``: no comment,
+    no trailing comma, no duplicate-free guarantee needed).
+
+    Raises:
+        ClientConfigError: it does not parse; the file is then unchanged.
+    """
+    info = CLIENT_INFO.get(client) if client is not None else None
+    if info is None or not info.exits_on_bad_json or not new.strip():
+        return
+    import json
+
+    try:
+        json.loads(new)
+    except ValueError as exc:
+        raise ClientConfigError(
+            f"the edited {path} would not be strict JSON ({exc}), and {info.title} exits on that; it was not changed"
+        ) from None
+
+
 def _refuse_jsonc(path: Path, client: str | None, exc: jsonc.JsoncError) -> ClientConfigError:
     info = CLIENT_INFO.get(client) if client is not None else None
     if info is None:
@@ -326,6 +347,11 @@ def install(
         replaced = name in entries
         if replaced and not force:
             raise EntryExistsError(name)
+        if info.exits_on_bad_json and jsonc.has_extensions(root):
+            raise ClientConfigError(
+                f"{path} has comments or trailing commas, and {info.title} exits on anything but strict JSON; "
+                "remove them, then try again"
+            )
         if info.syntax == "json" and jsonc.has_extensions(root):
             remarks.append(
                 f"{path} has comments or trailing commas, which {info.title} may not accept; they were kept as they were"
@@ -338,6 +364,7 @@ def install(
             raise ClientConfigError(
                 f"{path} has a layout this editor cannot change safely; add the entry by hand ({info.doc_url})"
             )
+        _strict_json(path, client, new)
         return new, text, replaced
 
     def mode(old: int, new_file: bool) -> int:
@@ -373,6 +400,8 @@ def uninstall(path: Path, client: str | None, name: str, warn: Warn | None = Non
         _missing(path, name, entries)
         assert root is not None  # (an entry was found)
         new = jsonc.apply(text, jsonc.remove_member(text, [key], name, root=root))
+        if not jsonc.has_extensions(root):  # strict JSON before: strict JSON after (Antigravity CLI)
+            _strict_json(path, client, new)
         backup = text
         for block in ("env", "headers"):
             values = entries[name].get(block)

@@ -184,12 +184,21 @@ class BridgeConfig:
             ``request_timeout_seconds``; a merge a bound stopped keeps the ``nextCursor`` of
             the first page not merged. Off by default: a client that follows cursors gets
             the app's pages as they are (docs/clients.md says which clients need it).
+        allow_tools: ``--allow-tool`` globs: when any is given, the client sees only the
+            tools whose names match one (``bridge/core/toolfilter.py``; fnmatch globs,
+            case-sensitive).
+        deny_tools: ``--deny-tool`` globs: the tools whose names match one are hidden from
+            the client, and their calls refused without reaching the app; deny wins.
+        read_only: ``--read-only``: only the tools the app annotates ``readOnlyHint: true``.
+            A hidden tool's ``tools/call`` gets -32602 (reason ``tool_filtered``); the
+            lazy-launch catalog keeps the app's whole list (``bridge/serve/toolgate.py``).
 
     Built with keyword arguments only; frozen (setting an attribute raises
     ``AttributeError``), compared and hashed by its values, and its ``repr`` leaves out the
     token and the callables. A plain class rather than a dataclass: importing
     :mod:`dataclasses` loads :mod:`inspect` and :mod:`ast`, 5-8 ms of every start of the
-    bridge (bench/README.md, "Start-up"). :func:`config_defaults` gives each value's default.
+    bridge (bench/README.md, "Start-up"). :meth:`replace` makes a changed copy;
+    :func:`config_defaults` gives each value's default.
     """
 
     __slots__ = (
@@ -217,6 +226,9 @@ class BridgeConfig:
         "verify_listener",
         "protocol_era",
         "merge_list_pages",
+        "allow_tools",
+        "deny_tools",
+        "read_only",
     )
     url: str | None
     discovery_file: Path | None
@@ -242,6 +254,9 @@ class BridgeConfig:
     verify_listener: bool
     protocol_era: str
     merge_list_pages: bool
+    allow_tools: tuple[str, ...]
+    deny_tools: tuple[str, ...]
+    read_only: bool
 
     def __init__(
         self,
@@ -270,6 +285,9 @@ class BridgeConfig:
         verify_listener: bool = True,
         protocol_era: str = "auto",
         merge_list_pages: bool = False,
+        allow_tools: tuple[str, ...] = (),
+        deny_tools: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> None:
         given = locals()  # every argument by name: one value per slot
         for name in self.__slots__:
@@ -281,6 +299,16 @@ class BridgeConfig:
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"BridgeConfig is frozen: cannot delete {name!r}")
+
+    def replace(self, **changes: Any) -> BridgeConfig:
+        """A new configuration with these values changed (by name, as the constructor takes
+        them), checked as any new one (what ``dataclasses.replace`` gave).
+
+        Raises:
+            TypeError: a name that is not one of the values.
+            ConfigError: a value the check refuses.
+        """
+        return BridgeConfig(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -331,6 +359,10 @@ class BridgeConfig:
             raise ConfigError("max_message_bytes must be at least 1024")
         if self.max_concurrent_requests < 1:
             raise ConfigError("max_concurrent_requests must be at least 1")
+        for name in ("allow_tools", "deny_tools"):
+            globs = getattr(self, name)
+            if not isinstance(globs, tuple) or not all(isinstance(glob, str) and glob for glob in globs):
+                raise ConfigError(f"{name} must be a tuple of globs over tool names, none empty")
 
 
 #: What :class:`BridgeConfig`'s ``repr`` leaves out: a secret, and callables.

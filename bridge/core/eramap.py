@@ -53,6 +53,10 @@ __all__ = [
     "SUBSCRIPTION_ID_META_KEY",
     "INPUT_REQUEST_METHODS",
     "INPUT_CAPABLE_METHODS",
+    "INPUT_CAPABILITIES",
+    "MAX_INPUT_REQUESTS",
+    "input_request_problem",
+    "capabilities_of",
     "log_level_of",
     "log_admitted",
     "input_required_result",
@@ -86,6 +90,19 @@ _ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLI
 
 #: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).
 INPUT_REQUEST_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+#: The client capability each of them needs (MCP client features: a server sends these
+#: only to a client that declared the capability; MCP 2025-11-25 client/elicitation,
+#: client/sampling, client/roots).
+INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+#: The most questions (requests for input) one round may put to the client; the app's
+#: further ones in that round are refused.
+MAX_INPUT_REQUESTS = 16
+#: Each one's params members the schema requires, with their JSON type.
+_INPUT_REQUIRED_PARAMS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "elicitation/create": (("message", str),),
+    "sampling/createMessage": (("messages", list), ("maxTokens", int)),
+    "roots/list": (),
+}
 #: The requests whose result may be ``input_required`` (2026-07-28, multi-round-trip requests).
 INPUT_CAPABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: RFC 5424 severities, the order of MCP's ``LoggingLevel``.
@@ -172,6 +189,35 @@ def legacy_params(params: Any) -> Any:
     meta = {key: value for key, value in params["_meta"].items() if key not in _ERA_META_KEYS}
     rest = {key: value for key, value in params.items() if key != "_meta"}
     return {**rest, "_meta": meta} if meta else rest
+
+
+def capabilities_of(params: Any) -> dict[str, Any]:
+    """A 2026-07-28 request's client capabilities (``_meta``
+    ``io.modelcontextprotocol/clientCapabilities``; ``{}`` when it sends none)."""
+    capabilities = _meta_of(params).get(CLIENT_CAPABILITIES_META_KEY)
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
+def input_request_problem(method: Any, params: Any, capabilities: Any) -> str | None:
+    """Why a request for input from the app (``method``, ``params``) may not be put to a
+    client that declared ``capabilities``, or ``None`` when it may: only
+    :data:`INPUT_REQUEST_METHODS`, each only when the client declared its capability
+    (:data:`INPUT_CAPABILITIES`), with the params members its schema requires
+    (``ElicitRequestParams.message``; ``CreateMessageRequestParams.messages``,
+    ``maxTokens``)."""
+    if method not in INPUT_CAPABILITIES:
+        shown = method if isinstance(method, str) else "a request without a method name"
+        return f"{shown} is not a request for input (only {', '.join(sorted(INPUT_CAPABILITIES))} are)"
+    capability = INPUT_CAPABILITIES[method]
+    if not isinstance(capabilities, dict) or not isinstance(capabilities.get(capability), dict):
+        return f"the client did not declare the {capability} capability {method} needs"
+    if params is not None and not isinstance(params, dict):
+        return f"its {method} has params that are not an object"
+    for member, kind in _INPUT_REQUIRED_PARAMS[method]:
+        value = (params or {}).get(member)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"its {method} lacks params.{member} (or it is not of the schema's type)"
+    return None
 
 
 def log_level_of(params: Any) -> str | None:

@@ -338,12 +338,28 @@ def _items(method: str, result: Any) -> Any:
 
 
 def valid_entry(entry: Any, *, app: str, endpoint: str) -> bool:
-    """Whether ``entry`` (parsed JSON) is a catalog this version reads, for ``app`` at ``endpoint``."""
-    return (
+    """Whether ``entry`` (parsed JSON) is a catalog this version reads, for ``app`` at
+    ``endpoint``: every member this module reads has its type (see the module: results are
+    objects or ``null``, ``lists`` and ``initializeByVersion`` objects of objects, the marks
+    ``true`` or, for ``refusesDiscover``, the app's error object). Anything else (another
+    version's file, a hand edit) is no catalog, whatever the types inside it."""
+    if not (
         isinstance(entry, dict)
         and entry.get("format") == CATALOG_FORMAT
         and entry.get("app") == app
         and entry.get("endpoint") == endpoint
-        and isinstance(entry.get("lists", {}), dict)
-        and isinstance(entry.get("savedAtSeconds", 0), (int, float))
-    )
+    ):
+        return False
+    saved = entry.get("savedAtSeconds", 0)
+    if isinstance(saved, bool) or not isinstance(saved, (int, float)) or saved != saved:
+        return False
+    if any(not isinstance(entry.get(key), (dict, type(None))) for key in ("initialize", "discover")):
+        return False
+    for key in ("lists", "initializeByVersion"):
+        members = entry.get(key, {})
+        if not isinstance(members, dict) or not all(isinstance(value, dict) for value in members.values()):
+            return False
+    if len(entry.get("initializeByVersion", {})) > MAX_INITIALIZE_VERSIONS:
+        return False
+    marks = entry.get("refusesInitialize", True), entry.get("refusesDiscover", True)
+    return isinstance(marks[0], bool) and isinstance(marks[1], (bool, dict))

@@ -289,6 +289,8 @@ def _not_waited(error: HTTPStatusError, delay: float, left: float | None) -> HTT
 
 
 _DELAY_SECONDS = re.compile(r"^[0-9]+$")
+#: What a ``delay-seconds`` of more than ten significant digits reads as (RFC 9111 §1.2.2).
+_LARGEST_DELAY_SECONDS = 2**31
 _OBSOLETE_DATES = ("%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y")  # RFC 850, asctime
 
 
@@ -302,10 +304,15 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
 
     Returns:
         the delay in seconds, 0 for a date already past, ``None`` when the value is neither form.
+        Digits of any length are read: more than ten significant ones read as 2**31 s.
     """
     text = value.strip()
     if _DELAY_SECONDS.match(text):
-        return float(int(text))
+        digits = text.lstrip("0") or "0"
+        # More digits than any delay worth reading: the largest (RFC 9111 §1.2.2 takes 2**31
+        # for a delta-seconds past what it can hold), longer than the bridge ever waits.
+        # (int() of 4,301 digits or more raises; float() of 309 or more overflows.)
+        return float(int(digits)) if len(digits) <= 10 else float(_LARGEST_DELAY_SECONDS)
     # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
     import email.utils
     from datetime import UTC, datetime

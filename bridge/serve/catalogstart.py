@@ -15,7 +15,8 @@ It answers only while all of these hold, and hands over at the first line that b
 - POSIX (the wait for more input is a ``select`` on the pipe), a launch command or
   ``ensure_running`` configured (there is no catalog without one), a launch policy other
   than ``on-start``, ``--protocol-era`` ``auto`` or ``legacy`` (2026-07-28 requests:
-  ``auto`` only);
+  ``auto`` only), and no tool filter (``--allow-tool``, ``--deny-tool``, ``--read-only``:
+  the serving loop's tool gate, ``bridge/serve/toolgate.py``, filters every list);
 - the app is down, as the serving loop would find it without a connection: its endpoint
   comes from a discovery file that does not exist, or is an ``http+unix://`` socket that
   does not exist (any other endpoint is left to the serving loop, which connects);
@@ -114,6 +115,8 @@ def _catalog_entry(config: BridgeConfig) -> dict[str, Any] | None:
         return None
     if config.launch_command is None and config.ensure_running is None:
         return None
+    if config.allow_tools or config.deny_tools or config.read_only:
+        return None  # a tool filter: the serving loop's tool gate filters every list
     if not _app_is_down(config):
         return None
     from ..app.servedcatalog import ServedCatalog

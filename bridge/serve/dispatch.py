@@ -4,7 +4,8 @@ The request lifecycle, between the reader (``loop.py``) and the app (``driver.py
 a request line is opened in the :class:`~bridge.core.ledger.Ledger`, started through
 :class:`~bridge.core.admission.Admission` (at once, or when started ones end), forwarded in a
 task of its own (waiting for one of ``max_concurrent_requests`` slots, except ``ping`` and
-``subscriptions/listen``), and answered through the ledger. Notifications and client
+``subscriptions/listen``; through the tool gate, ``toolgate.py``, when a tool filter is
+given), and answered through the ledger. Notifications and client
 responses are delivered in tasks that never wait for a slot. Every other line from the
 app passes :meth:`Dispatcher.relay`, the ``emit`` the driver gets.
 
@@ -51,11 +52,13 @@ from ..core.jsonrpc import (
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
+from ..core.toolfilter import ToolFilter
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .driver import Driver
 from .heartbeat import Heartbeats
 from .taskset import TaskSet
+from .toolgate import ToolGate
 
 __all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
 
@@ -105,6 +108,11 @@ class Dispatcher:
         self._on_initialized = on_initialized
         self._slots = asyncio.Semaphore(config.max_concurrent_requests)
         self._heartbeats = Heartbeats(config.progress_heartbeat_seconds, outbox.put, app_name=config.app_name)
+        # The tool filter, in front of the request stack (bridge/serve/toolgate.py): every
+        # request goes down through it, and every reply comes back up through it.
+        rules = ToolFilter(config.allow_tools, config.deny_tools, config.read_only)
+        self._gate = ToolGate(rules, driver.request, app_name=config.app_name) if rules.active else None
+        self._send_request = driver.request if self._gate is None else self._gate.request
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)
         self._room: asyncio.Event | None = None  # set when the reader may go on
@@ -294,12 +302,12 @@ class Dispatcher:
         await gate.wait()
         if request.method in _OUTSIDE_THE_LIMIT:
             await self._stdout_room()
-            return await self._driver.request(request, self.relay)
+            return await self._send_request(request, self.relay)
         await self._slots.acquire()  # a free one without a trip through the loop
         try:
             await self._stdout_room()
             # (progress heartbeats while the app is silent: bridge/serve/heartbeat.py)
-            return await self._heartbeats.watch(request, self._driver.request(request, self.relay))
+            return await self._heartbeats.watch(request, self._send_request(request, self.relay))
         finally:
             self._slots.release()
 
@@ -370,6 +378,8 @@ class Dispatcher:
             if twice:  # never forwarded as it is: a first-member reader would read another message
                 line = encode_message(message)
         self._heartbeats.heard(message)
+        if self._gate is not None:  # a tools/list reply outside its own exchange is filtered too
+            line = self._gate.relayed(line, message)
         outcome = self._ledger.relay(line, message)
         slot = outcome.answered
         if slot is not None:  # it answered an open request: that one's own exchange may stop

@@ -352,7 +352,9 @@ class Driver:
             result = catalog_result(request.method, request.params, self._deferred, modern=False)
             if result is not None:
                 return self._catalog_reply(request, {"result": result})
-            await self._open_deferred_session(emit)
+            if await self._open_deferred_session(emit):  # the app now serves 2026-07-28 only
+                assert self.modern_app is not None
+                return await self.modern_app.request(request, emit)
         elif self._stateless_served is not None and era.stateless and self._translating_for_legacy() and self._needs_the_app(request):
             await self._announce_after_launch(request, emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
@@ -524,24 +526,35 @@ class Driver:
         if updated is not None:
             self.catalog.replace(updated)
 
-    async def _open_deferred_session(self, emit: Emit) -> None:
+    async def _open_deferred_session(self, emit: Emit) -> bool:
         """Start the app (if no bridge did), replay the client's ``initialize`` to open the
         MCP session it was promised, list again what it was served and tell it (``emit``)
-        which lists changed.
+        which lists changed. Returns ``True`` when the app refused the replay because it
+        now serves 2026-07-28 only (an update since the catalog was written): the client is
+        then translated (``modern_app``) from this request on, and no session is opened.
 
         Raises:
-            UpstreamError: the app could not be started, or refused the replay, or now
-                speaks another protocol version than the client was told (``session_lost``).
+            UpstreamError: the app could not be started, or refused the replay (and is no
+                2026-07-28-only app), or now speaks another protocol version than the
+                client was told (``session_lost``).
         """
         async with self._open_lock:
             cached = self._deferred
             if cached is None:
-                return  # (another request opened it meanwhile)
+                return self.modern_app is not None and self.modern_app.active  # (another request opened it meanwhile)
             log.info("%s is needed now: starting it", self._app)
             await self._launcher.ensure_running()
             session = self._upstream.session
-            with session.rebuilding():
-                line = await self._replay_initialize(session.generation)
+            generation = session.generation
+            try:
+                with session.rebuilding():
+                    line = await self._replay_initialize(generation)
+            except SessionLostError:
+                # No session came of it (a refusal, not another version): is it 2026-07-28 only now?
+                if session.generation != generation or not await self._translate_after_update():
+                    raise
+                self._stateless_served = cached  # its first translated call lists again and tells what changed
+                return True
             told = self._deferred_version
             if session.protocol_version != told:
                 raise SessionLostError(
@@ -562,6 +575,27 @@ class Driver:
             log.info("%s serves other lists than its catalog had: %s", self._app, method)
             notification = {"jsonrpc": "2.0", "method": method}
             await emit(encode_message(notification), notification)
+        return False
+
+    async def _translate_after_update(self) -> bool:
+        """After the app refused the replayed ``initialize``: whether it now serves
+        2026-07-28 only (``modern_app`` sent the client's ``initialize`` and then
+        ``server/discover``, as for a live client, and marked the catalog). Then the
+        deferred session is over: requests go through the translation."""
+        if self.modern_app is None or self._initialize is None:
+            return False
+        deferred = self._deferred  # (the initialize sent below clears it)
+        try:
+            await self.modern_app.request(self._initialize, _drop)  # (the client had its answer from the catalog)
+        except UpstreamError as exc:
+            log.info("%s refused the replayed initialize, and server/discover failed: %s", self._app, exc.message)
+        if not self.modern_app.active:
+            self._deferred = deferred  # as before: the next request tries again
+            return False
+        self._deferred = None
+        self._opened.set()
+        log.info("%s now serves MCP 2026-07-28 only (updated since its catalog was written); translating from here on", self._app)
+        return True
 
     async def _list_privately(self, methods: list[str], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """List ``methods`` (first pages) under private ids; keep each result in the catalog.

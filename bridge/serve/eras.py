@@ -30,7 +30,10 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   ``input_required``). A retry that does not come within the request timeout: the app's
   requests get an error, the app gets ``notifications/cancelled`` and the exchange ends.
   Any other server→client request is answered with an error naming it (``ping`` with
-  ``{}``).
+  ``{}``); so is one of those three whose capability the client's request did not declare
+  (its ``_meta`` ``clientCapabilities``), a malformed one, and each beyond
+  :data:`~bridge.core.eramap.MAX_INPUT_REQUESTS` in one round
+  (:func:`~bridge.core.eramap.input_request_problem`).
 - **Cancellation.** The 2026-07-28 client cancels by closing (the dispatcher stops the
   request's task); the legacy app hears of it by ``notifications/cancelled`` with the
   legacy request id, POSTed within :data:`CANCEL_NOTICE_SECONDS`. So does a request the
@@ -62,10 +65,13 @@ from ..core.eramap import (
     INPUT_CAPABLE_METHODS,
     INPUT_REQUEST_METHODS,
     INVALID_PARAMS,
+    MAX_INPUT_REQUESTS,
     cancelled_notification,
+    capabilities_of,
     discover_result,
     honored_filter,
     initialize_params,
+    input_request_problem,
     input_required_result,
     is_legacy_refusal,
     legacy_params,
@@ -141,9 +147,10 @@ class _Call:
     """The legacy exchange of one translated ``tools/call``, ``prompts/get`` or
     ``resources/read``, which may outlive the client's request (``input_required``)."""
 
-    def __init__(self, legacy_id: Any, level: str | None, progress_token: Any) -> None:
+    def __init__(self, legacy_id: Any, level: str | None, progress_token: Any, capabilities: dict[str, Any]) -> None:
         self.legacy_id = legacy_id
         self.level = level
+        self.capabilities = capabilities  # the client's, from its request's _meta
         self.first_token = progress_token
         self.progress_token = progress_token
         self.asked: dict[str, dict[str, Any]] = {}  # the app's requests not yet put to the client
@@ -154,9 +161,16 @@ class _Call:
         self.expiry: asyncio.TimerHandle | None = None
         self.keys = itertools.count(1)
 
-    def ask(self, message: dict[str, Any]) -> None:
-        self.asked[f"{message['method']}#{next(self.keys)}"] = message
-        self.changed.set()
+    def ask(self, message: dict[str, Any]) -> str | None:
+        """Keep the app's request for input for the client's next round; or, when it may
+        not be put to the client, say why (it is then the app's to answer)."""
+        problem = input_request_problem(message["method"], message.get("params"), self.capabilities)
+        if problem is None and len(self.asked) >= MAX_INPUT_REQUESTS:
+            problem = f"the app asked more than {MAX_INPUT_REQUESTS} questions in one round"
+        if problem is None:
+            self.asked[f"{message['method']}#{next(self.keys)}"] = message
+            self.changed.set()
+        return problem
 
 
 class _Listen:
@@ -253,7 +267,7 @@ class LegacyAppEras:
             return await self._retry(request, *retry)
         legacy = _legacy_request(request.id, request.method, without_retry(legacy_params(request.params)))
         if request.method in INPUT_CAPABLE_METHODS:
-            call = _Call(request.id, level, _progress_token(request.params))
+            call = _Call(request.id, level, _progress_token(request.params), capabilities_of(request.params))
             self._start(call, legacy)
             return await self._outcome(call, request)
         try:
@@ -389,7 +403,8 @@ class LegacyAppEras:
                 return
             if "id" in message and isinstance(message.get("method"), str):
                 if call is not None and message["method"] in INPUT_REQUEST_METHODS:
-                    call.ask(message)
+                    if (problem := call.ask(message)) is not None:
+                        self._answer_unmapped(message, problem)
                 else:
                     self._answer_unmapped(message, "it asks for input only within a tools/call, prompts/get or resources/read")
                 return
@@ -530,6 +545,7 @@ class LegacyAppEras:
         if call.expiry is not None:
             call.expiry.cancel()
         call.level = log_level_of(request.params)
+        call.capabilities = capabilities_of(request.params)
         call.progress_token = _progress_token(request.params)
         for key, asked in call.waiting.items():
             answer = responses.get(key)

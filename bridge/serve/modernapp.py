@@ -22,7 +22,11 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) under the bridge's
   own ids; once the client answered them all, the original request is sent again with
   ``inputResponses`` and ``requestState``, up to :data:`MAX_INPUT_ROUNDS` times. An error
-  from the client ends the request with that error. Each wait for the client is bounded by
+  from the client ends the request with that error. A round is checked first
+  (:func:`~bridge.core.modernmap.input_round_problem`): a question that is not one of those
+  three, one whose capability the client did not declare, a malformed one, or more than
+  :data:`~bridge.core.eramap.MAX_INPUT_REQUESTS` questions end the request at once with
+  ``bad_upstream_response``, and nothing is put to the client. Each wait for the client is bounded by
   the request timeout; a cancelled request cancels its open questions to the client.
 - **Notifications.** Once the client sent ``notifications/initialized``, the app's
   ``subscriptions/listen`` is opened (2026-07-28, SEP-2575) for each list
@@ -59,6 +63,7 @@ from ..core.modernmap import (
     discover_params,
     initialize_result,
     input_requests,
+    input_round_problem,
     legacy_notification,
     listen_filter,
     modern_params,
@@ -229,9 +234,14 @@ class ModernAppEras:
             line = await self._driver.forward(Request(request.id, request.method, modern, body), emit)
             if b'"input_required"' not in line:
                 return line
-            asked = input_requests(json.loads(line))
+            reply = json.loads(line)
+            asked = input_requests(reply)
             if asked is None:
                 return line
+            problem = input_round_problem(reply, self._client.capabilities)
+            if problem is not None:  # nothing is put to the client: the request ends here
+                log.warning("%s asked for input the client cannot be asked: %s", self._app, problem)
+                return _failure_line(request.id, BadUpstreamResponseError(f"{self._app} asked for input the bridge does not put to the client: {problem}."))
             if rounds == MAX_INPUT_ROUNDS:
                 break
             if not asked.requests:  # state alone: the app is not done yet (as the official SDKs, wait a little)

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..app.discovery import Endpoint
-from ..app.launcher import Launcher, default_lock_path
+from ..app.launcher import Launcher, default_lock_path, log_package_state
 from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
@@ -151,6 +151,8 @@ def build_parts(
 
         catalog = ServedCatalog(config.app_name, config.url or str(config.discovery_file))
     starts = config.launch_policy != "never"
+    if configured and starts:
+        log_package_state()  # Windows: inside an MSIX package, is the state folder in the real profile?
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
     launcher = Launcher(
         endpoint,

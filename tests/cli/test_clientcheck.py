@@ -1,7 +1,7 @@
 """``mcp-app-bridge check --client codex``: Codex's own report of its servers, through a fake
 ``codex`` on PATH that speaks the app-server protocol as Codex 0.169.0 does (no ``jsonrpc``
 member, notifications before the reply; ``mcpServerStatus/list`` entries with ``tools`` keyed by
-name and ``toolsError``). The pinned real Codex is in tests/test_realclients.py."""
+name and ``toolsError``). The pinned real Codex is in tests/realclients/test_realclients.py."""
 
 from __future__ import annotations
 

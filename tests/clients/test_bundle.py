@@ -373,3 +373,13 @@ def test_an_http_unix_url_the_bundles_platform_cannot_reach_is_refused(fake_exe:
     relative = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", "myapp", "--url", "http+unix://s.sock/mcp")
     assert relative.exit_code == 2 and "must be absolute" in relative.output, relative.output
     assert not out.exists()
+
+
+def test_the_tool_filter_goes_into_the_bundle_as_given(fake_exe: Path, tmp_path: Path) -> None:
+    """``--deny-tool`` (and its spelling ``--ignore-tool``), ``--allow-tool`` and ``--read-only``
+    are bridge options like any other: the bundle's entry carries them (docs/usage.md,
+    "Which tools a client sees")."""
+    args = ["--app-name", "MyApp", "--deny-tool", "delete_*", "--ignore-tool", "send_*", "--allow-tool", "*_doc", "--read-only"]
+    manifest = build(fake_exe, tmp_path / "MyApp.mcpb", *args)
+    assert manifest["server"]["mcp_config"]["args"] == args
+    assert "user_config" not in manifest

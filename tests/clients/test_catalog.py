@@ -412,7 +412,7 @@ def test_check_with_a_wrong_token_fails_at_initialize_and_never_shows_the_token(
 
 
 #: What `config install` tells the user to do next, per client: the client's own approval or
-#: folder-trust step where it has one (each seen with the real client, tests/test_realclients.py),
+#: folder-trust step where it has one (each seen with the real client, tests/realclients/test_realclients.py),
 #: else a restart.
 NEXT_STEPS = {
     "claude-code": ("trust the folder and approve the server 'my-app'", "claude mcp list"),
@@ -420,6 +420,10 @@ NEXT_STEPS = {
     "gemini-cli": ("trust the folder you start it in", "gemini mcp list"),
     "qwen-code": ("restart Qwen Code to use it", "qwen mcp list"),
     "copilot-cli": ("trust the folder you start it in", "copilot mcp list"),
+    "antigravity": ("restart Antigravity CLI (agy) to use it", "/mcp"),
+    "antigravity-project": ("start Antigravity CLI (agy) in the folder that holds", "/mcp"),
+    "vscode-agent": ("restart VS Code's agent", "Copilot CLI reads this file too"),
+    "vscode-agent-project": ("start its agent there", "Copilot CLI read this file too"),
 }
 
 

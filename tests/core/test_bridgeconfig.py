@@ -54,6 +54,17 @@ def test_repr_leaves_out_the_token_and_the_callables() -> None:
     assert "s3cret" not in shown and "token=" not in shown and "ensure_running" not in shown and "start" not in shown
 
 
+def test_replace_makes_a_checked_copy() -> None:
+    config = BridgeConfig(url=URL, token="s3cret-token")
+    other = config.replace(request_timeout_seconds=2.0, launch_policy="never")
+    assert other.request_timeout_seconds == 2.0 and other.launch_policy == "never" and other.token == "s3cret-token"
+    assert config.request_timeout_seconds == 300.0  # unchanged
+    with pytest.raises(ConfigError):
+        config.replace(max_concurrent_requests=0)
+    with pytest.raises(TypeError):
+        config.replace(no_such_value=1)
+
+
 def test_still_checked() -> None:
     with pytest.raises(ConfigError):
         BridgeConfig()

@@ -237,6 +237,9 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
         ("Tuesday, 14-Nov-23 22:14:20 GMT", 60.0),  # RFC 850
         ("Tue Nov 14 22:14:20 2023", 60.0),  # asctime
         ("Tue, 14 Nov 2023 22:00:00 GMT", 0.0),  # already past
+        ("9" * 400, 2.0**31),  # float() of 309 digits or more overflows (RFC 9111 §1.2.2: read as 2**31)
+        ("9" * 5000, 2.0**31),  # int() of 4,301 digits or more raises
+        ("0" * 5000 + "7", 7.0),
         ("-5", None),
         ("1.5", None),
         ("soon", None),

@@ -1,7 +1,7 @@
 // A client built on the MCP TypeScript SDK (the pinned @modelcontextprotocol/sdk) that makes one
 // long tool call through the bridge with a per-request timeout reset by progress
 // (Client.callTool(..., {timeout, resetTimeoutOnProgress: true, onprogress}): the SDK then sends a
-// progressToken). Used by tests/test_interop_long_call.py.
+// progressToken). Used by tests/interop/test_interop_long_call.py.
 //
 // argv: <call seconds> <timeout ms> <bridge command> [bridge args...]
 // stdout: one JSON line, {"ok": true, "text": ..., "progress": N} or {"ok": false, "error": ...}.

@@ -1,6 +1,6 @@
 """How the interop tests reach a server: directly over Streamable HTTP, or over stdio through the bridge.
 
-Imported by the interop tests (``tests/test_interop_*.py``) and by ``conformance_client.py``,
+Imported by the interop tests (``tests/interop/test_interop_*.py``) and by ``conformance_client.py``,
 which the conformance CLI runs as a program. Standard library and the official ``mcp`` SDK only.
 
 - ``VIA``: the two ways, ``"direct"`` (the control: the SDK's own Streamable HTTP client)

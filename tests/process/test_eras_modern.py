@@ -4,7 +4,7 @@ that serves only MCP 2026-07-28 (docs/behaviour.md, "Protocol eras"), with the d
 
 - the SDK's ``ClientSession`` (its 2025-era handshake) with ``examples/app_server.py
   --modern-only``: initialize, tools/list, tools/call with progress;
-- the same client with an SDK v2 server of 2026-07-28 alone (``modern_only_app.py``): an
+- the same client with an SDK v2 server of 2026-07-28 alone (``tests/support/modern_only_app.py``): an
   elicitation round trip (an ``input_required`` result) and a ``list_changed`` (a
   ``subscriptions/listen`` event);
 - the official SDK v1.x client (``mcp==1.27.*``, in a throwaway venv under the user's cache
@@ -33,7 +33,7 @@ from support.apps import REPO_ROOT, AppServer, start_listening_app
 from support.processes import REPLY_TIMEOUT, bridge_command
 
 HERE = Path(__file__).resolve().parent
-MODERN_ONLY_APP = HERE / "modern_only_app.py"
+MODERN_ONLY_APP = HERE.parent / "support" / "modern_only_app.py"
 #: Where the official SDK v1.x client is installed (``.ci/run`` makes it; the fixture too).
 SDK_V1_VENV = Path.home() / ".cache" / "mcp-app-bridge-tests" / "mcp-sdk-1.27"
 SDK_V1_REQUIREMENT = "mcp==1.27.*"

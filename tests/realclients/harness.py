@@ -1,5 +1,5 @@
 """The real AI clients, pinned from npm, each in a fresh home: set up as a user would, then asked
-whether the bridge is connected (``tests/test_realclients.py``, ``tests/realclients/measure.py``).
+whether the bridge is connected (``tests/realclients/test_realclients.py``, ``tests/realclients/measure.py``).
 
 The clients (``package.json``, locked by ``package-lock.json``) are installed into
 ``tests/realclients/node_modules`` by ``npm ci --prefix tests/realclients`` (``.ci/run`` does this),

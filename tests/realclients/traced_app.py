@@ -1,5 +1,5 @@
 """``examples/app_server.py`` as it is, plus one stderr line per MCP request it receives: what a
-real client asked for through the bridge (``tests/test_realclients.py``).
+real client asked for through the bridge (``tests/realclients/test_realclients.py``).
 
 A client's own check says only "Connected" (Claude Code, Gemini CLI, Qwen Code); this line
 shows what stands behind it: which era's handshake reached the app (``initialize`` or

@@ -58,14 +58,22 @@ async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: Ru
     assert starter.calls == 1
 
 
-async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
-    cache(initialize={**INITIALIZE, "protocolVersion": "2024-11-05"})
+async def initialize_and_list_with_the_app_down(run_bridge: RunBridge) -> tuple[list[Any], Starter]:
+    """A 2025-06-18 client's ``initialize`` then ``tools/list``, the app down until started:
+    the two replies, and the starter (how often it started the app)."""
     app = McpApp()
     app.up = False
     starter = Starter(app)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
-        (reply,) = await h.stdout.wait_for(1)
+        await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/list"))
+        return list(await h.stdout.wait_for(2)), starter
+
+
+async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
+    cache(initialize={**INITIALIZE, "protocolVersion": "2024-11-05"})
+    (reply, _), starter = await initialize_and_list_with_the_app_down(run_bridge)
     assert "result" in reply and starter.calls == 1
 
 
@@ -105,4 +113,25 @@ async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts
         h.stdin.feed(modern(3, "tools/call", {"name": "cached", "arguments": {}}))
         replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
     assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
+    assert starter.calls == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"initializeByVersion": 5},
+        {"initializeByVersion": "2025-06-18"},
+        {"initializeByVersion": {"2025-06-18": 5}},
+        {"lists": {"tools/list": "x"}},
+        {"initialize": ["x"]},
+        {"refusesInitialize": "yes"},
+        {"savedAtSeconds": "1"},
+    ],
+)
+async def test_a_catalog_this_version_cannot_read_is_ignored_whatever_its_types(run_bridge: RunBridge, odd: dict[str, Any]) -> None:
+    """Issue 41, 5: an initializeByVersion that was an int or a string gave bridge_error
+    with a traceback. Such a catalog is none: the app is started, as without one."""
+    cache(**{"initialize": INITIALIZE, "lists": {"tools/list": TOOLS}, **odd})
+    (reply, listed), starter = await initialize_and_list_with_the_app_down(run_bridge)
+    assert "result" in reply and "result" in listed, (reply, listed)
     assert starter.calls == 1

@@ -111,7 +111,8 @@ def test_it_leaves_the_first_line_it_cannot_answer_and_what_follows(tmp_path: Pa
 
 @pytest.mark.parametrize(
     "case",
-    ["no-catalog", "app-up", "on-start", "modern-era", "no-launch", "refuses-initialize", "not-json", "list-before-initialize"],
+    ["no-catalog", "app-up", "on-start", "modern-era", "no-launch", "refuses-initialize", "not-json", "list-before-initialize",
+     "tool-filter"],
 )
 def test_where_it_does_not_apply_the_loop_reads_everything(tmp_path: Path, case: str) -> None:
     discovery = tmp_path / "mcp-endpoint.json"
@@ -121,7 +122,10 @@ def test_where_it_does_not_apply_the_loop_reads_everything(tmp_path: Path, case:
         _cache(discovery, **({"refusesInitialize": True} if case == "refuses-initialize" else {}))
     if case == "app-up":
         discovery.write_text(json.dumps({"url": "http://127.0.0.1:9/mcp"}), encoding="utf-8")
-    options |= {"on-start": {"launch_policy": "on-start"}, "modern-era": {"protocol_era": "modern"}}.get(case, {})
+    by_case: dict[str, dict[str, Any]] = {
+        "on-start": {"launch_policy": "on-start"}, "modern-era": {"protocol_era": "modern"}, "tool-filter": {"deny_tools": ("echo",)},
+    }
+    options |= by_case.get(case, {})
     if case == "no-launch":
         options["ensure_running"] = None
     if case == "not-json":

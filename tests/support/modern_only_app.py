@@ -1,5 +1,5 @@
 """An MCP server on the official SDK v2 (``mcp`` 2.3) that serves only MCP 2026-07-28, for
-the era-translation process tests: ``python tests/process/modern_only_app.py`` prints
+the era-translation process tests: ``python tests/support/modern_only_app.py`` prints
 ``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections (through
 ``bridge.appserver.AppServer``, with no token) and serves until SIGTERM.
 

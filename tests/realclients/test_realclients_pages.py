@@ -12,7 +12,7 @@ with the versions in ``tests/realclients/package.json``:
 
 The tools a client names to its model are read from its first model request, sent to a model
 endpoint on loopback that answers 400 (``realclients.harness.model_session``): no login, and
-nothing leaves the machine. Marked ``clients``, as ``tests/test_realclients.py``.
+nothing leaves the machine. Marked ``clients``, as ``tests/realclients/test_realclients.py``.
 """
 
 from __future__ import annotations

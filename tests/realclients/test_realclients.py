@@ -90,7 +90,7 @@ APP_CASES = [("dual", "unix"), ("legacy-only", "unix"), ("modern-only", "unix"),
 #: bridge): Claude Code speaks 2026-07-28 first; the others 2025-11-25 or older.
 FIRST_REQUEST = {"claude-code": "server/discover", "gemini-cli": "initialize", "qwen-code": "initialize", "codex": "initialize"}
 
-TRACED_APP = Path(__file__).resolve().parent / "realclients" / "traced_app.py"
+TRACED_APP = Path(__file__).resolve().parent / "traced_app.py"
 
 
 def _start_app(tmp_path: Path, start: Callable[[list[str], Path, str], AppServer], era: str, link: str) -> AppServer:
@@ -320,6 +320,35 @@ def test_copilot_cli_reads_the_entry_config_install_writes(tmp_path: Path) -> No
     workspace = "workspace-app"
     config_install(home, "copilot-cli", workspace, ["--path", ".mcp.json", *args], bridge=bridge_command())
     assert f"{workspace} (local)" not in copilot("mcp", "list")
+    settings = Path(home.env["HOME"]) / ".copilot" / "config.json"
+    settings.write_text(json.dumps({"trusted_folders": [str(home.project)]}), encoding="utf-8")
+    listed = copilot("mcp", "list")
+    assert f"{NAME} (local)" in listed and f"{workspace} (local)" in listed, listed
+
+
+@pytest.mark.timeout(300)
+def test_the_vscode_agent_files_are_read_by_the_copilot_cli_from_npm(tmp_path: Path) -> None:
+    """VS Code's agent (its Agent Host) reads Copilot CLI's two files, ``~/.copilot/mcp-config.json``
+    and a workspace ``.mcp.json``. VS Code is not on npm; Copilot CLI, which reads the same two
+    files, is: what ``--client vscode-agent`` and ``--client vscode-agent-project`` write, it
+    reads (the user entry as a local server; the workspace one once the folder is trusted).
+    Antigravity CLI (``agy``) is not on npm: its targets have no real-client test."""
+    home = _home(tmp_path)
+    args = ["--url", "http://127.0.0.1:9/mcp"]
+    said = config_install(home, "vscode-agent", NAME, args, bridge=bridge_command())
+    assert "restart VS Code's agent" in said and str(Path(home.env["HOME"]) / ".copilot" / "mcp-config.json") in said
+    workspace = "workspace-app"
+    config_install(home, "vscode-agent-project", workspace, args, bridge=bridge_command())
+    assert json.loads((home.project / ".mcp.json").read_text())["mcpServers"][workspace]["type"] == "stdio"
+
+    def copilot(*command: str) -> str:
+        done = subprocess.run([str(COPILOT), *command], cwd=home.project, env=home.env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    shown = copilot("mcp", "get", NAME)
+    assert "Type: local" in shown and "Source: User" in shown, shown
     settings = Path(home.env["HOME"]) / ".copilot" / "config.json"
     settings.write_text(json.dumps({"trusted_folders": [str(home.project)]}), encoding="utf-8")
     listed = copilot("mcp", "list")
