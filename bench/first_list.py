@@ -91,15 +91,23 @@ def finish(proc: subprocess.Popen[bytes]) -> float:
         time.sleep(0.002)
 
 
-def legacy_start(command: list[str], env: dict[str, str]) -> tuple[float, float, float]:
-    """(initialize reply, first tools/list reply, CPU) in seconds, from the spawn."""
+def spawn_and_ask(command: list[str], env: dict[str, str], first: bytes) -> tuple[subprocess.Popen[bytes], float]:
+    """Spawn ``command``, write ``first`` (a request with id 0) and read its reply; return the
+    process and the spawn's ``perf_counter`` time."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None
-    proc.stdin.write(INITIALIZE)
+    proc.stdin.write(first)
     proc.stdin.flush()
     read_reply(proc, 0)
+    return proc, started
+
+
+def legacy_start(command: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(initialize reply, first tools/list reply, CPU) in seconds, from the spawn."""
+    proc, started = spawn_and_ask(command, env, INITIALIZE)
     initialized = time.perf_counter() - started
+    assert proc.stdin is not None
     proc.stdin.write(INITIALIZED + TOOLS_LIST)
     proc.stdin.flush()
     read_reply(proc, 1)
@@ -109,13 +117,9 @@ def legacy_start(command: list[str], env: dict[str, str]) -> tuple[float, float,
 
 def modern_start(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(server/discover reply, CPU) in seconds, from the spawn."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None
-    proc.stdin.write(DISCOVER)
-    proc.stdin.flush()
-    read_reply(proc, 0)
-    return time.perf_counter() - started, finish(proc)
+    proc, started = spawn_and_ask(command, env, DISCOVER)
+    discovered = time.perf_counter() - started
+    return discovered, finish(proc)
 
 
 def launches(started_file: Path) -> list[int]:
