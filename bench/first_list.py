@@ -187,21 +187,30 @@ def main() -> int:
         bridge_args = ["--discovery-file", str(discovery), "--launch", launch]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "MCP_APP_BRIDGE_"))}
         env |= {"XDG_STATE_HOME": str(home / "state"), "TMPDIR": str(home)}
-        warm_catalog([str(script)], bridge_args, env, started_file, discovery)
-        warmed = launches(started_file)
-        commands = {name: [*command, *bridge_args] for name, command in contenders.items()}
-        for command in commands.values():  # the page cache, once, untimed
-            legacy_start(command, env)
-        samples: dict[str, dict[str, list[float]]] = {name: {k: [] for k in ("init", "list", "discover", "cpu")} for name in commands}
-        for number in range(args.rounds):
-            names = list(commands)
-            for name in names[number % len(names):] + names[: number % len(names)]:
-                initialized, listed, cpu = legacy_start(commands[name], env)
-                discovered, _ = modern_start(commands[name], env)
-                for key, value in (("init", initialized), ("list", listed), ("discover", discovered), ("cpu", cpu)):
-                    samples[name][key].append(value)
-        if launches(started_file) != warmed:
-            raise SystemExit("a start launched the app: the catalog did not answer")
+        try:
+            warm_catalog([str(script)], bridge_args, env, started_file, discovery)
+            warmed = launches(started_file)
+            commands = {name: [*command, *bridge_args] for name, command in contenders.items()}
+            for command in commands.values():  # the page cache, once, untimed
+                legacy_start(command, env)
+            samples: dict[str, dict[str, list[float]]] = {
+                name: {k: [] for k in ("init", "list", "discover", "cpu")} for name in commands
+            }
+            for number in range(args.rounds):
+                names = list(commands)
+                for name in names[number % len(names):] + names[: number % len(names)]:
+                    initialized, listed, cpu = legacy_start(commands[name], env)
+                    discovered, _ = modern_start(commands[name], env)
+                    for key, value in (("init", initialized), ("list", listed), ("discover", discovered), ("cpu", cpu)):
+                        samples[name][key].append(value)
+                    if launches(started_file) != warmed:
+                        raise SystemExit(f"{name} launched the app: the catalog did not answer its start")
+        finally:
+            for pid in launches(started_file):  # never left running, whatever happened
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
 
     floor = {key: statistics.median(values) for key, values in samples["bare Python process (floor)"].items()}
     script_list = statistics.median(samples["console script (mcp-app-bridge)"]["list"])
