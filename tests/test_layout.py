@@ -62,7 +62,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "httpx": {"transport.httpx_adapter"},
     "httpcore": set(),
     "click": {"cli"},
-    "tomlkit": {"clients.files"},
+    "tomlkit": {"clients.tomlconfig"},
     "uvicorn": {"appserver.server"},
     "psutil": {"app.listener", "app.discovery"},
     "platformdirs": {"app", "appserver.unixsocket"},  # the server half: the runtime folder on macOS

@@ -140,6 +140,40 @@ def default_discovery_path(app_name: str) -> Path:
     return user_state_path(app_name) / DISCOVERY_FILE_NAME
 
 
+#: At most this many other apps are named in :func:`unpublished_app_hint`.
+MAX_NAMED_APPS = 10
+
+
+def published_app_names() -> list[str]:
+    """The names of the apps whose discovery file is at its default place for this user
+    (:func:`default_discovery_path`: a folder of the app's name in the per-user state
+    folder, holding ``mcp-endpoint.json``), sorted; at most :data:`MAX_NAMED_APPS`, only
+    names of printable characters. Empty when the folder cannot be read."""
+    root = default_discovery_path("x").parent.parent
+    try:
+        folders = sorted(os.listdir(root))
+    except OSError:
+        return []
+    found = []
+    for name in folders:
+        if name.isprintable() and (root / name / DISCOVERY_FILE_NAME).is_file():
+            found.append(name)
+            if len(found) == MAX_NAMED_APPS:
+                break
+    return found
+
+
+def unpublished_app_hint(app_name: str, path: Path | None) -> str | None:
+    """``no app called NAME has published here; found: A, B`` when ``path`` is the default
+    discovery file of ``app_name`` (``--app-name`` without ``--discovery-file``) and is
+    missing: the name may be misspelt, and the apps that did publish are named. ``None``
+    otherwise (another path, or the file exists)."""
+    if path is None or path != default_discovery_path(app_name) or path.exists():
+        return None
+    others = [name for name in published_app_names() if name != app_name]
+    return f"no app called {app_name} has published here ({path.parent.parent}); found: {', '.join(others) if others else 'none'}"
+
+
 def read_discovery_file(path: Path) -> Discovery:
     """Read and check a discovery file.
 

@@ -49,7 +49,7 @@ from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
 from ..system.privatefile import state_file_digest
-from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
+from .discovery import DiscoveryError, Endpoint, pid_is_the_apps, unpublished_app_hint
 
 if TYPE_CHECKING:
     import filelock
@@ -448,7 +448,8 @@ class Launcher:
         except DiscoveryError as exc:
             if launched and exc.missing and source is not None:
                 return f": it never wrote the discovery file {source}, where the bridge looks for it"
-            return f" ({exc})"
+            hint = unpublished_app_hint(self._app, source) if exc.missing else None
+            return f" ({exc}; {hint})" if hint is not None else f" ({exc})"
         discovery = self._endpoint.discovery
         if discovery is not None and discovery.url == url:
             return f" (nothing accepts connections at {url}, read from the discovery file {source})"

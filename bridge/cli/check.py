@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..app.discovery import DiscoveryError, pid_is_alive
+from ..app.discovery import DiscoveryError, pid_is_alive, unpublished_app_hint
 from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import AppUnreachableError, HTTPStatusError, UpstreamError
 from ..core.jsonrpc import Request, encode_message
@@ -143,7 +143,11 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         fix = FIXES["app_unreachable"] if exc.missing else (
             "Fix the discovery file as the message says: mode 0600, owned by you, its url on 127.0.0.1 or [::1]."
         )
-        report.step("endpoint", startable, str(exc) + ("; the bridge will start the app" if startable else ""),
+        detail = str(exc)
+        hint = unpublished_app_hint(config.app_name, config.discovery_file) if exc.missing and config.url is None else None
+        if hint is not None:
+            detail += f" ({hint})"
+        report.step("endpoint", startable, detail + ("; the bridge will start the app" if startable else ""),
                     time.monotonic() - started, None if startable else fix)
         if not startable:
             return
@@ -212,6 +216,15 @@ async def _tools_step(config: BridgeConfig, driver: Driver, report: _Report, fir
     names = [tool.get("name", "?") for tool in listed if isinstance(tool, dict)]
     in_pages = f" (in {pages + 1} pages)" if pages else ""
     report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}{in_pages}: {', '.join(names) if names else '(none)'}")
+    if pages:
+        from ..clients.catalog import CLIENT_INFO, DROPS_LIST_PAGES
+
+        titles = ", ".join(CLIENT_INFO[client].title for client in DROPS_LIST_PAGES)
+        report.line(
+            f"the app sends its tools in pages (its first page has a nextCursor): a client that reads only the first "
+            f"page never sees the others; {titles} need --merge-list-pages in their entry "
+            f"(docs/clients.md, \"Lists in pages\")"
+        )
     if repeated is not None:
         report.step("pages", False, f"the app gives the cursor {repeated[:40]!r} twice: its list loops", 0.0,
                     "Fix the app's tools/list paging: each nextCursor must lead to the next page.")

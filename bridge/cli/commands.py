@@ -85,8 +85,9 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
 @click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, which tools the client loses past its limits, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
-@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
-def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
+@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable), and its whole walk with its own arguments and env.")
+@click.option("--all", "walk_all", is_flag=True, help="Walk every client entry that runs the bridge (`config list` shows them), each with its own arguments and env; no bridge options then.")
+def check(client: str | None, names: tuple[str, ...], walk_all: bool, **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
     endpoint → connect (starting the app if --launch is given) → token → initialize →
@@ -96,16 +97,25 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     --launch program) still exist, and which of each entry's tools the client will lose past
     its limits (names too long, too many tools; nothing is started to list them); with
     --client codex also Codex's own report of each server it starts (✓ connected with its
-    tools, or ✗ with Codex's error), from the current folder.
+    tools, or ✗ with Codex's error), from the current folder. With --name NAME too: then
+    the whole walk with that entry's own arguments and env.
+
+    With --all: the whole walk of every client entry that runs the bridge.
     """
     from .statefolder import current_package, prepare_state_folder
 
     state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile
     if state_line:
         click.echo(state_line)
-    side = _wsl_side_line(entries=client is not None)
+    side = _wsl_side_line(entries=client is not None or walk_all)
     if side:
         click.echo(side)
+    if walk_all:
+        if client is not None or names:
+            raise click.UsageError("--all walks every client's entries: give no --client or --name with it")
+        from .clientcheck import check_all_command
+
+        check_all_command()
     if client is not None or names:
         from .clientcheck import client_check_command
 

@@ -151,6 +151,7 @@ def _entry(
         ClientConfigError,
         ServerEntry,
         client_entry,
+        list_pages_remark,
         startup_timeout_for,
         tool_timeout_for,
     )
@@ -164,6 +165,15 @@ def _entry(
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
+        pages = list_pages_remark(client, args)
+        if pages is not None and not link:
+            _warn(pages)
+        if options["url"] is None and options["discovery_file"] is None and options["app_name"] and options["launch"] is None:
+            from ..app.discovery import default_discovery_path, unpublished_app_hint
+
+            hint = unpublished_app_hint(options["app_name"], default_discovery_path(options["app_name"]))
+            if hint is not None:
+                _warn(f"{hint}: check the spelling of --app-name, or start the app once and run `mcp-app-bridge check` with these options")
         if options["launch"] is not None:
             for warning in _launch_warnings(options["launch"]):
                 _warn(warning)
@@ -183,6 +193,8 @@ def _entry(
             raise click.BadParameter(str(exc), param_hint="--command") from None
         path, remarks = stable_path(path, what="--command")
         command = [path]
+        args, absolute = _absolute_file_arguments(args)
+        remarks = [*remarks, *absolute]
         warnings += remarks + command_warnings([path, *args])
         for warning in warnings:
             _warn(warning)
@@ -231,6 +243,24 @@ def _entry(
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = dataclasses.replace(entry, env=env)
     return entry
+
+
+def _absolute_file_arguments(args: list[str]) -> tuple[list[str], list[str]]:
+    """The app's arguments (after ``--`` with ``--command``) with each that names an existing
+    file by a relative path made absolute, and what to tell the user: the client starts
+    the entry in another folder (its own, or the user's home), where ``script.py`` is not.
+    Options (``-…``) and words that name no file here are kept as written."""
+    rewritten, remarks = [], []
+    for arg in args:
+        if arg and not arg.startswith("-") and not os.path.isabs(arg) and os.path.isfile(arg):
+            absolute = os.path.abspath(arg)
+            remarks.append(
+                f"the argument {arg} names a file in this folder; the entry has {absolute}, "
+                "since the client starts it from another folder"
+            )
+            arg = absolute
+        rewritten.append(arg)
+    return rewritten, remarks
 
 
 def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) -> None:
@@ -385,6 +415,10 @@ def config_install(
     from ..clients.files import install_entry
 
     target = _target(client, path)
+    if "--force" in bridge_args:
+        if command_path is None:
+            raise click.UsageError("put --force before --: it is an option of config install, not of the bridge")
+        _warn(f"--force after -- goes to {command_path} as its own argument; to replace an existing entry, put --force before --")
     wsl = _wsl_side(windows_exe, linux_bridge)
     _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
@@ -508,6 +542,40 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
     for warning in warnings:
         _warn(warning)
     click.echo(link)
+
+
+@config.command("list", context_settings=_CONTEXT, short_help="List every client entry that runs the bridge.")
+def config_list() -> None:
+    """List every entry, in every client's file at its usual place, that runs the bridge:
+    the client, the file, the name and the bridge arguments (no env values). An app's own
+    entry (--command … -- --mcp-stdio) is listed as such. `check --all` walks each."""
+    from .entrywalk import bridge_args_of, bridge_entries
+
+    shown = 0
+    for client, path, name, entry, problem in bridge_entries():
+        if problem is not None:
+            _warn(f"{client}: {problem}")
+            continue
+        args = bridge_args_of(entry)
+        if args is None and "--mcp-stdio" not in (entry.get("args") or []):
+            continue
+        shown += 1
+        what = " ".join(_masked(args)) if args is not None else f"the app's own {entry.get('command')} --mcp-stdio"
+        click.echo(f"{client}\t{name}\t{what}\t({path})")
+    if shown == 0:
+        click.echo("no client entry runs mcp-app-bridge here")
+
+
+def _masked(args: list[str]) -> list[str]:
+    """Bridge arguments as shown: a ``--header``'s value (it may hold a credential) as ``NAME: …``."""
+    shown = []
+    for index, arg in enumerate(args):
+        if index and args[index - 1] == "--header":
+            arg = arg.split(":", 1)[0] + ": …"
+        elif arg.startswith("--header="):
+            arg = arg.split(":", 1)[0] + ": …"
+        shown.append(arg)
+    return shown
 
 
 @config.command("path", context_settings=_CONTEXT, short_help="Print where the client keeps its MCP configuration.")

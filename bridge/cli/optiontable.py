@@ -235,6 +235,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _switch("--session-400-heuristic", "session_400_heuristic", "Treat a 400 that mentions the session like a 404 (session gone).", off_flag="--no-session-400-heuristic"),
     _from_config("--connect-timeout", "connect_timeout_seconds", "Bound on connecting to the app.", convert=seconds, metavar="SECONDS"),
     _from_config("--request-timeout", "request_timeout_seconds", "Bound on each reply: its head within this of sending, a JSON body within this of its head; an SSE reply may go this long between events or keep-alives.", convert=seconds, metavar="SECONDS"),
+    _from_config("--drain-timeout", "drain_timeout_seconds", "After the client closes stdin, how long requests in flight may still finish; then they are answered shutting_down and cancelled at the app.", convert=seconds, metavar="SECONDS"),
     _from_config("--progress-heartbeat", "progress_heartbeat_seconds", "For a call with a progress token: after this long without a word from the app, send the client a progress notification saying the bridge waits on it (0: never).", convert=seconds_or_zero, metavar="SECONDS"),
     _from_config("--max-message-bytes", "max_message_bytes", "Largest message accepted in either direction.", convert=whole_number(1024), metavar="N"),
     _from_config("--max-concurrent-requests", "max_concurrent_requests", "Requests in flight to the app at once.", convert=whole_number(1), metavar="N"),

@@ -53,6 +53,7 @@ from typing import Any
 
 from .._version import __version__
 from ..core.unixurl import is_unix_url, split_unix_url
+from .devicenames import is_device_name
 
 __all__ = [
     "CONTENTS_FOLDER",
@@ -157,7 +158,8 @@ def _contents_folder(executable: Path) -> Path | None:
 def check_bundle_name(name: str) -> str:
     """Return ``name`` if it is a safe bundle name: 1 to 100 letters, digits, ``.``, ``_``
     and ``-``, starting and ending with a letter or digit, no ``..`` (no path separator, no
-    parent folder: clients may use it as a folder name).
+    parent folder: clients may use it as a folder name), and not a Windows device name
+    (``con``, ``nul.txt``, ``LPT1``: ``devicenames.is_device_name``) on any OS.
 
     Raises:
         BundleError: it is not.
@@ -166,6 +168,11 @@ def check_bundle_name(name: str) -> str:
         raise BundleError(
             f"the bundle name {name!r} is not allowed: use 1 to 100 letters, digits, '.', '_' or '-', "
             "starting and ending with a letter or digit (no path separators, no '..')"
+        )
+    if is_device_name(name):
+        raise BundleError(
+            f"the bundle name {name!r} is a Windows device name (CON, PRN, AUX, NUL, COM0-COM9, LPT0-LPT9, "
+            "with or without an extension), which cannot be a folder name there: give --name another name"
         )
     return name
 

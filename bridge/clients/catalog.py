@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .devicenames import is_device_name
 from .location import AmbiguousLocation, ConfigLocation, claude_desktop_location
 
 __all__ = [
@@ -360,6 +361,30 @@ CLIENT_RUNS: dict[str, ClientRun] = {
 }
 
 
+#: The clients that read only a list's first page (they ignore ``nextCursor``): their entry
+#: needs ``--merge-list-pages`` for an app that sends a list in pages. docs/clients.md, "Lists
+#: in pages", has the measurements and reports these come from.
+DROPS_LIST_PAGES: dict[str, str] = {
+    "gemini-cli": "Gemini CLI reads only the first page of a list (0.61.0, measured)",
+    "claude-desktop": "Claude Desktop reads only the first page of a list (reported: anthropics/claude-code#66537)",
+    "copilot-cli": "GitHub Copilot CLI read only the first page of a list (1.0.68: github/copilot-cli#4006)",
+}
+
+
+def list_pages_remark(client: str, bridge_args: list[str] | tuple[str, ...]) -> str | None:
+    """What to tell a user installing ``client``'s entry with ``bridge_args`` when the client
+    drops a list's later pages (:data:`DROPS_LIST_PAGES`) and the entry lacks
+    ``--merge-list-pages``; ``None`` otherwise."""
+    why = DROPS_LIST_PAGES.get(client)
+    if why is None or "--merge-list-pages" in bridge_args:
+        return None
+    return (
+        f"{why}: if the app sends its tools (or prompts, resources) in pages, the later pages' are missing there; "
+        "add --merge-list-pages to this entry (mcp-app-bridge check says whether the app pages its tools; "
+        "docs/clients.md, \"Lists in pages\")"
+    )
+
+
 def client_run(client: str) -> ClientRun:
     """How ``client`` runs the bridge (:data:`CLIENT_RUNS`, else the defaults).
 
@@ -561,10 +586,16 @@ def next_step(client: str, name: str, path: Path) -> str:
 
 
 def check_name(client: str, name: str) -> None:
-    """Raises ClientConfigError when the client would not accept ``name``."""
+    """Raises ClientConfigError when the client would not accept ``name``, or it is a Windows
+    device name (``devicenames.is_device_name``), refused on every OS."""
     info = _info(client)
     if not name:
         raise ClientConfigError("the server's name is empty")
+    if is_device_name(name):
+        raise ClientConfigError(
+            f"{name!r} is a Windows device name (CON, PRN, AUX, NUL, COM0-COM9, LPT0-LPT9, with or without "
+            "an extension), which clients may use as a file name; give --name another name"
+        )
     if info.name_pattern and re.fullmatch(info.name_pattern, name) is None:
         raise ClientConfigError(
             f"{info.title} accepts only letters, digits, '-' and '_' in a server's name, not {name!r}; "

@@ -159,8 +159,15 @@ class BridgeConfig:
         shutdown_grace_seconds: after SIGINT or SIGHUP, how long requests in flight may
             still finish before they are answered with reason ``shutting_down`` (not after
             SIGTERM or a second signal: those answer at once; stdin EOF alone lets them
-            finish, each within ``request_timeout_seconds``). Sized to end well within
+            finish, within ``drain_timeout_seconds``). Sized to end well within
             the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
+        drain_timeout_seconds: after stdin EOF (with no signal before it), how long the
+            requests in flight may still finish; those still open then are answered with
+            reason ``shutting_down`` and the app is told they are cancelled
+            (``notifications/cancelled`` before 2026-07-28; since, the closed exchange says
+            it). The official SDK clients send SIGTERM 2 s after closing stdin, which ends
+            the wait sooner; a pipeline (``bridge < requests.jsonl``) gets the replies of
+            its short calls.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
         verify_listener: before anything is written on a new ``http://`` connection (and
@@ -220,6 +227,7 @@ class BridgeConfig:
         "max_message_bytes",
         "max_concurrent_requests",
         "shutdown_grace_seconds",
+        "drain_timeout_seconds",
         "progress_heartbeat_seconds",
         "delete_timeout_seconds",
         "allow_remote",
@@ -248,6 +256,7 @@ class BridgeConfig:
     max_message_bytes: int
     max_concurrent_requests: int
     shutdown_grace_seconds: float
+    drain_timeout_seconds: float
     progress_heartbeat_seconds: float
     delete_timeout_seconds: float
     allow_remote: bool
@@ -279,6 +288,7 @@ class BridgeConfig:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_concurrent_requests: int = 32,
         shutdown_grace_seconds: float = 0.2,
+        drain_timeout_seconds: float = 5.0,
         progress_heartbeat_seconds: float = 20.0,
         delete_timeout_seconds: float = 0.5,
         allow_remote: bool = False,
@@ -346,6 +356,7 @@ class BridgeConfig:
             "connect_timeout_seconds",
             "request_timeout_seconds",
             "shutdown_grace_seconds",
+            "drain_timeout_seconds",
             "token_timeout_seconds",
             "launch_timeout_seconds",
         ):

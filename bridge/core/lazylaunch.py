@@ -20,6 +20,9 @@ catalog of what the app last served, these requests are answered from it instead
 | ``resources/list``,                       | ``cursor`` (only a whole list is kept: one the app served in one |
 | ``resources/templates/list``              | page, or whose pages ``--merge-list-pages`` merged into one)     |
 | ``ping``                                  | the catalog exists (``{}``)                                     |
+| a list whose capability the app does not  | the app refused it (its JSON-RPC error, kept in ``refusedLists``) |
+| declare (``resources/list`` of an app     | while its cached ``initialize`` (or ``server/discover``) result   |
+| that serves tools only)                   | declares no such capability: that error again                   |
 
 Anything else needs the app: the first such request starts it (single-flight across
 bridges, ``bridge/app/launcher.py``), the client's own ``initialize`` is replayed to open the
@@ -30,6 +33,8 @@ A catalog entry is a JSON object (no token, no header, nothing but what the app 
 ``{"format": 1, "app": <name>, "endpoint": <URL or discovery file path>, "savedAtSeconds":
 <Unix time>, "initialize": <result> | null, "discover": <result> | null, "lists": {<method>:
 <result>}}``, and optionally ``"initializeByVersion": {<version asked>: <result>}``,
+``"refusedLists": {<method>: {"code": <int>, "message": <str>}}`` (the app's error for a list
+whose capability it does not declare: Codex asks ``resources/list`` at every start),
 ``"refusesInitialize": true`` (the app serves 2026-07-28 only: a 2025-era client is answered
 from ``discover``, translated, ``bridge/serve/modernapp.py``) and ``"refusesDiscover": true |
 <the app's error>`` (the app serves the 2025 era only).
@@ -49,6 +54,9 @@ __all__ = [
     "LIST_METHODS",
     "answers_from_catalog",
     "catalog_result",
+    "catalog_answer",
+    "list_refusal",
+    "record_refusal",
     "why_not_answered",
     "refuses",
     "discover_refusal",
@@ -115,6 +123,94 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, mo
     if modern is False:
         return legacy_result(result)
     return dict(result)
+
+
+def catalog_answer(method: str, params: Any, entry: dict[str, Any] | None, *, modern: bool | None = None) -> dict[str, Any] | None:
+    """The reply members the catalog ``entry`` gives a ``method`` request with ``params``:
+    ``{"result": …}`` (:func:`catalog_result`), ``{"error": …}`` for a list the app does not
+    serve (:func:`list_refusal`), or ``None`` when the app is needed. A new object each time."""
+    result = catalog_result(method, params, entry, modern=modern)
+    if result is not None:
+        return {"result": result}
+    error = list_refusal(entry, method)
+    return {"error": error} if error is not None else None
+
+
+#: The longest error message kept from the app (characters): the catalog holds no more.
+MAX_REFUSAL_MESSAGE_CHARS = 1000
+
+
+def _declared_capabilities(entry: dict[str, Any]) -> set[str] | None:
+    """The capabilities the app's cached ``initialize`` and ``server/discover`` results
+    declare (their ``capabilities`` members), or ``None`` when the catalog holds neither."""
+    declared: set[str] | None = None
+    by_version = entry.get("initializeByVersion")
+    results = [entry.get("initialize"), entry.get("discover"), *(by_version.values() if isinstance(by_version, dict) else ())]
+    for result in results:
+        capabilities = result.get("capabilities") if isinstance(result, dict) else None
+        if isinstance(capabilities, dict):
+            declared = (declared or set()) | {name for name in capabilities if isinstance(name, str)}
+    return declared
+
+
+def list_refusal(entry: dict[str, Any] | None, method: str) -> dict[str, Any] | None:
+    """The JSON-RPC ``error`` the catalog ``entry`` gives a list request (``method``, one of
+    :data:`LIST_METHODS`) whose capability the app does not declare: the app's own error
+    as it last gave it (``refusedLists``, :func:`record_refusal`; ``{"code": int,
+    "message": str}``), or ``None`` (not a list, no handshake result cached, the capability
+    is declared, or the app never refused it: then the app is asked).
+
+    MCP server/tools, server/resources, server/prompts ("Capabilities"): a server that
+    serves a list declares its capability; a client may ask anyway (Codex asks
+    ``resources/list`` and ``resources/templates/list`` at every start), and an app that
+    does not serve it answers an error, usually ``-32601`` (JSON-RPC 2.0 section 5.1,
+    "Method not found"). An app may serve a list it does not declare: only its own refusal
+    is repeated, never guessed."""
+    if entry is None or method not in LIST_METHODS:
+        return None
+    declared = _declared_capabilities(entry)
+    capability = _CAPABILITY[method]
+    if declared is None or capability in declared:
+        return None
+    refused = entry.get("refusedLists")
+    error = refused.get(method) if isinstance(refused, dict) else None
+    if not isinstance(error, dict) or not _well_formed_error(error):
+        return None
+    return {"code": error["code"], "message": error["message"]}
+
+
+def _well_formed_error(error: Any) -> bool:
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and not isinstance(error.get("code"), bool)
+        and isinstance(error.get("message"), str)
+    )
+
+
+def record_refusal(
+    entry: dict[str, Any] | None, method: str, error: Any, *, app: str, endpoint: str, now_seconds: float
+) -> dict[str, Any] | None:
+    """The catalog entry after the app answered a list request (``method``) with the JSON-RPC
+    ``error``, or ``None`` when nothing changes. Kept only when the catalog holds the app's
+    handshake result for this ``app`` and ``endpoint`` and it does not declare the list's
+    capability (an app that declares it failed for another reason: that is not kept); only
+    ``code`` and ``message`` (cut to :data:`MAX_REFUSAL_MESSAGE_CHARS`) are kept. A later
+    result for that list (:func:`record`) or another app version drops it."""
+    if entry is None or method not in LIST_METHODS or not _well_formed_error(error):
+        return None
+    if entry.get("app") != app or entry.get("endpoint") != endpoint:
+        return None
+    declared = _declared_capabilities(entry)
+    if declared is None or _CAPABILITY[method] in declared:
+        return None
+    kept = {"code": error["code"], "message": error["message"][:MAX_REFUSAL_MESSAGE_CHARS]}
+    refused = entry.get("refusedLists")
+    refused = dict(refused) if isinstance(refused, dict) else {}
+    if refused.get(method) == kept:
+        return None
+    refused[method] = kept
+    return {**entry, "refusedLists": refused, "savedAtSeconds": now_seconds}
 
 
 #: Server capabilities added after 2024-11-05, with the revision that added them (each
@@ -194,6 +290,8 @@ def why_not_answered(method: str, params: Any, entry: dict[str, Any] | None) -> 
         return "the catalog holds no server/discover result"
     if isinstance(params, dict) and params.get("cursor") is not None:
         return "the request asks for a cursor (only first pages are kept)"
+    if method in LIST_METHODS and _declared_capabilities(entry) is None:
+        return f"the catalog holds no {method} result, and no initialize or server/discover result that says whether the app serves it"
     return f"the catalog holds no {method} result"
 
 
@@ -299,10 +397,15 @@ def record(
             updated["initializeByVersion"] = by_version
     else:
         lists: dict[str, Any] = dict(base.get("lists") or {})
-        if lists.get(method) == result:
+        refused = base.get("refusedLists")
+        refused = {key: value for key, value in refused.items() if key != method} if isinstance(refused, dict) else {}
+        if lists.get(method) == result and refused == base.get("refusedLists", {}):
             return None
         lists[method] = result
         updated = {**base, "lists": lists, "savedAtSeconds": now_seconds}
+        updated.pop("refusedLists", None)
+        if refused:
+            updated["refusedLists"] = refused  # the app serves this list now
     return updated
 
 

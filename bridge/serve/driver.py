@@ -32,8 +32,10 @@ from the app updates the catalog. Across eras: a 2025-era client translated for 
 is answered from the cached ``server/discover``; its first request the catalog cannot
 answer starts the app, lists again in the 2026-07-28 form and announces what changed
 (there is no session to open). A ``server/discover`` for an app marked ``refusesDiscover``
-gets the app's refusal from the catalog. A catalog's answer never counts as proof of the
-app's era (``--protocol-era auto``).
+gets the app's refusal from the catalog, and so does a list the app refused while
+declaring no capability for it (Codex asks ``resources/list`` of a tools-only app at every
+start). The log line that starts the app names the request that needed it. A catalog's
+answer never counts as proof of the app's era (``--protocol-era auto``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
 from ..core.eramap import cancelled_notification, is_legacy_refusal
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
 from ..core.jsonrpc import Request, encode_message
+from ..core.ledger import id_key
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -87,6 +90,8 @@ _INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initia
 _LISTS = ("tools", "prompts", "resources")
 #: Bound on listing again, after a lazy launch, what the client was served (seconds).
 RELIST_AFTER_LAUNCH_SECONDS = 10.0
+#: At most this many replies are remembered as the catalog's until the trace asks (bounded memory).
+MAX_CATALOG_MARKS = 1024
 #: Bound on telling the app that a private page (``--merge-list-pages``) is abandoned (seconds).
 PAGE_CANCEL_SECONDS = 1.0
 
@@ -186,6 +191,7 @@ class Driver:
         self._max_message_bytes = max_message_bytes
         self._pages = 0  # private page requests sent (their ids)
         self._notices: set[asyncio.Task[None]] = set()  # cancellations of private pages, in flight
+        self._from_catalog: dict[Any, bool] = {}  # ids whose reply came from the catalog, until asked
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward a request; return its stdout line (the app's reply, or the catalog's).
@@ -347,18 +353,18 @@ class Driver:
             self._initialize = request  # what a session rebuild replays
             self._deferred = None
         if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
-            from ..core.lazylaunch import catalog_result
+            from ..core.lazylaunch import catalog_answer
 
-            result = catalog_result(request.method, request.params, self._deferred, modern=False)
-            if result is not None:
-                return self._catalog_reply(request, {"result": result})
-            if await self._open_deferred_session(emit):  # the app now serves 2026-07-28 only
+            answer = catalog_answer(request.method, request.params, self._deferred, modern=False)
+            if answer is not None:
+                return self._catalog_reply(request, answer)
+            if await self._open_deferred_session(request, emit):  # the app now serves 2026-07-28 only
                 assert self.modern_app is not None
                 return await self.modern_app.request(request, emit)
         elif self._stateless_served is not None and era.stateless and self._translating_for_legacy() and self._needs_the_app(request):
             await self._announce_after_launch(request, emit)
         relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch: Callable[[], Awaitable[None]] | None = None
+        launch: Callable[[], Awaitable[None]] | None = functools.partial(self._launch_for, request)
         if self.catalog is not None and self._may_answer_from_catalog(request.method):
             launch = functools.partial(self._launch_unless_cataloged, request)
         elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
@@ -403,7 +409,7 @@ class Driver:
     async def _launch_unless_cataloged(self, request: Request) -> None:
         """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
         :class:`_FromCatalog` when it does, else start the app."""
-        from ..core.lazylaunch import catalog_result, discover_refusal, why_not_answered
+        from ..core.lazylaunch import catalog_answer, discover_refusal, why_not_answered
 
         assert self.catalog is not None
         entry = self.catalog.entry()
@@ -412,14 +418,23 @@ class Driver:
             if refusal is not None:
                 log.info("%s is not running; server/discover refused from its catalog (the app serves the 2025 era only)", self._app)
                 raise _FromCatalog({"error": refusal})
-        result = catalog_result(request.method, request.params, entry, modern=request.era.stateless)
-        if result is not None:
-            raise _FromCatalog({"result": result})
+        answer = catalog_answer(request.method, request.params, entry, modern=request.era.stateless)
+        if answer is not None:
+            raise _FromCatalog(answer)
         if entry is not None:
             log.info(
                 "%s is not running and its catalog does not answer %s: %s; starting it",
-                self._app, request.method, why_not_answered(request.method, request.params, entry),
+                self._app, _named(request), why_not_answered(request.method, request.params, entry),
             )
+        elif self._launcher.configured:
+            log.info("%s is not running and has no catalog yet; %s needs it: starting it", self._app, _named(request))
+        await self._launcher.ensure_running()
+
+    async def _launch_for(self, request: Request) -> None:
+        """The flow's ``EnsureRunning`` for ``request``: start the app, the log naming the
+        request that needed it."""
+        if self._launcher.configured:
+            log.info("%s is not running; %s needs it: starting it", self._app, _named(request))
         await self._launcher.ensure_running()
 
     async def _hold_listen_until_the_app_is_needed(self) -> None:
@@ -436,7 +451,15 @@ class Driver:
         log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
         await self._app_reached.wait()
 
+    def answered_from_catalog(self, request_id: Any) -> bool:
+        """Whether the last reply :meth:`request` returned for ``request_id`` came from the
+        catalog (the trace's "answered by"); asked once per reply, which forgets it."""
+        return self._from_catalog.pop(id_key(request_id), False)
+
     def _catalog_reply(self, request: Request, answer: dict[str, Any]) -> bytes:
+        if len(self._from_catalog) >= MAX_CATALOG_MARKS:  # (a private request's mark is never asked for)
+            self._from_catalog.clear()
+        self._from_catalog[id_key(request.id)] = True
         reply = encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
         return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
 
@@ -486,7 +509,7 @@ class Driver:
             cached = self._stateless_served
             if cached is None:
                 return  # (another request did it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, _named(request))
             await self._launcher.ensure_running()  # (on failure, the next request tries again)
             self._stateless_served = None
         from ..core.lazylaunch import changed_list_notifications
@@ -504,7 +527,7 @@ class Driver:
 
     def _remember(self, method: str, params: Any, line: bytes) -> None:
         """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
-        from ..core.lazylaunch import CATALOG_METHODS, record
+        from ..core.lazylaunch import CATALOG_METHODS, record, record_refusal
 
         if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
             return
@@ -512,26 +535,25 @@ class Driver:
             reply = json.loads(line)
         except ValueError:
             return
-        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+        if not isinstance(reply, dict):
             return
-        updated = record(
-            self.catalog.entry(),
-            method,
-            params,
-            reply["result"],
-            app=self.catalog.app_name,
-            endpoint=self.catalog.endpoint_identity,
-            now_seconds=time.time(),
-        )
+        app, endpoint, now = self.catalog.app_name, self.catalog.endpoint_identity, time.time()
+        if "error" in reply:  # a list the app refuses (lazylaunch.record_refusal keeps only an undeclared one's)
+            updated = record_refusal(self.catalog.entry(), method, reply["error"], app=app, endpoint=endpoint, now_seconds=now)
+        elif isinstance(reply.get("result"), dict):
+            updated = record(self.catalog.entry(), method, params, reply["result"], app=app, endpoint=endpoint, now_seconds=now)
+        else:
+            return
         if updated is not None:
             self.catalog.replace(updated)
 
-    async def _open_deferred_session(self, emit: Emit) -> bool:
-        """Start the app (if no bridge did), replay the client's ``initialize`` to open the
-        MCP session it was promised, list again what it was served and tell it (``emit``)
-        which lists changed. Returns ``True`` when the app refused the replay because it
-        now serves 2026-07-28 only (an update since the catalog was written): the client is
-        then translated (``modern_app``) from this request on, and no session is opened.
+    async def _open_deferred_session(self, request: Request, emit: Emit) -> bool:
+        """Start the app (if no bridge did) for ``request``, the first the catalog does not
+        answer, replay the client's ``initialize`` to open the MCP session it was promised,
+        list again what it was served and tell it (``emit``) which lists changed. Returns
+        ``True`` when the app refused the replay because it now serves 2026-07-28 only (an
+        update since the catalog was written): the client is then translated
+        (``modern_app``) from this request on, and no session is opened.
 
         Raises:
             UpstreamError: the app could not be started, or refused the replay (and is no
@@ -542,7 +564,7 @@ class Driver:
             cached = self._deferred
             if cached is None:
                 return self.modern_app is not None and self.modern_app.active  # (another request opened it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
+            log.info("%s is needed now, for %s: starting it", self._app, _named(request))
             await self._launcher.ensure_running()
             session = self._upstream.session
             generation = session.generation
@@ -947,6 +969,11 @@ def _wants_a_session(line: bytes) -> bool:
     first, as a legacy-only app answers a 2026-07-28 request: the app did not act on it."""
     text = line.lower()
     return b'"error"' in text and (b"session" in text or b"initializ" in text)
+
+
+def _named(request: Request) -> str:
+    """A request as the log names it: its method and JSON-RPC id (never its params)."""
+    return f"{request.method} (id {json.dumps(request.id)})"
 
 
 def _time_left(timeout_seconds: float) -> Callable[[], float]:

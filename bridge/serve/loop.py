@@ -20,7 +20,8 @@ at once, freeing its slot and its connection (docs/behaviour.md,
 Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP), within the kill schedules of real clients
 (Claude Code: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s after the first; Codex: SIGTERM,
 SIGKILL milliseconds later): stop reading; after stdin EOF with no signal, let requests in
-flight finish (each within its request timeout: ``Dispatcher.drain``); after SIGINT or
+flight finish, for ``drain_timeout_seconds`` at most, then cancel those left at the app
+(``Dispatcher.drain``); after SIGINT or
 SIGHUP, for ``shutdown_grace_seconds`` (0.2 s); not at all after SIGTERM or a second
 signal (one during the wait after EOF included); answer every open request with ``shutting_down``; then cancel the tasks,
 ``DELETE`` the MCP session (best effort) and flush stdout, all within

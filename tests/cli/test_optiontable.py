@@ -40,8 +40,8 @@ def click_options(command: click.Command) -> dict[str, click.Option]:
     return {param.name: param for param in command.params if isinstance(param, click.Option) and param.name not in ("version", "help")}
 
 
-#: ``check``'s own options, beside the bridge's (``check --client codex [--name NAME]``).
-CHECK_OWN_OPTIONS = ("client", "names")
+#: ``check``'s own options, beside the bridge's (``check --client codex [--name NAME]``, ``check --all``).
+CHECK_OWN_OPTIONS = ("client", "names", "walk_all")
 
 
 @pytest.mark.parametrize("command", [main, check], ids=["bridge", "check"])

@@ -359,7 +359,7 @@ def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server
         env={**os.environ, **entry.get("env", {})},
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "demo-app"
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "example-app"
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -436,7 +436,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
          "--url", "http://127.0.0.1:9/mcp"],
     )
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"added 'my-app' in {target}; ")
+    assert result.stdout.startswith(f"added 'my-app' in {target}; ")  # (stderr may warn first)
     for words in NEXT_STEPS.get(client, (f"restart {CLIENT_INFO[client].title} to use it",)):
         assert words in result.output
     if client == "claude-code":

@@ -82,6 +82,6 @@ def test_config_install_and_check_client_for_each_moved_target(
     entry = json.loads(path.read_text())["mcpServers"]["myapp"]
     assert entry["args"][-2:] == ["--app-name", "MyApp"]
     assert entry.get("type") == {"vscode-agent": "local", "vscode-agent-project": "stdio"}.get(client)
-    checked = CliRunner().invoke(main, ["check", "--client", client, "--name", "myapp"])
+    checked = CliRunner().invoke(main, ["check", "--client", client])
     assert checked.exit_code == 0, checked.output
     assert f"entries in {path}" in checked.stdout and "✓ myapp" in checked.stdout

@@ -72,7 +72,7 @@ def test_two_bridges_answer_the_start_up_from_the_catalog_and_the_first_call_lau
         for bridge in bridges:  # a client's start: initialize, tools/list, ping
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply["result"]["serverInfo"]["name"] == "demo-app", bridge.stderr_tail()
+            assert reply["result"]["serverInfo"]["name"] == "example-app", bridge.stderr_tail()
             assert reply["result"]["protocolVersion"] == initialize(0)["params"]["protocolVersion"]
             bridge.send(INITIALIZED)
             assert [tool["name"] for tool in _list(bridge, 1)["tools"]] == names

@@ -102,7 +102,7 @@ def test_a_2026_client_of_the_legacy_only_app_starts_it_on_the_first_call_only(d
     with desk.bridge(*args) as prober:  # a client that probes, then falls back: all from the catalog
         refusal = _reply(prober, _modern(0, "server/discover"))
         assert "error" in refusal and refusal["id"] == 0, f"{refusal}\n{prober.stderr_tail()}"
-        assert _result(prober, initialize(1))["serverInfo"]["name"] == "demo-app"
+        assert _result(prober, initialize(1))["serverInfo"]["name"] == "example-app"
         prober.send(INITIALIZED)
         assert [tool["name"] for tool in _result(prober, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["tools"]] == names
         prober.finish()

@@ -87,7 +87,7 @@ def test_app_not_running_the_bridge_launches_it(desk: Desk, how: str) -> None:
         reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
         elapsed = time.monotonic() - started
         assert "result" in reply, f"{reply}\n{bridge.stderr_tail()}"
-        assert reply["result"]["serverInfo"]["name"] == "demo-app"
+        assert reply["result"]["serverInfo"]["name"] == "example-app"
         bridge.send(INITIALIZED)
         (pid,) = desk.launches()
         assert app_info(bridge, 1)["pid"] == pid
@@ -120,7 +120,7 @@ def test_mcp_stdio_library_path_with_the_sdk_client(desk: Desk) -> None:
             async with stdio_client(params, errlog=errlog) as (read_stream, write_stream):
                 async with ClientSession(read_stream, write_stream, read_timeout_seconds=LAUNCH_REPLY_TIMEOUT) as client:
                     init = await client.initialize()
-                    assert init.server_info.name == "demo-app"
+                    assert init.server_info.name == "example-app"
                     names = {tool.name for tool in (await client.list_tools()).tools}
                     assert {"echo", "app_info"} <= names
                     echoed = await client.call_tool("echo", {"text": "library path ✓"})

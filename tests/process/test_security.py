@@ -89,7 +89,7 @@ def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crash
         with here.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             relaunched = here.launches()[-1]
             assert app_info(bridge, 1)["pid"] == relaunched
@@ -283,7 +283,7 @@ def test_a_reused_pid_counts_as_absent_the_app_is_launched_and_the_messages_say_
         with here.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == here.launches()[-1]
             assert "is starting; waiting" not in bridge.stderr_tail()
@@ -331,7 +331,7 @@ def test_localhost_another_users_listener_on_ipv6_does_not_keep_the_app_from_bei
         with desk.bridge(*args, env=env) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
             desk.note_token()

@@ -112,7 +112,7 @@ def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: 
         with desk.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
         assert json.loads(desk.discovery.read_text())["url"] == first.url, "the stale socket was replaced at its place"

@@ -54,10 +54,13 @@ from support.processes import BRIDGE_EXE_VAR, bridge_command, free_port
 
 pytestmark = [pytest.mark.clients, pytest.mark.posix_only("the clients' POSIX installs; signals and TMPDIR")]
 
-NAME = "demo-app"
+NAME = "example-app"
+"""The entry's name: the example app (``examples/app_server.py``, its server name too)."""
 LAUNCH_TIMEOUT_SECONDS = 30.0
 """--launch-timeout: bound on the app's start (about 1 s; a loaded CI machine is slower)."""
 KILL_PATTERN_RUNS = 20
+DEMO = "demo"
+"""The entry of ``mcp-app-bridge demo-app`` (DemoApp, tools only)."""
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +72,8 @@ def _home(tmp_path: Path, **extra: str) -> Home:
     return fresh_home(tmp_path / "user", **extra)
 
 
-def _explain(client: str, status: object) -> str:
-    return f"{client}'s own check did not report {NAME!r} connected:\n{getattr(status, 'output', status)}"
+def _explain(client: str, status: object, name: str = NAME) -> str:
+    return f"{client}'s own check did not report {name!r} connected:\n{getattr(status, 'output', status)}"
 
 
 #: The example app's protocol-era modes, by its own options: both eras (its default), the
@@ -479,6 +482,9 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
         + ([era_flag] if era_flag else [])
     )
     args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
+    # _run_entry closes stdin at once: the launch its call needs may take longer than the
+    # default --drain-timeout on a loaded machine.
+    args += ["--drain-timeout", f"{LAUNCH_TIMEOUT_SECONDS + 30:g}"]
     for client in ("claude-code", "codex"):
         config_install(home, client, NAME, args, bridge=bridge_command())
     trust(home, "claude-code", NAME)
@@ -524,3 +530,39 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
     result = replies.get(3, {}).get("result")
     assert isinstance(result, dict) and result["content"][0]["text"] == "lazy ✓", replies
     assert len(read_pids(started)) == 2, "the first call launched the app once"
+
+
+@pytest.mark.timeout(300)
+def test_codex_starts_against_a_tools_only_app_that_is_down_without_launching_it(
+    tmp_path: Path, reap_apps: Callable[[Path], Path]
+) -> None:
+    """Issue 41, point 10: Codex asks for ``resources/list`` and ``resources/templates/list``
+    at every start, whatever the app declared. ``mcp-app-bridge demo-app`` serves tools only
+    (its ``initialize`` declares no ``resources``) and answers those with its JSON-RPC error.
+    With a catalog cached and the app down, the catalog answers them as the app did: Codex's
+    start reports the server with its tools, and the app is never launched."""
+    from support.apps import process_alive, stop_pids
+    from support.processes import wait_until
+
+    home = _home(tmp_path)
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    discovery = app_dir / "mcp-endpoint.json"
+    started = reap_apps(app_dir / "started")
+    # The demo app, its pid appended to `started` at each start (it has no --started-file).
+    demo_app = [*bridge_command(), "demo-app", "--app-name", "TestApp", "--discovery-file", str(discovery)]
+    launch = shlex.join(["sh", "-c", 'echo $$ >> "$0" && exec "$@"', str(started), *demo_app])
+    args = ["--discovery-file", str(discovery), "--launch", launch, "--launch-timeout", f"{LAUNCH_TIMEOUT_SECONDS:g}"]
+    config_install(home, "codex", DEMO, args, bridge=bridge_command())
+
+    status = check(home, "codex", DEMO)  # the first start launches the app; its answers are cached
+    assert status.connected, _explain("codex", status, DEMO)
+    (pid,) = read_pids(started)
+    stop_pids([pid])
+    assert wait_until(lambda: not process_alive(pid), 10)
+
+    for run in range(2):
+        status = check(home, "codex", DEMO)
+        assert status.connected, f"Codex's start, run {run + 1}: " + _explain("codex", status, DEMO)
+        assert status.tools is not None and {"echo", "add"} <= set(status.tools), status.tools
+        _not_launched(started, pid, f"Codex's start, run {run + 1}")
