@@ -36,7 +36,6 @@ One launch at a time, with a memory (per bridge process):
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import subprocess
@@ -78,11 +77,11 @@ def retry_delay_seconds(failures_in_a_row: int) -> float:
 
 def state_folder() -> Path:
     """The bridge's own per-user state folder (``platformdirs.user_state_path``:
-    ``%LOCALAPPDATA%\\mcp-app-bridge`` on Windows), holding the launch locks and the served
-    catalogs."""
-    import platformdirs
+    ``%LOCALAPPDATA%\\mcp-app-bridge`` on Windows; found without platformdirs on Linux,
+    ``bridge/app/statefolder.py``), holding the launch locks and the served catalogs."""
+    from .statefolder import user_state_path
 
-    return platformdirs.user_state_path("mcp-app-bridge", appauthor=False)
+    return user_state_path("mcp-app-bridge")
 
 
 def package_state_problem(package: str | None, environ: dict[str, str] | None = None, folder: Path | None = None) -> str | None:
@@ -356,6 +355,8 @@ class Launcher:
             log.info("starting %s", in_sentence(self._app))
             try:
                 outcome = self._callable()
+                import inspect  # only a library app's ensure_running hook comes here
+
                 if inspect.isawaitable(outcome):
                     await outcome
             except Exception as exc:

@@ -156,7 +156,7 @@ def version() -> None:
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
-@click.option("--exe", "executable", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The frozen executable (build/out/mcp-app-bridge).")
+@click.option("--exe", "executable", required=True, type=click.Path(exists=True, path_type=Path), help="The frozen build: the one-folder build's folder (build/out/mcp-app-bridge-onedir), or an executable.")
 @click.option("--out", required=True, type=PATH, metavar="FILE.mcpb", help="Where the bundle goes.")
 @click.option("--name", metavar="NAME", help="The bundle's name (default: --app-name in lower case).")
 @click.option("--display-name", metavar="TEXT", help="The name the client shows (default: --app-name).")
@@ -170,8 +170,10 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     The bridge options go after the command's own, as the bridge should get them:
 
     \b
-        mcp-app-bridge bundle --exe build/out/mcp-app-bridge --out dist/MyApp.mcpb --app-name MyApp
+        mcp-app-bridge bundle --exe build/out/mcp-app-bridge-onedir --out dist/MyApp.mcpb --app-name MyApp
 
+    The one-folder build starts without unpacking itself (a one-file executable unpacks at
+    every start, seconds on macOS and with antivirus); the bundle holds the whole folder.
     A --token-env VAR, a --token-command and each --header value become settings the user fills
     in at install time; no secret goes into the bundle, and a header that carries one is refused.
     """
@@ -180,12 +182,23 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     app_name = params["app_name"]
     if name is None and app_name is None:
         raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
-    from ..clients.bundle import BundleError, bundle_manifest, check_bundle_name, name_from_app_name, write_bundle
+    from ..clients.bundle import (
+        BundleError,
+        bundle_manifest,
+        check_bundle_name,
+        frozen_executable,
+        name_from_app_name,
+        write_bundle,
+    )
 
     try:
         name = check_bundle_name(name) if name is not None else name_from_app_name(app_name)
     except BundleError as exc:
         raise click.BadParameter(str(exc), param_hint="--name") from None
+    try:
+        executable = frozen_executable(executable)
+    except BundleError as exc:
+        raise click.BadParameter(str(exc), param_hint="--exe") from None
     value_options = {
         opt for param in main.params if isinstance(param, click.Option) and not param.is_flag and not param.count for opt in param.opts
     }

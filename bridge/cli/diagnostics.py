@@ -173,11 +173,19 @@ def exit_now(status: int) -> NoReturn:
     """End the process with ``status`` once the bridge's run is over, without the
     interpreter's teardown: finalizing every loaded module takes about 30 ms (measured),
     and Codex sends SIGKILL 7-9 ms after its SIGTERM. Nothing is lost: the run has closed
-    its connections and flushed stdout; queued log records are written here first."""
+    its connections and flushed stdout; queued log records are written here first. A
+    one-file build's run empties its own unpack folder last, all but its lock file
+    (``bridge/system/unpacksweep.py``: a bootloader killed while cleaning up then leaves
+    nothing the next start cannot remove at once)."""
     logging.shutdown()  # (ThreadedHandler.close writes what is queued, bounded)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
+    from ..system.unpacksweep import empty_own_folder, own_unpack_folder
+
+    folder = own_unpack_folder()
+    if folder is not None:
+        empty_own_folder(folder)
     os._exit(status)

@@ -12,7 +12,7 @@ Everything else is built from :data:`BRIDGE_OPTIONS`:
 - the options table of docs/usage.md (tests/cli/test_optiontable.py checks it).
 
 Defaults of the options that fill a :class:`~bridge.core.config.BridgeConfig` field of the
-same name are that field's default (``dataclasses.fields``), so a default is written once.
+same name are that field's default (:func:`~bridge.core.config.config_defaults`), so a default is written once.
 
 Click-free and cheap to import: a client's start of the bridge loads this module.
 
@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from ..core.config import LAUNCH_POLICIES, PROTOCOL_ERAS, BridgeConfig
+from ..core.config import LAUNCH_POLICIES, PROTOCOL_ERAS, config_defaults
 
 __all__ = [
     "BRIDGE_OPTIONS",
@@ -204,7 +203,7 @@ class BridgeOption:
         return (self.flag, *self.aliases, *((self.off_flag,) if self.off_flag else ()))
 
 
-_CONFIG_DEFAULTS = {field.name: field.default for field in fields(BridgeConfig) if field.default is not MISSING}
+_CONFIG_DEFAULTS = config_defaults()
 
 
 def _from_config(flag: str, dest: str, help: str, **kwargs: Any) -> BridgeOption:

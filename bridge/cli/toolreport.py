@@ -10,7 +10,6 @@ Each report function returns lines (and a verdict); the caller prints them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -98,8 +97,7 @@ async def list_app_tools(config: BridgeConfig) -> ToolListing:
     :data:`LIST_BOUND_SECONDS`), else the list its catalog keeps, else none (``problem``)."""
     from ..serve.parts import build_stack  # (imported late: config's other commands never load it)
 
-    quick = dataclasses.replace(
-        config,
+    quick = config.replace(
         launch_command=None,
         ensure_running=None,
         launch_policy="never",

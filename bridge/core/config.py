@@ -10,7 +10,6 @@ import ipaddress
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +18,7 @@ __all__ = [
     "is_conventional_variable",
     "variable_in_message",
     "BridgeConfig",
+    "config_defaults",
     "HTTP_TOKEN",
     "ConfigError",
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -116,7 +116,6 @@ class ConfigError(ValueError):
     """A configuration value is unusable. The message says which and why; nothing started."""
 
 
-@dataclass(frozen=True)
 class BridgeConfig:
     """Everything one bridge run needs to know.
 
@@ -200,38 +199,144 @@ class BridgeConfig:
         read_only: ``--read-only``: only the tools the app annotates ``readOnlyHint: true``.
             A hidden tool's ``tools/call`` gets -32602 (reason ``tool_filtered``); the
             lazy-launch catalog keeps the app's whole list (``bridge/serve/toolgate.py``).
+
+    Built with keyword arguments only; frozen (setting an attribute raises
+    ``AttributeError``), compared and hashed by its values, and its ``repr`` leaves out the
+    token and the callables. A plain class rather than a dataclass: importing
+    :mod:`dataclasses` loads :mod:`inspect` and :mod:`ast`, 5-8 ms of every start of the
+    bridge (bench/README.md, "Start-up"). :meth:`replace` makes a changed copy;
+    :func:`config_defaults` gives each value's default.
     """
 
-    url: str | None = None
-    discovery_file: Path | None = None
-    app_name: str = DEFAULT_APP_NAME
-    headers: tuple[tuple[str, str], ...] = ()
-    token: str | None = field(default=None, repr=False)
-    token_source: Any = field(default=None, repr=False)
-    token_timeout_seconds: float = 10.0
-    launch_command: tuple[str, ...] | None = None
-    ensure_running: Callable[[], Any] | None = field(default=None, repr=False)
-    launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS
-    launch_log_file: Path | None = None
-    launch_policy: str = "on-call"
-    session_400_heuristic: bool = True
-    connect_timeout_seconds: float = 5.0
-    request_timeout_seconds: float = 300.0
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_concurrent_requests: int = 32
-    shutdown_grace_seconds: float = 0.2
-    drain_timeout_seconds: float = 5.0
-    progress_heartbeat_seconds: float = 20.0
-    delete_timeout_seconds: float = 0.5
-    allow_remote: bool = False
-    verify_listener: bool = True
-    protocol_era: str = "auto"
-    merge_list_pages: bool = False
-    allow_tools: tuple[str, ...] = ()
-    deny_tools: tuple[str, ...] = ()
-    read_only: bool = False
+    __slots__ = (
+        "url",
+        "discovery_file",
+        "app_name",
+        "headers",
+        "token",
+        "token_source",
+        "token_timeout_seconds",
+        "launch_command",
+        "ensure_running",
+        "launch_timeout_seconds",
+        "launch_log_file",
+        "launch_policy",
+        "session_400_heuristic",
+        "connect_timeout_seconds",
+        "request_timeout_seconds",
+        "max_message_bytes",
+        "max_concurrent_requests",
+        "shutdown_grace_seconds",
+        "drain_timeout_seconds",
+        "progress_heartbeat_seconds",
+        "delete_timeout_seconds",
+        "allow_remote",
+        "verify_listener",
+        "protocol_era",
+        "merge_list_pages",
+        "allow_tools",
+        "deny_tools",
+        "read_only",
+    )
+    url: str | None
+    discovery_file: Path | None
+    app_name: str
+    headers: tuple[tuple[str, str], ...]
+    token: str | None
+    token_source: Any
+    token_timeout_seconds: float
+    launch_command: tuple[str, ...] | None
+    ensure_running: Callable[[], Any] | None
+    launch_timeout_seconds: float
+    launch_log_file: Path | None
+    launch_policy: str
+    session_400_heuristic: bool
+    connect_timeout_seconds: float
+    request_timeout_seconds: float
+    max_message_bytes: int
+    max_concurrent_requests: int
+    shutdown_grace_seconds: float
+    drain_timeout_seconds: float
+    progress_heartbeat_seconds: float
+    delete_timeout_seconds: float
+    allow_remote: bool
+    verify_listener: bool
+    protocol_era: str
+    merge_list_pages: bool
+    allow_tools: tuple[str, ...]
+    deny_tools: tuple[str, ...]
+    read_only: bool
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        discovery_file: Path | None = None,
+        app_name: str = DEFAULT_APP_NAME,
+        headers: tuple[tuple[str, str], ...] = (),
+        token: str | None = None,
+        token_source: Any = None,
+        token_timeout_seconds: float = 10.0,
+        launch_command: tuple[str, ...] | None = None,
+        ensure_running: Callable[[], Any] | None = None,
+        launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
+        launch_log_file: Path | None = None,
+        launch_policy: str = "on-call",
+        session_400_heuristic: bool = True,
+        connect_timeout_seconds: float = 5.0,
+        request_timeout_seconds: float = 300.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_concurrent_requests: int = 32,
+        shutdown_grace_seconds: float = 0.2,
+        drain_timeout_seconds: float = 5.0,
+        progress_heartbeat_seconds: float = 20.0,
+        delete_timeout_seconds: float = 0.5,
+        allow_remote: bool = False,
+        verify_listener: bool = True,
+        protocol_era: str = "auto",
+        merge_list_pages: bool = False,
+        allow_tools: tuple[str, ...] = (),
+        deny_tools: tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> None:
+        given = locals()  # every argument by name: one value per slot
+        for name in self.__slots__:
+            object.__setattr__(self, name, given[name])
+        self._check()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"BridgeConfig is frozen: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"BridgeConfig is frozen: cannot delete {name!r}")
+
+    def replace(self, **changes: Any) -> BridgeConfig:
+        """A new configuration with these values changed (by name, as the constructor takes
+        them), checked as any new one (what ``dataclasses.replace`` gave).
+
+        Raises:
+            TypeError: a name that is not one of the values.
+            ConfigError: a value the check refuses.
+        """
+        return BridgeConfig(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, BridgeConfig)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__ if name not in _NOT_IN_REPR)
+        return f"BridgeConfig({shown})"
+
+    def _check(self) -> None:
         if self.url is None and self.discovery_file is None:
             raise ConfigError("give the app's endpoint: --url, --discovery-file or --app-name")
         check_app_name(self.app_name)
@@ -269,6 +374,17 @@ class BridgeConfig:
             globs = getattr(self, name)
             if not isinstance(globs, tuple) or not all(isinstance(glob, str) and glob for glob in globs):
                 raise ConfigError(f"{name} must be a tuple of globs over tool names, none empty")
+
+
+#: What :class:`BridgeConfig`'s ``repr`` leaves out: a secret, and callables.
+_NOT_IN_REPR = frozenset({"token", "token_source", "ensure_running"})
+
+
+def config_defaults() -> dict[str, Any]:
+    """Each :class:`BridgeConfig` value's default, by name (a new dict)."""
+    defaults = BridgeConfig.__init__.__kwdefaults__
+    assert defaults is not None
+    return dict(defaults)
 
 
 def is_loopback_host(host: str) -> bool:

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from .errors import (
@@ -164,12 +163,35 @@ class _Marker:
         return f"{type(self).__name__}()"
 
 
+class _OneValue:
+    """An action with one value, compared and hashed by its class and that value. (A plain
+    class: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)"""
+
+    __slots__ = ()
+    #: The value's name (the subclass's one slot).
+    _FIELD = ""
+
+    def _value(self) -> object:
+        return getattr(self, self._FIELD)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _OneValue)
+        return bool(other._value() == self._value())
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._value()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._FIELD}={self._value()!r})"
+
+
 class Send(_Marker):
     """POST the message (again)."""
 
 
-@dataclass(frozen=True)
-class RefreshToken:
+class RefreshToken(_OneValue):
     """Get a fresh token (single-flight across concurrent requests).
 
     ``used_generation``: the token generation the rejected request carried (a refresh
@@ -177,15 +199,18 @@ class RefreshToken:
     current now is replaced.
     """
 
-    used_generation: int | None
+    __slots__ = ("used_generation",)
+    _FIELD = "used_generation"
+
+    def __init__(self, used_generation: int | None) -> None:
+        self.used_generation = used_generation
 
 
 class EnsureRunning(_Marker):
     """Make sure the app runs and accepts connections (single-flight across bridges)."""
 
 
-@dataclass(frozen=True)
-class RebuildSession:
+class RebuildSession(_OneValue):
     """Replay the client's ``initialize`` to get a new MCP session (single-flight).
 
     ``lost_generation``: the session generation the failed request carried (a rebuild
@@ -193,18 +218,25 @@ class RebuildSession:
     current now is rebuilt.
     """
 
-    lost_generation: int | None
+    __slots__ = ("lost_generation",)
+    _FIELD = "lost_generation"
+
+    def __init__(self, lost_generation: int | None) -> None:
+        self.lost_generation = lost_generation
 
 
 class RelistTools(_Marker):
     """List the app's tools again (privately) to learn their header annotations anew."""
 
 
-@dataclass(frozen=True)
-class WaitThenSend:
+class WaitThenSend(_OneValue):
     """Wait ``delay_seconds`` (the app's ``Retry-After``), then the flow sends again."""
 
-    delay_seconds: float
+    __slots__ = ("delay_seconds",)
+    _FIELD = "delay_seconds"
+
+    def __init__(self, delay_seconds: float) -> None:
+        self.delay_seconds = delay_seconds
 
 
 class HeaderMismatch(_Marker):

@@ -26,9 +26,8 @@ string ``name`` is hidden by any active filter: it cannot be matched.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "ALLOW_OPTION",
@@ -55,17 +54,17 @@ def is_read_only(tool: Any) -> bool:
     return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
 
 
-@dataclass(frozen=True)
-class Hidden:
+class Hidden(NamedTuple):
     """One tool a filter hid: its ``name`` (``None`` when it had no string name) and the
-    ``option`` that hid it (:data:`DENY_OPTION`, :data:`ALLOW_OPTION` or :data:`READ_ONLY_OPTION`)."""
+    ``option`` that hid it (:data:`DENY_OPTION`, :data:`ALLOW_OPTION` or :data:`READ_ONLY_OPTION`).
+    (Named tuples, not dataclasses: importing :mod:`dataclasses` loads :mod:`inspect` and
+    :mod:`ast` at every start.)"""
 
     name: str | None
     option: str
 
 
-@dataclass(frozen=True)
-class ToolFilter:
+class ToolFilter(NamedTuple):
     """The tool filter of one bridge run (``BridgeConfig.allow_tools``, ``deny_tools``, ``read_only``).
 
     Attributes:

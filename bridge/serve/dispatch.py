@@ -134,6 +134,8 @@ class Dispatcher:
         self._finish_work = False
         self._drain_timeout_seconds = config.drain_timeout_seconds
         self._notices_scope: CancelScope | None = None  # the cancellations sent after the drain
+        # The ids of requests answered by the catalog start, whose replies are not written again.
+        self._answered_before: set[Any] = set()
 
     async def wait_for_room(self) -> None:
         """Return once the reader may take another line: the open requests are within
@@ -148,9 +150,12 @@ class Dispatcher:
             else:
                 return
 
-    async def dispatch_line(self, line: bytes, *, stopping: bool = False) -> None:
+    async def dispatch_line(self, line: bytes, *, stopping: bool = False, answered: bool = False) -> None:
         """Classify one stdin line (without its line end) and start what it asks for.
-        With ``stopping`` its requests are answered ``shutting_down`` at once."""
+        With ``stopping`` its requests are answered ``shutting_down`` at once. With
+        ``answered``, the line's request was answered before this loop started (the
+        catalog start, ``bridge/serve/catalogstart.py``): it runs as any other, and its
+        reply is not written again."""
         try:
             message = classify(line)
         except InboundError as exc:
@@ -161,6 +166,8 @@ class Dispatcher:
                 _trace_reply(None, exc.request_id, len(reply) - 1, None, "bridge")
             await self._outbox.put(reply)
             return
+        if answered and isinstance(message, Request):
+            self._answered_before.add(message.id)
         if trace.isEnabledFor(logging.DEBUG):
             for item in message.items if isinstance(message, Batch) else (message,):
                 _trace_in_line(item, len(item.body) if isinstance(item, (Request, Notification, Response)) else len(line))
@@ -305,7 +312,12 @@ class Dispatcher:
             self._admission.started -= 1
             if opens is not None:
                 opens.set()
-        if line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
+        if line is not None and request.id in self._answered_before:  # written by the catalog start
+            self._answered_before.discard(request.id)
+            self._ledger.answer(slot, line)
+            if trace.isEnabledFor(logging.DEBUG):
+                _trace_reply(request.method, request.id, len(line) - 1, None, "catalog")
+        elif line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
             if trace.isEnabledFor(logging.DEBUG) and slot.state == "open":
                 if answered_by == "app" and _bridge_error(line):  # (the tool filter's refusal, say)
                     answered_by = "bridge"

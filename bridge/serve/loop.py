@@ -62,6 +62,8 @@ from .taskset import TaskSet
 if TYPE_CHECKING:
     import httpx
 
+    from .catalogstart import CatalogStart
+
 __all__ = ["Bridge", "run_stdio"]
 
 log = logging.getLogger("bridge")
@@ -88,6 +90,9 @@ class Bridge:
         app_probe: ``async (url) -> bool``, whether the app accepts connections (tests pass
             one that follows their fake app); by default a TCP connect.
         handle_signals: stop gracefully on SIGTERM/SIGINT/SIGHUP (where the platform allows).
+        catalog_start: what the catalog start read before this loop (``bridge/serve/catalogstart.py``):
+            its answered lines run first (their replies are not written again), then the
+            rest of what it read, then ``stdin``.
     """
 
     def __init__(
@@ -99,9 +104,11 @@ class Bridge:
         http_transport: httpx.AsyncBaseTransport | None = None,
         app_probe: Callable[[str], Awaitable[bool]] | None = None,
         handle_signals: bool = False,
+        catalog_start: CatalogStart | None = None,
     ) -> None:
         self._config = config
         self._stdin = stdin
+        self._catalog_start = catalog_start
         stack = build_stack(config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt)
         self._driver = stack.driver
         self._app = stack.top
@@ -174,6 +181,12 @@ class Bridge:
 
     async def _read_loop(self) -> None:
         framer = LineFramer(self._config.max_message_bytes)
+        if self._catalog_start is not None:
+            for line in self._catalog_start.answered:
+                await self._dispatcher.dispatch_line(line, answered=True)
+            if self._catalog_start.rest:  # (b"" would be EOF)
+                framer.receive_data(self._catalog_start.rest)
+            self._catalog_start = None
         while True:
             await self._dispatcher.wait_for_room()
             event = framer.next_event()
@@ -254,8 +267,11 @@ class Bridge:
         self.stop(name, hurry=signum == signal.SIGTERM)
 
 
-def run_stdio(config: BridgeConfig) -> int:
+def run_stdio(config: BridgeConfig, *, catalog_start: CatalogStart | None = None) -> int:
     """Run the bridge on this process's stdin and stdout until the client lets go.
+
+    ``catalog_start``: what the catalog start read and answered first
+    (``bridge/serve/catalogstart.py``; the command line runs it before this).
 
     Claims the wire first (:func:`~bridge.stdio.fds.claim_stdio`): a stray ``print()`` from
     the app's own code, a library or a warning then goes to stderr and can never corrupt
@@ -275,7 +291,7 @@ def run_stdio(config: BridgeConfig) -> int:
 
     async def serve() -> int:
         bridge = Bridge(
-            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True
+            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True, catalog_start=catalog_start
         )
         if is_onefile_child():
             loop = asyncio.get_running_loop()

@@ -29,8 +29,7 @@ The parts, and who uses whom:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..app.discovery import Endpoint
 from ..app.launcher import Launcher, default_lock_path, log_package_state
@@ -56,9 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["Parts", "Stack", "build_parts", "build_stack"]
 
 
-@dataclass(frozen=True)
-class Parts:
-    """The parts one run of the bridge is made of (see the module docstring)."""
+class Parts(NamedTuple):
+    """The parts one run of the bridge is made of (see the module docstring). (A named
+    tuple: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)"""
 
     endpoint: Endpoint
     tokens: TokenStore
@@ -76,12 +75,20 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
     the peer), and on a named pipe (``npipe://``) the server check (``bridge/app/pipepeer.py``).
     The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
     from ..app.listener import ListenerCheck
-    from ..app.unixpeer import UnixPeerCheck
     from ..transport.unixlink import verify_by_family
 
     listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
-    unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
-    pipe_checks: list[Any] = []  # the named-pipe check, made on the first pipe (Windows only)
+    # The other links' checks are made on their first connection: a start that connects
+    # nowhere (answered from the catalog) or over TCP loads none of their modules.
+    unix_checks: list[Any] = []
+    pipe_checks: list[Any] = []  # (Windows only)
+
+    def verify_unix(sock: Any) -> object:
+        if not unix_checks:
+            from ..app.unixpeer import UnixPeerCheck
+
+            unix_checks.append(UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload))
+        return unix_checks[0].verify_connection(sock)
 
     def verify_pipe(handle: Any) -> object:
         if not pipe_checks:
@@ -90,7 +97,7 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
             pipe_checks.append(PipePeerCheck(endpoint.discovery_for_pipe, app_name=config.app_name, refresh=endpoint.reload))
         return pipe_checks[0].verify_connection(handle)
 
-    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection, verify_pipe)
+    verify = verify_by_family(listener_check.verify_connection, verify_unix, verify_pipe)
     assert verify is not None
     return listener_check, verify
 
@@ -169,8 +176,7 @@ def build_parts(
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher, catalog=catalog)
 
 
-@dataclass(frozen=True)
-class Stack:
+class Stack(NamedTuple):
     """One run's request stack over its parts (CONTRIBUTING.md, "The request stack"):
     ``top`` (era routing) → ``lazy`` (lazy launch) → ``driver`` (recovery) → the parts."""
 

@@ -19,14 +19,8 @@ import pytest
 from support.helpers import URL, RunBridge, request_line
 from support.mcp_app import McpApp
 
-from bridge.app.tokens import (
-    MAX_COMMAND_STDERR_BYTES,
-    MAX_TOKEN_OUTPUT_BYTES,
-    CommandTokenSource,
-    TokenContext,
-    TokenSourceError,
-    mask_secrets,
-)
+from bridge.app.tokencommand import MAX_COMMAND_STDERR_BYTES, MAX_TOKEN_OUTPUT_BYTES, CommandTokenSource, mask_secrets
+from bridge.app.tokens import TokenContext, TokenSourceError
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,6 @@ them and not in the table fails here."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from bridge.cli.buildconfig import build_config
 from bridge.cli.commands import check, main
 from bridge.cli.optiontable import BRIDGE_OPTIONS, LOG_LEVELS, BridgeOption, OptionValueError, defaults
 from bridge.cli.serve import PLAIN_DEFAULTS
-from bridge.core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, BridgeConfig
+from bridge.core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, BridgeConfig, config_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,13 +71,14 @@ def test_the_plain_parser_is_the_tables() -> None:
 
 
 def test_the_defaults_are_bridgeconfigs() -> None:
-    fields = {field.name: field for field in dataclasses.fields(BridgeConfig)}
+    fields = config_defaults()
+    assert set(fields) == set(BridgeConfig.__slots__)
     as_is = {option.dest for option in BRIDGE_OPTIONS if option.config}
     assert as_is | NOT_AN_OPTION_AS_IS == set(fields) and not as_is & NOT_AN_OPTION_AS_IS
     for option in BRIDGE_OPTIONS:
         if option.config:
-            assert option.default == fields[option.dest].default, option.flag
-    assert fields["launch_timeout_seconds"].default == DEFAULT_LAUNCH_TIMEOUT_SECONDS == 30.0
+            assert option.default == fields[option.dest], option.flag
+    assert fields["launch_timeout_seconds"] == DEFAULT_LAUNCH_TIMEOUT_SECONDS == 30.0
 
 
 def test_every_option_reaches_bridgeconfig_as_given(tmp_path: Path) -> None:
