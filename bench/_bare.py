@@ -1,7 +1,7 @@
 """The floor for a stdio process: a plain Python process that answers on stdio.
 
 No network, no MCP library: it reads newline-delimited JSON-RPC on stdin and answers what
-the benchmarks send (``initialize``; ``tools/call`` of ``echo``, ``large`` and ``size``,
+the benchmarks send (``initialize``, ``tools/list``, ``server/discover``; ``tools/call`` of ``echo``, ``large`` and ``size``,
 with the example app's reply shapes; notifications get nothing), until stdin closes. It is
 what any stdio bridge costs at least: the interpreter's own start, ``json``, and the pipes.
 
@@ -22,12 +22,23 @@ INIT_RESULT = {
 }
 
 
+#: ``tools/list`` and ``server/discover`` as the example app's catalog answers them (shapes
+#: only: bench/first_list.py times the first reply to each).
+TOOLS_RESULT = {"tools": [{"name": name, "description": "A tool.", "inputSchema": {"type": "object"}}
+                          for name in ("echo", "slow", "progress", "large", "size", "app_info", "fail")]}
+DISCOVER_RESULT = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "serverInfo": {"name": "bare", "version": "0"}}
+
+
 def answer(message):
     if "id" not in message:
         return None
     method = message.get("method")
     if method == "initialize":
         return {"jsonrpc": "2.0", "id": message["id"], "result": INIT_RESULT}
+    if method == "tools/list":
+        return {"jsonrpc": "2.0", "id": message["id"], "result": TOOLS_RESULT}
+    if method == "server/discover":
+        return {"jsonrpc": "2.0", "id": message["id"], "result": DISCOVER_RESULT}
     params = message.get("params") or {}
     arguments = params.get("arguments") or {}
     tool = params.get("name")

@@ -46,7 +46,7 @@ Bridge mode (what an AI client runs; the app's own entry point, no GUI, no serve
 
 ``--mcp-stdio`` comes from the bridge library (``bridge.mcp_stdio_option``): the process
 becomes a stdio↔HTTP bridge to the *running* app, found through the discovery file
-(default: the per-user one of ``demo-app``), authenticated through the app's
+(default: the per-user one of ``example-app``), authenticated through the app's
 ``/auth/token`` route with the secret file (``bridge.AuthRouteTokenSource``: over the
 bridge's own link, checked to be the app's before the secret is sent), and started in
 server mode (same discovery, secret and started files and ``--link``; its output to
@@ -108,7 +108,7 @@ __all__ = [
     "main",
 ]
 
-APP_NAME = "demo-app"
+APP_NAME = "example-app"
 """The app's name: server name, bridge messages, default discovery file."""
 
 LINKS = ("auto", "unix", "npipe", "tcp")

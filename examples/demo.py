@@ -324,10 +324,10 @@ def run_part_two(show_logs: bool, say: Transcript) -> int:
     say.line("part 2: the app is NOT running; the AI client starts the app's --mcp-stdio entry")
     status = 1
     launched_pid: int | None = None
-    with tempfile.TemporaryDirectory(prefix="mcp-bridge-demo-app-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mcp-bridge-example-app-") as tmp:
         folder = Path(tmp)
-        discovery = folder / "demo-app" / "mcp-endpoint.json"
-        secret_file = folder / "demo-app" / "secret"
+        discovery = folder / "example-app" / "mcp-endpoint.json"
+        secret_file = folder / "example-app" / "secret"
         launch_log = folder / "launched-app.log"
         bridge_log_path = folder / "bridge.log"
         bridge_log = sys.stderr if show_logs else open(bridge_log_path, "w", encoding="utf-8")  # noqa: SIM115

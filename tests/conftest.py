@@ -27,6 +27,7 @@ cross-process launch lock lives there); ``make_secret_file`` writes a 0600 secre
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -77,6 +78,23 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Remove proxy variables (both spellings) for every test: loopback traffic must not see them."""
     for name in PROXY_VARS:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """Give the next test the logging this one found: a test that runs a command in process
+    (click's runner, ``run_stdio``) configures logging as the bridge does at start
+    (bridge/cli/diagnostics.py: the root logger's level and handlers, httpcore's level,
+    ``logging.captureWarnings``), and a root level left at ERROR would hide a later test's
+    warnings from ``caplog``."""
+    root = logging.getLogger()
+    httpcore = logging.getLogger("httpcore")
+    saved = (root.level, root.handlers[:], httpcore.level)
+    yield
+    root.setLevel(saved[0])
+    root.handlers[:] = saved[1]
+    httpcore.setLevel(saved[2])
+    logging.captureWarnings(False)
 
 
 @pytest.fixture
@@ -175,4 +193,4 @@ def anyio_backend() -> str:
 
 
 # The lifecycle harness's fixture, for every test that asks for it.
-from support.desk import desk  # noqa: E402,F401
+from support.lifecycle import desk  # noqa: E402,F401

@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "_version": set(),
     "core": set(),
     "system": {"core"},
-    "transport": {"core", "system.cancelscope"},
+    "transport": {"core", "system.cancelscope", "system.privatefile"},
     "app": {"core", "system", "transport.base"},
     "stdio": {"core", "system"},
     "streamable": {"core", "system.cancelscope", "app", "transport.base"},
@@ -45,7 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
     "clients": {"_version", "core.config", "core.unixurl"},
-    "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl"},
+    "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl", "core.policy"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},
     # The package faces: ``bridge`` re-exports lazily; ``__main__`` runs the CLI.
     "__init__": {"_version", "core", "app.discovery", "app.tokens", "system.privatefile", "serve.loop", "cli"},
@@ -62,10 +62,10 @@ THIRD_PARTY: dict[str, set[str]] = {
     "httpx": {"transport.httpx_adapter"},
     "httpcore": set(),
     "click": {"cli"},
-    "tomlkit": {"clients.files"},
+    "tomlkit": {"clients.tomlconfig"},
     "uvicorn": {"appserver.server"},
     "psutil": {"app.listener", "app.discovery"},
-    "platformdirs": {"app"},
+    "platformdirs": {"app", "appserver.unixsocket"},  # the server half: the runtime folder on macOS
     "filelock": {"app", "appserver.server"},  # the server half: one instance per discovery file
     "msgspec": {"streamable.jsonparse"},  # large replies parse faster with it
 }

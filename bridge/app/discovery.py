@@ -46,7 +46,6 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -90,24 +89,89 @@ class DiscoveryError(ConfigError):
         self.missing = missing
 
 
-@dataclass(frozen=True)
 class Discovery:
-    """What the app published: its endpoint, and optionally its pid and a token."""
+    """What the app published: its endpoint, and optionally its pid and a token.
 
-    url: str
-    pid: int | None = None
-    token: str | None = field(default=None, repr=False)
-    #: When ``pid`` started (Unix seconds), as recorded by the writer; ``None``: not recorded.
-    pid_start_time: float | None = None
-    #: The file's modification time (Unix seconds) when it was read.
-    written_at: float | None = field(default=None, compare=False, repr=False)
+    Attributes:
+        url: the endpoint.
+        pid: the app's process id, or ``None``.
+        token: the bearer token, or ``None`` (never in the ``repr``).
+        pid_start_time: when ``pid`` started (Unix seconds), as recorded by the writer;
+            ``None``: not recorded.
+        written_at: the file's modification time (Unix seconds) when it was read (not
+            compared, not in the ``repr``).
+
+    A plain class, not a dataclass: importing :mod:`dataclasses` loads :mod:`inspect` and
+    :mod:`ast` at every start of the bridge.
+    """
+
+    __slots__ = ("url", "pid", "token", "pid_start_time", "written_at")
+
+    def __init__(
+        self,
+        url: str,
+        pid: int | None = None,
+        token: str | None = None,
+        pid_start_time: float | None = None,
+        written_at: float | None = None,
+    ) -> None:
+        self.url, self.pid, self.token, self.pid_start_time, self.written_at = url, pid, token, pid_start_time, written_at
+
+    def _compared(self) -> tuple[object, ...]:
+        return (self.url, self.pid, self.token, self.pid_start_time)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Discovery)
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        return f"Discovery(url={self.url!r}, pid={self.pid!r}, pid_start_time={self.pid_start_time!r})"
 
 
 def default_discovery_path(app_name: str) -> Path:
     """The per-user discovery file of ``app_name`` (``user_state_path`` of platformdirs)."""
-    import platformdirs
+    from .statefolder import user_state_path
 
-    return platformdirs.user_state_path(app_name, appauthor=False) / DISCOVERY_FILE_NAME
+    return user_state_path(app_name) / DISCOVERY_FILE_NAME
+
+
+#: At most this many other apps are named in :func:`unpublished_app_hint`.
+MAX_NAMED_APPS = 10
+
+
+def published_app_names() -> list[str]:
+    """The names of the apps whose discovery file is at its default place for this user
+    (:func:`default_discovery_path`: a folder of the app's name in the per-user state
+    folder, holding ``mcp-endpoint.json``), sorted; at most :data:`MAX_NAMED_APPS`, only
+    names of printable characters. Empty when the folder cannot be read."""
+    root = default_discovery_path("x").parent.parent
+    try:
+        folders = sorted(os.listdir(root))
+    except OSError:
+        return []
+    found = []
+    for name in folders:
+        if name.isprintable() and (root / name / DISCOVERY_FILE_NAME).is_file():
+            found.append(name)
+            if len(found) == MAX_NAMED_APPS:
+                break
+    return found
+
+
+def unpublished_app_hint(app_name: str, path: Path | None) -> str | None:
+    """``no app called NAME has published here; found: A, B`` when ``path`` is the default
+    discovery file of ``app_name`` (``--app-name`` without ``--discovery-file``) and is
+    missing: the name may be misspelt, and the apps that did publish are named. ``None``
+    otherwise (another path, or the file exists)."""
+    if path is None or path != default_discovery_path(app_name) or path.exists():
+        return None
+    others = [name for name in published_app_names() if name != app_name]
+    return f"no app called {app_name} has published here ({path.parent.parent}); found: {', '.join(others) if others else 'none'}"
 
 
 def read_discovery_file(path: Path) -> Discovery:

@@ -36,7 +36,6 @@ One launch at a time, with a memory (per bridge process):
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import subprocess
@@ -47,15 +46,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
+from ..core.policy import LAUNCH_RETRY_BACKOFF
 from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
 from ..system.privatefile import state_file_digest
-from .discovery import DiscoveryError, Endpoint, pid_is_the_apps
+from .discovery import DiscoveryError, Endpoint, pid_is_the_apps, unpublished_app_hint
 
 if TYPE_CHECKING:
     import filelock
 
-__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path"]
+__all__ = ["Launcher", "EnsureRunningCallable", "launch_environment", "default_lock_path", "spawn_on_windows", "state_folder", "package_state_problem", "log_package_state"]
 
 log = logging.getLogger("bridge.launcher")
 
@@ -67,24 +67,67 @@ EnsureRunningCallable = Callable[[], "None | Awaitable[None]"]
 POLL_INTERVAL_SECONDS = 0.1
 #: Seconds between progress lines while waiting.
 PROGRESS_INTERVAL_SECONDS = 5.0
-#: After a failed launch, no new attempt for this long (seconds), doubled after each
-#: further failure in a row, up to :data:`RETRY_MAX_SECONDS`.
-RETRY_FIRST_SECONDS = 5.0
-RETRY_MAX_SECONDS = 60.0
 
 
 def retry_delay_seconds(failures_in_a_row: int) -> float:
     """Seconds before the next launch attempt after ``failures_in_a_row`` (>= 1) failed
     ones: 5, 10, 20, 40, then 60 s each time."""
-    return min(RETRY_FIRST_SECONDS * 2.0 ** (max(failures_in_a_row, 1) - 1), RETRY_MAX_SECONDS)
+    return LAUNCH_RETRY_BACKOFF.seconds(failures_in_a_row - 1)
+
+
+def state_folder() -> Path:
+    """The bridge's own per-user state folder (``platformdirs.user_state_path``:
+    ``%LOCALAPPDATA%\\mcp-app-bridge`` on Windows; found without platformdirs on Linux,
+    ``bridge/app/statefolder.py``), holding the launch locks and the served catalogs."""
+    from .statefolder import user_state_path
+
+    return user_state_path("mcp-app-bridge")
+
+
+def package_state_problem(package: str | None, environ: dict[str, str] | None = None, folder: Path | None = None) -> str | None:
+    """For a bridge inside the MSIX package ``package`` (its full name; ``None``: in none),
+    what is wrong with its state ``folder`` (default :func:`state_folder`) and the fix
+    (``bridge.system.msix.state_folder_problem``); ``None`` when nothing is."""
+    from ..system.msix import package_family_name, state_folder_problem
+
+    if package is None:
+        return None
+    return state_folder_problem(
+        state_folder() if folder is None else folder, package_family_name(package), os.environ if environ is None else environ
+    )
+
+
+def log_package_state(
+    *,
+    platform: str | None = None,
+    package: Callable[[], str | None] | None = None,
+    environ: dict[str, str] | None = None,
+    folder: Path | None = None,
+) -> None:
+    """At start, on Windows (``platform``, default this one): a warning when this bridge runs
+    inside an MSIX package (``package()``, default ``bridge.system.msix.current_package``)
+    and its state folder is not in the real profile (:func:`package_state_problem`), or,
+    inside a package, one line saying the folder is fine."""
+    if (sys.platform if platform is None else platform) != "win32":
+        return
+    if package is None:
+        from ..system.msix import current_package
+
+        name = current_package()
+    else:
+        name = package()
+    problem = package_state_problem(name, environ, folder)
+    if problem:
+        log.warning("%s", problem)
+    elif name is not None:
+        log.info("this bridge runs inside the MSIX package %s; its state folder %s is in the real profile", name,
+                 state_folder() if folder is None else folder)
 
 
 def default_lock_path(key: str) -> Path:
     """The per-user lock file shared by every bridge that may launch the same app."""
-    import platformdirs
-
     digest = state_file_digest(key)
-    return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "locks" / f"launch-{digest}.lock"
+    return state_folder() / "locks" / f"launch-{digest}.lock"
 
 
 #: Variables with this prefix are the bridge's own; the launched app never gets them.
@@ -312,6 +355,8 @@ class Launcher:
             log.info("starting %s", in_sentence(self._app))
             try:
                 outcome = self._callable()
+                import inspect  # only a library app's ensure_running hook comes here
+
                 if inspect.isawaitable(outcome):
                     await outcome
             except Exception as exc:
@@ -400,7 +445,8 @@ class Launcher:
         except DiscoveryError as exc:
             if launched and exc.missing and source is not None:
                 return f": it never wrote the discovery file {source}, where the bridge looks for it"
-            return f" ({exc})"
+            hint = unpublished_app_hint(self._app, source) if exc.missing else None
+            return f" ({exc}; {hint})" if hint is not None else f" ({exc})"
         discovery = self._endpoint.discovery
         if discovery is not None and discovery.url == url:
             return f" (nothing accepts connections at {url}, read from the discovery file {source})"
@@ -433,8 +479,40 @@ def _spawn_detached(command: list[str], stdout: Any, stderr: Any, env: dict[str,
     }
     if sys.platform != "win32":
         return subprocess.Popen(command, start_new_session=True, **options)
-    from ..system.winapi import spawn_outside_job  # pragma: no cover - Windows only
+    from ..system.msix import current_package  # pragma: no cover - Windows only
 
-    started: subprocess.Popen[bytes] = spawn_outside_job(subprocess.Popen, command, options)  # pragma: no cover
+    started: subprocess.Popen[bytes] = spawn_on_windows(command, options, current_package())  # pragma: no cover
     return started  # pragma: no cover - Windows only
+
+
+def spawn_on_windows(
+    command: list[str],
+    options: dict[str, Any],
+    package: str | None,
+    *,
+    popen: Callable[..., Any] = subprocess.Popen,
+    outside: Callable[..., Any] | None = None,
+) -> Any:
+    """Start the app on Windows for a bridge in ``package`` (``None``: in none), logging how
+    (``bridge.system.msix.launch_plan``): outside the package with the desktop-app breakaway
+    policy (``outside``, default ``bridge.system.msix.spawn_app_outside_package``), or, in no
+    package or when that fails, with ``popen`` outside the client's job where it allows
+    (``bridge.system.winapi.spawn_outside_job``). The arguments are stand-ins in the tests.
+
+    Returns a ``subprocess.Popen``, or an object with its ``pid``/``poll``/``wait``/``kill``.
+    Raises ``OSError`` when the app could not be started at all."""
+    from ..system.msix import launch_plan, spawn_app_outside_package
+    from ..system.winapi import spawn_outside_job
+
+    outside_package, line = launch_plan(package)
+    log.info("%s", line)
+    if outside_package:
+        try:
+            return (outside or spawn_app_outside_package)(command, options["stdout"], options["stderr"], options["env"])
+        except OSError as exc:
+            log.warning(
+                "could not start the app outside the package (%s); starting it inside, where its files are seen by "
+                "this client's bridges only", exc.strerror or exc,
+            )
+    return spawn_outside_job(popen, command, options)
 

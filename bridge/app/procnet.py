@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Address", "TcpEntry", "parse_proc_net_tcp", "find_listeners", "normal_address", "LISTEN"]
 
@@ -22,9 +22,9 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 LISTEN = 0x0A
 
 
-@dataclass(frozen=True)
-class TcpEntry:
-    """One line of ``/proc/net/tcp[6]``: addresses (IPv4-mapped IPv6 shown as IPv4), state, owner."""
+class TcpEntry(NamedTuple):
+    """One line of ``/proc/net/tcp[6]``: addresses (IPv4-mapped IPv6 shown as IPv4), state, owner.
+    (A named tuple: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)"""
 
     local: tuple[Address, int]
     remote: tuple[Address, int]

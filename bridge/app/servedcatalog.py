@@ -35,10 +35,10 @@ MAX_CATALOG_BYTES = 16 * 1024 * 1024
 
 def default_catalog_path(app_name: str, endpoint_identity: str) -> Path:
     """Where the catalog of ``app_name`` at ``endpoint_identity`` lives (see the module docstring)."""
-    import platformdirs
+    from .statefolder import user_state_path
 
     digest = state_file_digest(f"{app_name}\0{endpoint_identity}")
-    return platformdirs.user_state_path("mcp-app-bridge", appauthor=False) / "catalogs" / f"{digest}.json"
+    return user_state_path("mcp-app-bridge") / "catalogs" / f"{digest}.json"
 
 
 class ServedCatalog:

@@ -40,10 +40,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.pipeurl import PIPE_PREFIX
+from ..core.policy import PIPE_ACCEPT_BACKOFF
 
 __all__ = [
-    "FIRST_RETRY_SECONDS",
-    "MAX_RETRY_SECONDS",
     "PipeListener",
     "check_proactor_loop",
     "named_pipes_supported",
@@ -53,12 +52,11 @@ __all__ = [
 
 log = logging.getLogger("bridge.appserver")
 
-#: After a second failure in a row of the accept loop (an instance that cannot be made, a
-#: wait that fails at once), the wait before the next try: doubled at each further failure up
-#: to the maximum, back to none once a client is served. A lasting failure (out of handles,
-#: say) then costs a try every 5 s, not a busy loop and a log line per turn.
-FIRST_RETRY_SECONDS = 0.05
-MAX_RETRY_SECONDS = 5.0
+# After a second failure in a row of the accept loop (an instance that cannot be made, a
+# wait that fails at once), the wait before the next try: doubled at each further failure up
+# to the maximum (``policy.PIPE_ACCEPT_BACKOFF``), back to none once a client is served. A
+# lasting failure (out of handles, say) then costs a try every 5 s, not a busy loop and a
+# log line per turn.
 
 
 def named_pipes_supported() -> bool:
@@ -126,8 +124,8 @@ class PipeListener:
         connected to (``done``), then wait on the next one; keep a spare instance meanwhile.
         An instance whose wait failed (a client gone before it was served) is closed here,
         where CPython's loop leaves it to the garbage collector, and the loop goes on: at once
-        after one failure, after :data:`FIRST_RETRY_SECONDS` doubling up to
-        :data:`MAX_RETRY_SECONDS` while the failures go on (CPython's loop retries at once)."""
+        after one failure, then after ``policy.PIPE_ACCEPT_BACKOFF`` (0.05 s doubling up to
+        5 s) while the failures go on (CPython's loop retries at once)."""
         self._retry = None
         pipe: Any = None
         try:
@@ -172,11 +170,10 @@ class PipeListener:
     @staticmethod
     def retry_delay_seconds(failures: int) -> float:
         """The wait before the accept loop's next try after ``failures`` failures in a row:
-        0 after the first, then :data:`FIRST_RETRY_SECONDS` doubling up to
-        :data:`MAX_RETRY_SECONDS`."""
+        0 after the first, then ``policy.PIPE_ACCEPT_BACKOFF``: 0.05 s doubling up to 5 s."""
         if failures <= 1:
             return 0.0
-        return min(FIRST_RETRY_SECONDS * 2.0 ** (failures - 2), MAX_RETRY_SECONDS)
+        return PIPE_ACCEPT_BACKOFF.seconds(failures - 2)
 
     def close(self) -> None:
         """Stop accepting: the instance waiting for a client and the spare one are closed

@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from .pipeserver import PipeListener
+    from .unixsocket import BoundSocketFile
 
 __all__ = [
     "AlreadyServingError",
@@ -246,7 +247,7 @@ class AppServer:
         self._socket: socket.socket | None = None
         self.link = link
         self.socket_path: Path | None = Path(socket_path) if socket_path is not None else None
-        self._socket_inode: int | None = None
+        self._socket_file: BoundSocketFile | None = None
         #: The named pipe's path (``\\.\pipe\NAME``), once bound on one.
         self.pipe_path: str | None = None
         self._pipe: PipeListener | None = None
@@ -306,7 +307,7 @@ class AppServer:
         self.prepare()
         try:
             path = self.socket_path or socket_path_for(self.discovery_file)
-            self._socket, self._socket_inode = bind_private_socket(path)
+            self._socket, self._socket_file = bind_private_socket(path)
         except (UnsafeFileError, OSError) as exc:
             if self.link == "unix":
                 raise
@@ -348,11 +349,11 @@ class AppServer:
             self._pipe.close()
 
     def _remove_socket_file(self) -> None:
-        if self.socket_path is not None and self._socket_inode is not None:
+        if self._socket_file is not None:
             from .unixsocket import remove_socket_file
 
-            remove_socket_file(self.socket_path, self._socket_inode)
-            self._socket_inode = None
+            remove_socket_file(self._socket_file)
+            self._socket_file = None
 
     def run(self) -> int:
         """Serve until SIGTERM, SIGINT or :meth:`stop`; return 0, or 1 if start-up failed.

@@ -78,7 +78,7 @@ def mcp_stdio_option(
                     raise
                 # started by a client: every request learns why (as for mcp-app-bridge)
                 logging.getLogger("bridge").error("cannot start: %s (every request is answered with this)", exc)
-                from ..serve.errorserve import serve_startup_error
+                from ..serve.startuperror import serve_startup_error
 
                 click.get_current_context().exit(serve_startup_error(str(exc), 2))
             from ..serve.loop import run_stdio

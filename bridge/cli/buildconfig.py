@@ -157,7 +157,9 @@ def _token_source(
             argv = split_command(token_command)
         except ValueError as exc:
             raise _click().BadParameter(str(exc), param_hint="--token-command") from None
-        return tokens.CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
+        from ..app.tokencommand import CommandTokenSource  # its process machinery only when asked for
+
+        return CommandTokenSource(argv, timeout_seconds=token_timeout_seconds)
     if auth_url is not None and secret_file is not None:
         _refuse_open_file(secret_file, "--secret-file")
         try:

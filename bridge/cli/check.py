@@ -20,7 +20,10 @@ Steps, each printed with ✓ or ✗, its time and, on failure, the likely fix:
 3. **token** — the configured token source (its name and the token's length, never the
    token itself);
 4. **initialize**, **tools/list**, **ping** — real MCP requests through the same driver the
-   bridge uses (token refresh, relaunch, session rebuild included); the tools are listed;
+   bridge uses (token refresh, relaunch, session rebuild included); the tools are listed,
+   every page of them (**pages** ✗: a cursor repeats), with what the tool filter hides and
+   why (**tool filter** ✗: it leaves no tool), and what each client's limits would cost
+   (``bridge/cli/toolreport.py``);
 5. the MCP session is closed again (``DELETE``).
 
 The report goes to stdout (this is not the stdio bridge); colour only on a terminal.
@@ -36,12 +39,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..app.discovery import DiscoveryError, pid_is_alive
+from ..app.discovery import DiscoveryError, pid_is_alive, unpublished_app_hint
 from ..core.config import BridgeConfig, in_sentence
 from ..core.errors import AppUnreachableError, HTTPStatusError, UpstreamError
-from ..core.jsonrpc import Request, encode_message
-from ..serve.driver import Driver
-from ..serve.parts import build_driver, connection_checks
+from ..core.jsonrpc import INITIALIZED_BODY, Request, encode_message
+from ..serve.parts import Stack, build_stack, connection_checks
 from ..streamable.failures import map_transport_errors
 from ..transport.verifiedconnect import open_verified_socket
 
@@ -113,19 +115,19 @@ async def run_check(config: BridgeConfig, echo: Echo, style: Callable[..., str])
         style: ``click.style``-like colouring (the caller decides whether colour shows).
     """
     report = _Report(echo, style)
-    driver = build_driver(config)
+    stack = build_stack(config)
     try:
-        await _walk(config, driver, report)
+        await _walk(config, stack, report)
     finally:
-        await _to_the_end(_close(driver))
+        await _to_the_end(_close(stack))
     echo("")
     echo(style("all checks passed", fg="green") if not report.failed else style("the check failed", fg="red", bold=True))
     return not report.failed
 
 
-async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
+async def _walk(config: BridgeConfig, stack: Stack, report: _Report) -> None:
     started = time.monotonic()
-    endpoint = driver.endpoint
+    endpoint = stack.parts.endpoint
     endpoint.reload()
     try:
         url = endpoint.url()
@@ -136,31 +138,35 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
             detail += f", app pid {discovery.pid} " + ("running" if pid_is_alive(discovery.pid) else "not running")
         report.step("endpoint", True, detail, time.monotonic() - started)
     except DiscoveryError as exc:
-        startable = exc.missing and driver.can_launch
+        startable = exc.missing and stack.parts.launcher.configured
         fix = FIXES["app_unreachable"] if exc.missing else (
             "Fix the discovery file as the message says: mode 0600, owned by you, its url on 127.0.0.1 or [::1]."
         )
-        report.step("endpoint", startable, str(exc) + ("; the bridge will start the app" if startable else ""),
+        detail = str(exc)
+        hint = unpublished_app_hint(config.app_name, config.discovery_file) if exc.missing and config.url is None else None
+        if hint is not None:
+            detail += f" ({hint})"
+        report.step("endpoint", startable, detail + ("; the bridge will start the app" if startable else ""),
                     time.monotonic() - started, None if startable else fix)
         if not startable:
             return
 
     _launch_program_step(config, report)
-    _catalog_step(config, driver, report)
-    if not await _connect_step(config, driver, report):
+    _catalog_step(config, stack, report)
+    if not await _connect_step(config, stack, report):
         return
 
     started = time.monotonic()
-    source = driver.token_source_description
+    source = stack.parts.tokens.source_description
     try:
-        token = await driver.current_token()
+        token = (await stack.parts.tokens.current(stack.parts.upstream.token_context()))[0]
         detail = f"from {source}, {len(token)} characters" if token else "none configured (the app must not need one)"
         report.step("token", True, detail, time.monotonic() - started)
     except UpstreamError as exc:
         report.step("token", False, exc.message, time.monotonic() - started, FIXES.get(str(exc.reason)))
         return
 
-    result = await _request(driver, report, "initialize", {
+    result = await _request(stack, report, "initialize", {
         "protocolVersion": "2025-11-25",
         "capabilities": {},
         "clientInfo": {"name": "mcp-app-bridge check", "version": "1"},
@@ -169,21 +175,79 @@ async def _walk(config: BridgeConfig, driver: Driver, report: _Report) -> None:
         return
     server = result.get("serverInfo") or {}
     version = f" {server['version']}" if server.get("version") else ""
-    translated = driver.modern_app is not None and driver.modern_app.active
+    translated = stack.top.translating_for_legacy_client
     era = " (the app serves MCP 2026-07-28 only; the bridge translates for 2025-era clients)" if translated else ""
     report.line(f"server {server.get('name', '?')}{version}, protocol {result.get('protocolVersion')}{era}")
     try:
-        await driver.deliver(encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1],
-                             "notification notifications/initialized")
+        await stack.top.deliver(INITIALIZED_BODY, "notification notifications/initialized")
     except UpstreamError as exc:
         report.step("initialized", False, exc.message, 0.0, _fix_for(exc))
         return
-    tools = await _request(driver, report, "tools/list", {})
+    tools = await _request(stack, report, "tools/list", {})
     if tools is None:
         return
-    names = [tool.get("name", "?") for tool in tools.get("tools", []) if isinstance(tool, dict)]
-    report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}: {', '.join(names) if names else '(none)'}")
-    await _request(driver, report, "ping", None)
+    if not await _tools_step(config, stack, report, tools):
+        return
+    await _request(stack, report, "ping", None)
+
+
+async def _tools_step(config: BridgeConfig, stack: Stack, report: _Report, first: dict[str, Any]) -> bool:
+    """The app's whole list (every page), what the tool filter hides and why, and what each
+    client's limits cost (``bridge/cli/toolreport.py``). False when a later page failed."""
+    from ..clients.limits import CLIENT_LIMITS, client_losses, longest_server_key, too_long_alone
+    from .toolreport import filter_report, follow_pages
+
+    pages = 0
+
+    async def ask(method: str, params: Any) -> dict[str, Any]:
+        nonlocal pages
+        pages += 1
+        page = await _request(stack, report, f"tools/list page {pages + 1}", params, method=method, quiet=True)
+        if page is None:
+            raise ValueError("a page failed")
+        return page
+
+    try:
+        listed, repeated = await follow_pages(ask, first)
+    except (UpstreamError, ValueError):
+        return False
+    names = [tool.get("name", "?") for tool in listed if isinstance(tool, dict)]
+    in_pages = f" (in {pages + 1} pages)" if pages else ""
+    report.line(f"{len(names)} tool{'' if len(names) == 1 else 's'}{in_pages}: {', '.join(names) if names else '(none)'}")
+    if pages:
+        from ..clients.clienttable import CLIENT_INFO, DROPS_LIST_PAGES
+
+        titles = ", ".join(CLIENT_INFO[client].title for client in DROPS_LIST_PAGES)
+        report.line(
+            f"the app sends its tools in pages (its first page has a nextCursor): a client that reads only the first "
+            f"page never sees the others; {titles} need --merge-list-pages in their entry "
+            f"(docs/clients.md, \"Lists in pages\")"
+        )
+    if repeated is not None:
+        report.step("pages", False, f"the app gives the cursor {repeated[:40]!r} twice: its list loops", 0.0,
+                    "Fix the app's tools/list paging: each nextCursor must lead to the next page.")
+    lines, shown, problem = filter_report(config, listed)
+    for line in lines:
+        report.line(line)
+    if problem is not None:
+        report.step("tool filter", False, problem, 0.0,
+                    "Check the --allow-tool globs against the names above (case-sensitive), or drop --read-only.")
+    fits: list[str] = []
+    for client, limits in CLIENT_LIMITS.items():
+        if client == "claude-code-user":
+            continue  # (Claude Code's limits, once)
+        for loss in client_losses(client, "", shown):
+            if loss.what != "name":
+                report.line(f"{limits.title}: {loss.tool!r}: {loss.detail}")
+        longest = longest_server_key(client, shown)
+        if longest is not None:
+            fits.append(f"{limits.title} {longest}")
+        alone = too_long_alone(client, shown)
+        if alone:
+            report.line(f"{limits.title}: too long whatever the entry's name: {', '.join(repr(name) for name in alone)}")
+    if fits:
+        report.line("longest entry name (--name) that keeps every tool name within the client's limit: " + ", ".join(fits))
+    return True
 
 
 def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
@@ -217,9 +281,9 @@ def _launch_program_step(config: BridgeConfig, report: _Report) -> None:
                     "then install the client's entry again (config install).")
 
 
-def _catalog_step(config: BridgeConfig, driver: Driver, report: _Report) -> None:
+def _catalog_step(config: BridgeConfig, stack: Stack, report: _Report) -> None:
     """What a client's start-up is answered from while the app is down (lazy launch)."""
-    catalog = driver.catalog
+    catalog = stack.parts.catalog
     if catalog is None:
         return  # no launcher: nothing is started lazily, no catalog is kept
     from ..core.lazylaunch import app_version
@@ -241,8 +305,13 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-async def _request(driver: Driver, report: _Report, method: str, params: Any) -> dict[str, Any] | None:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"check-{method}", "method": method}
+async def _request(
+    stack: Stack, report: _Report, step: str, params: Any, *, method: str | None = None, quiet: bool = False
+) -> dict[str, Any] | None:
+    """One request through the stack, reported as ``step`` (its method, unless ``method``
+    says); ``quiet``: only a failure is reported. Its result, or ``None`` when it failed."""
+    method = method or step
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"check-{step.replace(' ', '-')}", "method": method}
     if params is not None:
         message["params"] = params
     request = Request(message["id"], method, params, encode_message(message)[:-1])
@@ -252,17 +321,18 @@ async def _request(driver: Driver, report: _Report, method: str, params: Any) ->
         return None
 
     try:
-        line = await driver.request(request, ignore)
+        line = await stack.top.request(request, ignore)
     except UpstreamError as exc:
-        report.step(method, False, exc.message, time.monotonic() - started, _fix_for(exc))
+        report.step(step, False, exc.message, time.monotonic() - started, _fix_for(exc))
         return None
     reply = json.loads(line)
     if "error" in reply:
         error = reply["error"]
-        report.step(method, False, f"the app answered error {error.get('code')}: {error.get('message')}",
+        report.step(step, False, f"the app answered error {error.get('code')}: {error.get('message')}",
                     time.monotonic() - started, "Check the app's own log for this error.")
         return None
-    report.step(method, True, "ok", time.monotonic() - started)
+    if not quiet:
+        report.step(step, True, "ok", time.monotonic() - started)
     result = reply.get("result")
     return result if isinstance(result, dict) else {}
 
@@ -274,48 +344,48 @@ def _fix_for(exc: UpstreamError) -> str | None:
     return FIXES.get(str(exc.reason))
 
 
-async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -> bool:
+async def _connect_step(config: BridgeConfig, stack: Stack, report: _Report) -> bool:
     """Connect as the bridge does; start the app first if it is not running and can be."""
     started = time.monotonic()
-    endpoint = driver.endpoint
-    outcome = await _verified_connect(config, driver)
+    endpoint = stack.parts.endpoint
+    outcome = await _verified_connect(config, stack)
     launched = False
     if isinstance(outcome, AppUnreachableError) and outcome.recoverable:
         # What the bridge's recovery policy does next (bridge/core/policy.py): make sure the
         # app runs (start it, if a launcher is configured), then connect once more.
         try:
-            await driver.ensure_running()
+            await stack.parts.launcher.ensure_running()
         except UpstreamError as exc:
             # A diagnostic leaves nothing behind: the child it started and that did not
             # listen in time is stopped (the bridge itself leaves a launched app running).
-            stopped = driver.stop_unready_child()
+            stopped = stack.parts.launcher.stop_unready_child()
             message = exc.message
             if stopped:  # then say what the check did, not what the bridge would do next
-                cause = driver.launch_failure_cause() or exc.message
+                cause = stack.parts.launcher.failure_cause or exc.message
                 message = f"{cause} The check stopped the process it started (pid {stopped})."
             report.step("connect", False, message, time.monotonic() - started, FIXES.get(str(exc.reason)))
             return False
-        launched = driver.can_launch
-        outcome = await _verified_connect(config, driver)
+        launched = stack.parts.launcher.configured
+        outcome = await _verified_connect(config, stack)
     if isinstance(outcome, UpstreamError):
         step = "listener" if outcome.reason == "listener_unverified" else "connect"
         fix = FIXES.get(str(outcome.reason))
-        if step == "listener" and _is_unix_endpoint(driver):
-            fix = PIPE_LISTENER_FIX if _endpoint_url(driver).startswith("npipe:") else UNIX_LISTENER_FIX
+        if step == "listener" and _is_unix_endpoint(stack):
+            fix = PIPE_LISTENER_FIX if _endpoint_url(stack).startswith("npipe:") else UNIX_LISTENER_FIX
         report.step(step, False, outcome.message, time.monotonic() - started, fix)
         return False
     url, address, skipped = outcome
     if launched:
-        pid = driver.launched_pid
+        pid = stack.parts.launcher.started_pid
         what = f"started {in_sentence(config.app_name)}" + (f" (pid {pid}; it keeps running, as the bridge leaves it)" if pid else "")
         report.step("connect", True, f"{what} and it accepts connections at {url}", time.monotonic() - started)
     else:
         report.step("connect", True, "the app accepts connections", time.monotonic() - started)
-    check = driver.listener_check
+    check = stack.parts.upstream.listener_check
     if url.startswith("http+unix:"):  # the link is a Unix socket: the OS names its peer
-        return _unix_link_step(config, driver, report, url)
+        return _unix_link_step(config, stack, report, url)
     if url.startswith("npipe:"):  # the link is a named pipe: Windows names its server
-        return _pipe_link_step(config, driver, report, url)
+        return _pipe_link_step(config, stack, report, url)
     if check is None or not url.startswith("http:"):
         why = "off (--no-verify-listener)" if not config.verify_listener else "not needed for https:// (TLS verifies the app)"
         report.step("listener", True, why, 0.0)
@@ -328,19 +398,19 @@ async def _connect_step(config: BridgeConfig, driver: Driver, report: _Report) -
     return True
 
 
-def _endpoint_url(driver: Driver) -> str:
+def _endpoint_url(stack: Stack) -> str:
     try:
-        return driver.endpoint.url()
+        return stack.parts.endpoint.url()
     except DiscoveryError:
         return ""
 
 
-def _is_unix_endpoint(driver: Driver) -> bool:
+def _is_unix_endpoint(stack: Stack) -> bool:
     """Whether the endpoint is a local link the OS names the peer of (a Unix socket or a named pipe)."""
-    return _endpoint_url(driver).startswith(("http+unix:", "npipe:"))
+    return _endpoint_url(stack).startswith(("http+unix:", "npipe:"))
 
 
-def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
+def _unix_link_step(config: BridgeConfig, stack: Stack, report: _Report, url: str) -> bool:
     """The ``listener`` step on a Unix domain socket: the link used, and what the connect
     step checked on it (``bridge/transport/unixlink.py``, ``bridge/app/unixpeer.py``)."""
     from ..core.unixurl import split_unix_url
@@ -349,7 +419,7 @@ def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     if not config.verify_listener:
         report.step("listener", True, f"Unix socket {path}; not checked (--no-verify-listener)", 0.0)
         return True
-    described = driver.endpoint.discovery_for_socket(path)
+    described = stack.parts.endpoint.discovery_for_socket(path)
     pid = described.pid if described is not None else None
     detail = (f"Unix socket {path}: the file is this user's socket in a private folder; its peer, as the OS says, "
               "runs as this user" + (f" and is the app's pid {pid} (or a child), started when the discovery file says" if pid else ""))
@@ -357,7 +427,7 @@ def _unix_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     return True
 
 
-def _pipe_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: str) -> bool:
+def _pipe_link_step(config: BridgeConfig, stack: Stack, report: _Report, url: str) -> bool:
     """The ``listener`` step on a named pipe: the link used, and what the connect step
     checked on it (``bridge/transport/pipelink.py``, ``bridge/app/pipepeer.py``)."""
     from ..core.pipeurl import split_pipe_url
@@ -366,7 +436,7 @@ def _pipe_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     if not config.verify_listener:
         report.step("listener", True, f"named pipe {pipe}; not checked (--no-verify-listener)", 0.0)
         return True
-    described = driver.endpoint.discovery_for_pipe(pipe)
+    described = stack.parts.endpoint.discovery_for_pipe(pipe)
     pid = described.pid if described is not None else None
     detail = (f"named pipe {pipe}: its server, as Windows says, runs as this user"
               + (f" and is the app's pid {pid}, started when the discovery file says" if pid else ""))
@@ -374,19 +444,19 @@ def _pipe_link_step(config: BridgeConfig, driver: Driver, report: _Report, url: 
     return True
 
 
-async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, str, tuple[str, ...]] | UpstreamError:
+async def _verified_connect(config: BridgeConfig, stack: Stack) -> tuple[str, str, tuple[str, ...]] | UpstreamError:
     """One connection to the endpoint as the bridge's pool makes it (the same function, the
     same listener or peer check, the same time bound, the same error table), closed unused:
     ``(url, address, skipped addresses)``, or the error the bridge would report."""
     try:
-        url = driver.endpoint.url()
+        url = stack.parts.endpoint.url()
     except DiscoveryError as exc:
         if exc.missing:
             return AppUnreachableError(f"{config.app_name} is not running ({exc}).")
         return AppUnreachableError(f"{config.app_name} cannot be reached: {exc}.", recoverable=False)
     verify = None
-    if driver.listener_check is not None and not url.startswith("https:"):  # TLS verifies an https:// app
-        verify = connection_checks(config, driver.endpoint)[1]
+    if stack.parts.upstream.listener_check is not None and not url.startswith("https:"):  # TLS verifies an https:// app
+        verify = connection_checks(config, stack.parts.endpoint)[1]
     try:
         with map_transport_errors(config.app_name):
             sock, address, skipped = await open_verified_socket(url, verify=verify, timeout_seconds=config.connect_timeout_seconds)
@@ -396,9 +466,9 @@ async def _verified_connect(config: BridgeConfig, driver: Driver) -> tuple[str, 
     return url, address, skipped
 
 
-async def _close(driver: Driver) -> None:
-    await driver.terminate_session()
-    await driver.aclose()
+async def _close(stack: Stack) -> None:
+    await stack.top.terminate_session()
+    await stack.top.aclose()
 
 
 async def _to_the_end(cleanup: Awaitable[None]) -> None:

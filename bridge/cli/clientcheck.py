@@ -331,14 +331,51 @@ def client_check_command(ctx: Any, client: str | None, names: tuple[str, ...]) -
             "--client asks the client about its own entries: give no bridge options with it "
             "(to walk an entry's path, run `check` with the entry's args instead)"
         )
-    from ..clients.catalog import CLIENTS
+    from ..clients.clienttable import CLIENTS
     from .entrycheck import run_entry_check
 
     if client not in CLIENTS:
         raise click.BadParameter(f"{client!r} is not one of {', '.join(CLIENTS)}", param_hint="--client")
+    from .toolreport import run_limits_check
+
     ok = run_entry_check(client, names, click.echo, click.style, problems_only=client == "codex")
     if client == "codex":
         if not ok:
             click.echo("")
         ok = run_codex_check(names, click.echo, click.style) and ok
+    ok = run_limits_check(client, names, click.echo, click.style) and ok
+    if names:  # each named entry's whole walk, with its own arguments and env
+        from ..clients.clienttable import config_path
+        from .entrycheck import read_entries
+        from .entrywalk import walk_entry
+
+        entries = read_entries(config_path(client), client)
+        for name in names:
+            entry = entries.get(name)
+            if entry is not None and "command" in entry:
+                ok = walk_entry(client, name, entry, click.echo, click.style) and ok
+    sys.exit(0 if ok else 1)
+
+
+def check_all_command() -> None:
+    """``check --all``: the whole walk of every entry, in every client's file at its default
+    place, that runs the bridge (``bridge/cli/entrywalk.py``); exits 0 when all pass, 1
+    otherwise (and 1 when there is none)."""
+    import sys
+
+    import click
+
+    from .entrywalk import bridge_args_of, bridge_entries, walk_entry
+
+    ok, walked = True, 0
+    for client, _file, name, entry, problem in bridge_entries():
+        if problem is not None:
+            click.echo(f"{click.style('✗', fg='red', bold=True)} {client}: {problem}")
+            ok = False
+        elif bridge_args_of(entry) is not None:
+            walked += 1
+            ok = walk_entry(client, name, entry, click.echo, click.style) and ok
+    if walked == 0:
+        click.echo("no client entry runs mcp-app-bridge here: add one with `mcp-app-bridge config install --client CLIENT --name NAME …`")
+        ok = False
     sys.exit(0 if ok else 1)

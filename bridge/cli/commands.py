@@ -84,18 +84,38 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 @main.command(cls=BridgeCommand, context_settings=CONTEXT)
 @bridge_options
-@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
-@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable).")
-def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
+@click.option("--client", metavar="CLIENT", help="Check this AI client's entries instead (a `config install --client` name): that the programs they name still exist, which tools the client loses past its limits, and for codex its own report (`codex app-server`) of each server; no bridge options then.")
+@click.option("--name", "names", multiple=True, metavar="NAME", help="With --client: only this server (repeatable), and its whole walk with its own arguments and env.")
+@click.option("--all", "walk_all", is_flag=True, help="Walk every client entry that runs the bridge (`config list` shows them), each with its own arguments and env; no bridge options then.")
+def check(client: str | None, names: tuple[str, ...], walk_all: bool, **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
     endpoint → connect (starting the app if --launch is given) → token → initialize →
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
 
     With --client CLIENT: whether the programs the client's entries name (the command, the
-    --launch program) still exist; with --client codex also Codex's own report of each server
-    it starts (✓ connected with its tools, or ✗ with Codex's error), from the current folder.
+    --launch program) still exist, and which of each entry's tools the client will lose past
+    its limits (names too long, too many tools; nothing is started to list them); with
+    --client codex also Codex's own report of each server it starts (✓ connected with its
+    tools, or ✗ with Codex's error), from the current folder. With --name NAME too: then
+    the whole walk with that entry's own arguments and env.
+
+    With --all: the whole walk of every client entry that runs the bridge.
     """
+    from .statefolder import current_package, prepare_state_folder
+
+    state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile
+    if state_line:
+        click.echo(state_line)
+    side = _wsl_side_line(entries=client is not None or walk_all)
+    if side:
+        click.echo(side)
+    if walk_all:
+        if client is not None or names:
+            raise click.UsageError("--all walks every client's entries: give no --client or --name with it")
+        from .clientcheck import check_all_command
+
+        check_all_command()
     if client is not None or names:
         from .clientcheck import client_check_command
 
@@ -110,6 +130,25 @@ def check(client: str | None, names: tuple[str, ...], **options: Any) -> None:
     sys.exit(0 if ok else 1)
 
 
+def _wsl_side_line(*, entries: bool) -> str | None:
+    """Inside WSL: which side this check runs on, and what that means (``bridge.clients.wsl``)."""
+    import os
+
+    if sys.platform != "linux":
+        return None
+    from ..clients.wsl import WINDOWS_EXE_NAME, wsl_distribution
+
+    distribution = wsl_distribution(os.environ)
+    if distribution is None:
+        return None
+    if entries:
+        return (f"This check runs inside WSL ({distribution}), on the Linux side; each entry below says which side "
+                "its bridge runs on.")
+    return (f"This check runs inside WSL ({distribution}), on the Linux side: it walks the path a Linux bridge takes. "
+            f"For an entry that runs the Windows {WINDOWS_EXE_NAME}, run that program's `check` with the entry's "
+            "options (from here too, through interop): it walks the Windows side.")
+
+
 @main.command()
 def version() -> None:
     """Print the version."""
@@ -117,7 +156,7 @@ def version() -> None:
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
-@click.option("--exe", "executable", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The frozen executable (build/out/mcp-app-bridge).")
+@click.option("--exe", "executable", required=True, type=click.Path(exists=True, path_type=Path), help="The frozen build: the one-folder build's folder (build/out/mcp-app-bridge-onedir), or an executable.")
 @click.option("--out", required=True, type=PATH, metavar="FILE.mcpb", help="Where the bundle goes.")
 @click.option("--name", metavar="NAME", help="The bundle's name (default: --app-name in lower case).")
 @click.option("--display-name", metavar="TEXT", help="The name the client shows (default: --app-name).")
@@ -131,8 +170,10 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     The bridge options go after the command's own, as the bridge should get them:
 
     \b
-        mcp-app-bridge bundle --exe build/out/mcp-app-bridge --out dist/MyApp.mcpb --app-name MyApp
+        mcp-app-bridge bundle --exe build/out/mcp-app-bridge-onedir --out dist/MyApp.mcpb --app-name MyApp
 
+    The one-folder build starts without unpacking itself (a one-file executable unpacks at
+    every start, seconds on macOS and with antivirus); the bundle holds the whole folder.
     A --token-env VAR, a --token-command and each --header value become settings the user fills
     in at install time; no secret goes into the bundle, and a header that carries one is refused.
     """
@@ -141,12 +182,23 @@ def bundle(executable: Path, out: Path, name: str | None, display_name: str | No
     app_name = params["app_name"]
     if name is None and app_name is None:
         raise click.UsageError("give --name NAME (or the bridge option --app-name NAME)")
-    from ..clients.bundle import BundleError, bundle_manifest, check_bundle_name, name_from_app_name, write_bundle
+    from ..clients.bundle import (
+        BundleError,
+        bundle_manifest,
+        check_bundle_name,
+        frozen_executable,
+        name_from_app_name,
+        write_bundle,
+    )
 
     try:
         name = check_bundle_name(name) if name is not None else name_from_app_name(app_name)
     except BundleError as exc:
         raise click.BadParameter(str(exc), param_hint="--name") from None
+    try:
+        executable = frozen_executable(executable)
+    except BundleError as exc:
+        raise click.BadParameter(str(exc), param_hint="--exe") from None
     value_options = {
         opt for param in main.params if isinstance(param, click.Option) and not param.is_flag and not param.count for opt in param.opts
     }

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..clients.catalog import CLIENTS
+from ..clients.clienttable import CLIENTS
 from .options import build_config, parse_bridge_args
 
 __all__ = ["config"]
@@ -73,6 +73,54 @@ def _token_variables(args: list[str]) -> list[str]:
     return found
 
 
+def _wsl_options(function: F) -> F:
+    function = click.option(
+        "--linux-bridge",
+        is_flag=True,
+        help="Inside WSL: run this Linux bridge (for an app inside WSL too) instead of the Windows one.",
+    )(function)
+    return click.option(
+        "--windows-exe",
+        metavar="PATH",
+        help="Inside WSL: the Windows mcp-app-bridge.exe the entry runs through WSL interop, as /mnt/c/… or C:\\… "
+        "(default: mcp-app-bridge.exe on PATH, which holds the Windows PATH in WSL).",
+    )(function)
+
+
+def _wsl_side(windows_exe: str | None, linux_bridge: bool) -> tuple[str, str] | None:
+    """Inside WSL (``bridge.clients.wsl``), unless --linux-bridge: ``(the Windows bridge's WSL
+    path, the distribution)`` for an entry that runs it through interop; else ``None``.
+
+    Raises:
+        click.UsageError: inside WSL with no Windows bridge found or given.
+    """
+    import sys
+
+    from ..clients.wsl import WINDOWS_EXE_NAME, find_windows_exe, wsl_distribution, wsl_exe_path
+
+    if sys.platform != "linux":
+        if windows_exe or linux_bridge:
+            raise click.UsageError("--windows-exe and --linux-bridge are for a client inside WSL")
+        return None
+    distribution = wsl_distribution(os.environ)
+    if distribution is None:
+        if windows_exe or linux_bridge:
+            raise click.UsageError("--windows-exe and --linux-bridge are for a client inside WSL, and this is not WSL")
+        return None
+    if linux_bridge:
+        if windows_exe:
+            raise click.UsageError("give --windows-exe or --linux-bridge, not both")
+        return None
+    exe = wsl_exe_path(windows_exe) if windows_exe else find_windows_exe(os.environ.get("PATH"))
+    if exe is None:
+        raise click.UsageError(
+            f"this is WSL ({distribution}): the entry should run the Windows bridge, beside the Windows app, but "
+            f"{WINDOWS_EXE_NAME} is not on PATH. Install it on Windows, then give its path with "
+            f"--windows-exe /mnt/c/…/{WINDOWS_EXE_NAME} (or --linux-bridge for an app that runs inside WSL too)"
+        )
+    return exe, distribution
+
+
 def _startup_timeout_option(function: F) -> F:
     return click.option(
         "--startup-timeout",
@@ -92,16 +140,18 @@ def _entry(
     reveal: bool,
     link: bool = False,
     startup_timeout: float | None = None,
+    wsl: tuple[str, str] | None = None,
 ) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would
-    (``bridge.clients.catalog.client_entry`` decides what the client's entry carries). For a
+    (``bridge.clients.clienttable.client_entry`` decides what the client's entry carries). For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
-    from ..clients.catalog import (
+    from ..clients.clienttable import (
         DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
+        list_pages_remark,
         startup_timeout_for,
         tool_timeout_for,
     )
@@ -115,6 +165,15 @@ def _entry(
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
+        pages = list_pages_remark(client, args)
+        if pages is not None and not link:
+            _warn(pages)
+        if options["url"] is None and options["discovery_file"] is None and options["app_name"] and options["launch"] is None:
+            from ..app.discovery import default_discovery_path, unpublished_app_hint
+
+            hint = unpublished_app_hint(options["app_name"], default_discovery_path(options["app_name"]))
+            if hint is not None:
+                _warn(f"{hint}: check the spelling of --app-name, or start the app once and run `mcp-app-bridge check` with these options")
         if options["launch"] is not None:
             for warning in _launch_warnings(options["launch"]):
                 _warn(warning)
@@ -134,6 +193,8 @@ def _entry(
             raise click.BadParameter(str(exc), param_hint="--command") from None
         path, remarks = stable_path(path, what="--command")
         command = [path]
+        args, absolute = _absolute_file_arguments(args)
+        remarks = [*remarks, *absolute]
         warnings += remarks + command_warnings([path, *args])
         for warning in warnings:
             _warn(warning)
@@ -141,6 +202,18 @@ def _entry(
             startup_timeout = startup_timeout_for(DEFAULT_LAUNCH_TIMEOUT_SECONDS)
         tool_timeout = tool_timeout_for(DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_LAUNCH_TIMEOUT_SECONDS)
     argv = isolate_python([*command, *args])
+    wsl_remarks: list[str] = []
+    if wsl is not None and command_path is None:  # inside WSL: the Windows bridge, through interop
+        from ..clients.wsl import windows_entry, windows_path
+
+        argv, _env, wsl_remarks = windows_entry(wsl[0], args, {}, (), wsl[1])
+        click.echo(
+            f"inside WSL ({wsl[1]}): the entry runs the Windows bridge {windows_path(wsl[0], wsl[1])} through WSL "
+            "interop, so that it runs beside the Windows app (--linux-bridge for an app inside WSL)",
+            err=True,
+        )
+    for remark in wsl_remarks:
+        _warn(remark)
     variables = _token_variables(args)
     if link:
         placeholders = {variable: f"<the value of {variable}>" for variable in variables}
@@ -161,10 +234,33 @@ def _entry(
     )
     for remark in remarks:
         _warn(remark)
+    if wsl is not None and command_path is None:
+        from ..clients.wsl import windows_entry
+
+        env = windows_entry(wsl[0], [], entry.env, entry.passed_env, wsl[1])[1]
+        entry = dataclasses.replace(entry, env=env)
     if not reveal:
         env = {name: f"<the value of {name}>" if name in variables else value for name, value in entry.env.items()}
         entry = dataclasses.replace(entry, env=env)
     return entry
+
+
+def _absolute_file_arguments(args: list[str]) -> tuple[list[str], list[str]]:
+    """The app's arguments (after ``--`` with ``--command``) with each that names an existing
+    file by a relative path made absolute, and what to tell the user: the client starts
+    the entry in another folder (its own, or the user's home), where ``script.py`` is not.
+    Options (``-…``) and words that name no file here are kept as written."""
+    rewritten, remarks = [], []
+    for arg in args:
+        if arg and not arg.startswith("-") and not os.path.isabs(arg) and os.path.isfile(arg):
+            absolute = os.path.abspath(arg)
+            remarks.append(
+                f"the argument {arg} names a file in this folder; the entry has {absolute}, "
+                "since the client starts it from another folder"
+            )
+            arg = absolute
+        rewritten.append(arg)
+    return rewritten, remarks
 
 
 def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) -> None:
@@ -172,7 +268,7 @@ def _refuse_unset_token_variables(client: str, target: Path, args: list[str]) ->
     its entry (a desktop app, not started from a shell), with the variable not set here:
     the entry would have no token and the bridge would refuse to start. Nothing is
     written, and the user is told how to go on (docs/clients.md, "A token")."""
-    from ..clients.catalog import CLIENT_INFO, client_run
+    from ..clients.clienttable import CLIENT_INFO, client_run
     from .buildconfig import check_variable_name
 
     if client_run(client).env_passing != "literal":
@@ -234,12 +330,36 @@ def _fail(exc: Exception, target: Path | None = None) -> click.ClickException:
     return click.ClickException(f"{exc}.{tail}")
 
 
+def _target(client: str, path: Path | None) -> Path:
+    """The file to edit: ``--path``, else the client's own (``config_location``), saying on
+    stderr which file the app reads and why where that is not plain (Windows Claude Desktop's
+    MSIX package), and warning of a file beside it that the app ignores.
+
+    Raises:
+        click.ClickException: the file cannot be told (several packages); nothing changed.
+    """
+    from ..clients.clienttable import CLIENT_INFO, ClientConfigError, config_location
+
+    if path is not None:
+        return path
+    try:
+        location = config_location(client)
+    except ClientConfigError as exc:
+        raise click.ClickException(f"{exc}. Nothing was changed.") from None
+    if location.reason:
+        click.echo(f"{CLIENT_INFO[client].title} reads {location.path}: {location.reason}.", err=True)
+    for ignored in location.ignored:
+        _warn(f"{ignored} exists too, but {CLIENT_INFO[client].title} does not read it; entries there have no effect")
+    return location.path
+
+
 @config.command(
     "print", context_settings=_ENTRY_CONTEXT, short_help="Print the client's document holding just this entry."
 )
 @_entry_options
 @click.option("--show-secrets", is_flag=True, help="Print the values of --token-env variables instead of placeholders.")
 @_startup_timeout_option
+@_wsl_options
 def config_print(
     client: str,
     name: str,
@@ -247,12 +367,20 @@ def config_print(
     bridge_args: tuple[str, ...],
     show_secrets: bool,
     startup_timeout: float | None,
+    windows_exe: str | None,
+    linux_bridge: bool,
 ) -> None:
     """Print the client's configuration document holding just this entry (JSON, or TOML for Codex)."""
-    from ..clients.catalog import ClientConfigError, entry_document
+    from ..clients.clienttable import ClientConfigError, entry_document
     from ..clients.files import render_document
 
-    entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout)
+    if client == "claude-desktop":
+        try:
+            _target(client, None)  # which file the app reads (the packaged one on Windows), on stderr
+        except click.ClickException as exc:  # several packages: printing changes nothing, so say it and go on
+            _warn(exc.message.removesuffix(" Nothing was changed."))
+    wsl = _wsl_side(windows_exe, linux_bridge)
+    entry = _entry(client, command_path, bridge_args, reveal=show_secrets, startup_timeout=startup_timeout, wsl=wsl)
     try:
         document = entry_document(client, name, entry)
     except ClientConfigError as exc:
@@ -269,6 +397,7 @@ def config_print(
     "--path", "path", type=_PATH, metavar="FILE", help="The client's config file (default: its usual place on this OS)."
 )
 @_startup_timeout_option
+@_wsl_options
 def config_install(
     client: str,
     name: str,
@@ -277,24 +406,67 @@ def config_install(
     force: bool,
     path: Path | None,
     startup_timeout: float | None,
+    windows_exe: str | None,
+    linux_bridge: bool,
 ) -> None:
     """Add the entry to the client's config file, editing it in place (comments and layout
     kept); the previous file is kept as <file>.bak (mode 0600)."""
-    from ..clients.catalog import ClientConfigError, EntryExistsError, config_path, next_step
+    from ..clients.clienttable import ClientConfigError, EntryExistsError, next_step
     from ..clients.files import install_entry
 
-    target = path or config_path(client)
+    target = _target(client, path)
+    if "--force" in bridge_args:
+        if command_path is None:
+            raise click.UsageError("put --force before --: it is an option of config install, not of the bridge")
+        _warn(f"--force after -- goes to {command_path} as its own argument; to replace an existing entry, put --force before --")
+    wsl = _wsl_side(windows_exe, linux_bridge)
     _refuse_unset_token_variables(client, target, list(bridge_args))
     try:
-        entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout)
+        entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout, wsl=wsl)
         replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
     except EntryExistsError as exc:
         raise _fail(ClientConfigError(f"an entry called {exc.name!r} exists already; replace it with --force"), target) from None
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
+    from .statefolder import current_package, prepare_state_folder
+
+    state_line = prepare_state_folder(package=current_package())  # Windows: in the real profile, outside a package
+    if state_line:
+        click.echo(state_line, err=True)
     if client == "qwen-code":
         _warn_project_entry_hides(name)
+    if command_path is None:
+        _warn_what_the_client_loses(client, name, list(bridge_args))
+
+
+def _warn_what_the_client_loses(client: str, name: str, args: list[str]) -> None:
+    """Warn when the client will not be shown the app's tools whole: the tool filter leaves
+    none, or a tool is past the client's limits (a name too long with this entry's name, and
+    then a shorter ``--name`` to use). The app is asked only if it runs (nothing is started,
+    and a ``--token-command`` entry is not asked at all: installing runs none of its
+    programs), else its catalog; when neither can be read, nothing is said (``check --client``
+    asks again later). docs/clients.md, "What each client sees"."""
+    import asyncio
+
+    from .toolreport import filter_report, limits_report, list_app_tools
+
+    try:
+        options = parse_bridge_args(args)
+        if options["token_command"] is not None:
+            return  # installing an entry runs none of its programs
+        config = build_config(options)
+    except click.ClickException:
+        return  # (an unset --token-env here: the app could not be asked as the client will)
+    listing = asyncio.run(list_app_tools(config))
+    if listing.problem is not None:
+        return
+    _lines, shown, problem = filter_report(config, listing.tools)
+    if problem is not None:
+        _warn(problem)
+    lines, _lost, _suggestion = limits_report(client, name, shown, listing.repeated_cursor)
+    for line in lines:
+        _warn(line)
 
 
 def _warn_project_entry_hides(name: str) -> None:
@@ -339,10 +511,10 @@ def _warn_project_entry_hides(name: str) -> None:
 def config_remove(client: str, name: str, path: Path | None, force: bool) -> None:
     """Remove the entry from the client's config file. The previous file is kept as
     <file>.bak (0600) with the removed entry's env values blanked."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.clienttable import ClientConfigError
     from ..clients.files import uninstall_entry
 
-    target = path or config_path(client)
+    target = _target(client, path)
     try:
         uninstall_entry(target, name, client, force=force)
     except ClientConfigError as exc:
@@ -355,7 +527,7 @@ def config_remove(client: str, name: str, path: Path | None, force: bool) -> Non
 def config_link(client: str, name: str, command_path: str | None, bridge_args: tuple[str, ...]) -> None:
     """Print the client's install URL for the entry. No secret value goes into it: VS Code
     asks for each --token-env value at install; Cursor's link leaves it out (with a warning)."""
-    from ..clients.catalog import ClientConfigError
+    from ..clients.clienttable import ClientConfigError
     from ..clients.links import LINK_CLIENTS, install_link
 
     if client not in LINK_CLIENTS:
@@ -372,10 +544,43 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
     click.echo(link)
 
 
+@config.command("list", context_settings=_CONTEXT, short_help="List every client entry that runs the bridge.")
+def config_list() -> None:
+    """List every entry, in every client's file at its usual place, that runs the bridge:
+    the client, the file, the name and the bridge arguments (no env values). An app's own
+    entry (--command … -- --mcp-stdio) is listed as such. `check --all` walks each."""
+    from .entrywalk import bridge_args_of, bridge_entries
+
+    shown = 0
+    for client, path, name, entry, problem in bridge_entries():
+        if problem is not None:
+            _warn(f"{client}: {problem}")
+            continue
+        args = bridge_args_of(entry)
+        if args is None and "--mcp-stdio" not in (entry.get("args") or []):
+            continue
+        shown += 1
+        what = " ".join(_masked(args)) if args is not None else f"the app's own {entry.get('command')} --mcp-stdio"
+        click.echo(f"{client}\t{name}\t{what}\t({path})")
+    if shown == 0:
+        click.echo("no client entry runs mcp-app-bridge here")
+
+
+def _masked(args: list[str]) -> list[str]:
+    """Bridge arguments as shown: a ``--header``'s value (it may hold a credential) as ``NAME: …``."""
+    shown = []
+    for index, arg in enumerate(args):
+        if index and args[index - 1] == "--header":
+            arg = arg.split(":", 1)[0] + ": …"
+        elif arg.startswith("--header="):
+            arg = arg.split(":", 1)[0] + ": …"
+        shown.append(arg)
+    return shown
+
+
 @config.command("path", context_settings=_CONTEXT, short_help="Print where the client keeps its MCP configuration.")
 @_client_option()
 def config_path_command(client: str) -> None:
-    """Print where the client keeps its MCP configuration on this OS."""
-    from ..clients.catalog import config_path
-
-    click.echo(str(config_path(client)))
+    """Print where the client keeps its MCP configuration on this OS (on Windows, the packaged
+    Claude Desktop's own file when there is one; why, on stderr)."""
+    click.echo(str(_target(client, None)))

@@ -125,7 +125,7 @@ def start_up_failed(exc: click.ClickException, log_level: str, log_file: Path | 
     an unusable --log-file, no endpoint…). Run by hand (stdin is a terminal): exit 2 with
     the message on stderr, as click does. Started by a client (stdin is not a terminal):
     the message also goes to --log-file, and every request is answered with it
-    (``bridge/serve/errorserve.py``) until stdin ends; then exit 2. Errors click finds
+    (``bridge/serve/startuperror.py``) until stdin ends; then exit 2. Errors click finds
     while parsing (an unknown option, a bad value) never get here: they always exit 2 at
     once."""
     import click
@@ -142,7 +142,7 @@ def start_up_failed(exc: click.ClickException, log_level: str, log_file: Path | 
     logging.getLogger("bridge").error("cannot start: %s (every request is answered with this)", message)
     if log_file is not None:  # (without a log file the record above is on stderr already)
         click.echo(f"Error: {message}", err=True)
-    from ..serve.errorserve import serve_startup_error
+    from ..serve.startuperror import serve_startup_error
 
     exit_now(serve_startup_error(message, exc.exit_code))
 
@@ -173,11 +173,19 @@ def exit_now(status: int) -> NoReturn:
     """End the process with ``status`` once the bridge's run is over, without the
     interpreter's teardown: finalizing every loaded module takes about 30 ms (measured),
     and Codex sends SIGKILL 7-9 ms after its SIGTERM. Nothing is lost: the run has closed
-    its connections and flushed stdout; queued log records are written here first."""
+    its connections and flushed stdout; queued log records are written here first. A
+    one-file build's run empties its own unpack folder last, all but its lock file
+    (``bridge/system/unpacksweep.py``: a bootloader killed while cleaning up then leaves
+    nothing the next start cannot remove at once)."""
     logging.shutdown()  # (ThreadedHandler.close writes what is queued, bounded)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
+    from ..system.unpacksweep import empty_own_folder, own_unpack_folder
+
+    folder = own_unpack_folder()
+    if folder is not None:
+        empty_own_folder(folder)
     os._exit(status)

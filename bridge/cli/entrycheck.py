@@ -37,7 +37,7 @@ def read_entries(path: Path, client: str) -> dict[str, dict[str, Any]]:
     Raises:
         ClientConfigError: the file cannot be read or parsed, or is another client's.
     """
-    from ..clients.catalog import CLIENT_INFO, ClientConfigError, read_servers
+    from ..clients.clienttable import CLIENT_INFO, ClientConfigError, read_servers
 
     try:
         with open(path, "rb") as file:
@@ -154,6 +154,17 @@ def _unix_url_note(entry: dict[str, Any]) -> str | None:
     return None
 
 
+def _wsl_distribution() -> str | None:
+    """This WSL distribution's name, or ``None`` outside WSL (``bridge.clients.wsl``)."""
+    import sys
+
+    if sys.platform != "linux":
+        return None
+    from ..clients.wsl import wsl_distribution
+
+    return wsl_distribution(os.environ)
+
+
 def run_entry_check(
     client: str,
     names: tuple[str, ...],
@@ -169,13 +180,27 @@ def run_entry_check(
 
     ``problems_only`` (Codex, whose own report follows and covers the rest): print only the
     entries whose programs are missing, under the heading, and nothing when there is none."""
-    from ..clients.catalog import ClientConfigError, config_path
+    from ..clients.clienttable import ClientConfigError, config_location
     from ..clients.stablepath import versioned_folder
 
     good = style("✓", fg="green")
     bad = style("✗", fg="red", bold=True)
-    target = path or config_path(client)
-    heading = f"The {client} entries in {target}:"
+    distribution = _wsl_distribution()
+    notes: list[str] = []
+    if path is None:
+        try:
+            location = config_location(client)
+        except ClientConfigError as exc:
+            echo(f"The {client} entries:")
+            echo(f"{bad} {exc}")
+            return False
+        target = location.path
+        if location.reason:
+            notes.append(f"  the app reads this file: {location.reason}")
+        notes += [f"  {ignored} exists too, but the app does not read it" for ignored in location.ignored]
+    else:
+        target = path
+    heading = "\n".join([f"The {client} entries in {target}:", *notes])
     try:
         entries = read_entries(target, client)
     except ClientConfigError as exc:
@@ -201,13 +226,22 @@ def run_entry_check(
             report.append((False, f"{good} {name}: not started by the client (a remote server)"))
             continue
         found, problems = entry_problems(entry)
+        side = None
+        if distribution is not None and isinstance(entry.get("command"), str):
+            from ..clients.wsl import describe_command
+
+            side = (bool(problems), f"  it {describe_command(entry['command'], distribution)}")
         if problems:
             report.append((True, f"{bad} {name}: " + "; ".join(problems)))
             report.append((True, f"  {style('fix:', bold=True)} point the entry at the app's stable launcher, not a "
                                  "versioned install folder, and install it again "
                                  f"(`mcp-app-bridge config install --client {client} --name {name} --force …`)"))
+            if side:
+                report.append(side)
             continue
         report.append((False, f"{good} {name}: " + ", ".join(found) + " (they exist; `check` with the entry's options tries the app)"))
+        if side:
+            report.append(side)
         socket_note = _unix_url_note(entry)
         if socket_note:
             report.append((False, f"  {socket_note}"))

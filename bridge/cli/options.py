@@ -83,7 +83,7 @@ def _click_option(option: BridgeOption) -> Callable[[F], F]:
             envvar=option.env, help=option.help,
         )
     return click.option(
-        option.flag, option.dest, type=_TableType(option), default=option.default, show_default=shown,
+        option.flag, *option.aliases, option.dest, type=_TableType(option), default=option.default, show_default=shown,
         multiple=option.multiple, metavar=option.metavar, envvar=option.env, help=option.help,
     )
 

@@ -12,7 +12,7 @@ Everything else is built from :data:`BRIDGE_OPTIONS`:
 - the options table of docs/usage.md (tests/cli/test_optiontable.py checks it).
 
 Defaults of the options that fill a :class:`~bridge.core.config.BridgeConfig` field of the
-same name are that field's default (``dataclasses.fields``), so a default is written once.
+same name are that field's default (:func:`~bridge.core.config.config_defaults`), so a default is written once.
 
 Click-free and cheap to import: a client's start of the bridge loads this module.
 
@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from ..core.config import LAUNCH_POLICIES, PROTOCOL_ERAS, BridgeConfig
+from ..core.config import LAUNCH_POLICIES, PROTOCOL_ERAS, config_defaults
 
 __all__ = [
     "BRIDGE_OPTIONS",
@@ -48,6 +47,7 @@ __all__ = [
     "log_level",
     "seconds",
     "text",
+    "tool_glob",
     "whole_number",
 ]
 
@@ -131,6 +131,15 @@ def launch_policy(value: str) -> str:
     return value.lower()
 
 
+def tool_glob(value: str) -> str:
+    """A glob over tool names (``bridge/core/toolfilter.py``): not empty, no control characters."""
+    if not value:
+        raise OptionValueError("give a glob over tool names, such as 'delete_*', not an empty word")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        raise OptionValueError("a glob over tool names has no control characters (a line break, a tab)")
+    return value
+
+
 def log_level(value: str) -> str:
     """One of :data:`LOG_LEVELS`, in any case; returned in lower case."""
     if value.lower() not in LOG_LEVELS:
@@ -156,9 +165,13 @@ class BridgeOption:
         echo: whether messages may repeat the value (see the module docstring).
         config: passed to ``BridgeConfig`` as is, under ``dest`` (whose default it takes).
         choices: the values it takes, for help and shell completion (``--log-level``).
+        aliases: other spellings of the same option (``--ignore-tool`` for ``--deny-tool``,
+            so that a peer's users can switch); help and docs show the flag.
     """
 
-    __slots__ = ("flag", "dest", "help", "default", "convert", "metavar", "off_flag", "multiple", "env", "echo", "config", "choices")
+    __slots__ = (
+        "flag", "dest", "help", "default", "convert", "metavar", "off_flag", "multiple", "env", "echo", "config", "choices", "aliases",
+    )
 
     def __init__(
         self,
@@ -175,21 +188,22 @@ class BridgeOption:
         echo: Echo = "never",
         config: bool = False,
         choices: tuple[str, ...] = (),
+        aliases: tuple[str, ...] = (),
     ) -> None:
         self.flag, self.dest, self.help, self.default, self.convert = flag, dest, help, default, convert
         self.metavar, self.off_flag, self.multiple, self.env, self.echo = metavar, off_flag, multiple, env, echo
-        self.config, self.choices = config, choices
+        self.config, self.choices, self.aliases = config, choices, aliases
 
     def __repr__(self) -> str:
         return f"BridgeOption({self.flag!r}, {self.dest!r})"
 
     @property
     def spellings(self) -> tuple[str, ...]:
-        """Every spelling: the flag, and the "off" one of a switch."""
-        return (self.flag, self.off_flag) if self.off_flag else (self.flag,)
+        """Every spelling: the flag, its aliases, and the "off" one of a switch."""
+        return (self.flag, *self.aliases, *((self.off_flag,) if self.off_flag else ()))
 
 
-_CONFIG_DEFAULTS = {field.name: field.default for field in fields(BridgeConfig) if field.default is not MISSING}
+_CONFIG_DEFAULTS = config_defaults()
 
 
 def _from_config(flag: str, dest: str, help: str, **kwargs: Any) -> BridgeOption:
@@ -221,12 +235,16 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _switch("--session-400-heuristic", "session_400_heuristic", "Treat a 400 that mentions the session like a 404 (session gone).", off_flag="--no-session-400-heuristic"),
     _from_config("--connect-timeout", "connect_timeout_seconds", "Bound on connecting to the app.", convert=seconds, metavar="SECONDS"),
     _from_config("--request-timeout", "request_timeout_seconds", "Bound on each reply: its head within this of sending, a JSON body within this of its head; an SSE reply may go this long between events or keep-alives.", convert=seconds, metavar="SECONDS"),
+    _from_config("--drain-timeout", "drain_timeout_seconds", "After the client closes stdin, how long requests in flight may still finish; then they are answered shutting_down and cancelled at the app.", convert=seconds, metavar="SECONDS"),
     _from_config("--progress-heartbeat", "progress_heartbeat_seconds", "For a call with a progress token: after this long without a word from the app, send the client a progress notification saying the bridge waits on it (0: never).", convert=seconds_or_zero, metavar="SECONDS"),
     _from_config("--max-message-bytes", "max_message_bytes", "Largest message accepted in either direction.", convert=whole_number(1024), metavar="N"),
     _from_config("--max-concurrent-requests", "max_concurrent_requests", "Requests in flight to the app at once.", convert=whole_number(1), metavar="N"),
     _switch("--allow-remote", "allow_remote", "Allow a non-loopback --url (https only)."),
     _from_config("--protocol-era", "protocol_era", "Which MCP era to speak to the app: auto (the client's; translated when the app does not speak it), legacy (always 2025-11-25), modern (always 2026-07-28).", convert=protocol_era, metavar="ERA", choices=PROTOCOL_ERAS),
     _switch("--merge-list-pages", "merge_list_pages", "For a client that drops pages: answer a tools, prompts, resources or templates list that has a nextCursor with the app's pages merged into one."),
+    _from_config("--allow-tool", "allow_tools", "Show the client only the tools whose names match GLOB (repeatable; * and ? as in file names, case-sensitive).", convert=tool_glob, metavar="GLOB", multiple=True),
+    _from_config("--deny-tool", "deny_tools", "Hide the tools whose names match GLOB from the client, and refuse their calls (repeatable; wins over --allow-tool; also spelled --ignore-tool).", convert=tool_glob, metavar="GLOB", multiple=True, aliases=("--ignore-tool",)),
+    _switch("--read-only", "read_only", "Show the client only the tools the app annotates readOnlyHint: true, and refuse calls of the others."),
     _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
     BridgeOption("--log-level", "log_level", f"Diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),

@@ -34,7 +34,9 @@ __all__ = ["PLAIN_DEFAULTS", "main", "parse_plain_argv"]
 PLAIN_DEFAULTS: dict[str, Any] = defaults()
 
 #: The options that take a value, by spelling.
-_VALUE_OPTIONS: dict[str, BridgeOption] = {option.flag: option for option in BRIDGE_OPTIONS if option.convert is not None}
+_VALUE_OPTIONS: dict[str, BridgeOption] = {
+    spelling: option for option in BRIDGE_OPTIONS if option.convert is not None for spelling in option.spellings
+}
 #: The switches' spellings: (dest, value).
 _FLAGS: dict[str, tuple[str, bool]] = {
     spelling: (option.dest, spelling == option.flag)
@@ -100,11 +102,16 @@ def main() -> None:
 
         click_main()
         return
+    from ..serve.catalogstart import answer_start_from_catalog
+
+    # A client's start-up answered from the catalog while the app is down, before the
+    # serving loop (and asyncio with it) is loaded: bridge/serve/catalogstart.py.
+    catalog_start = answer_start_from_catalog(config)
     import_asyncio_without_tls()
     from ..serve.loop import run_stdio  # what the click command runs, with what click does around it
 
     try:
-        status = run_stdio(config)
+        status = run_stdio(config, catalog_start=catalog_start)
     except (EOFError, KeyboardInterrupt):  # click's "Aborted!"
         sys.stderr.write("\nAborted!\n")
         sys.exit(1)

@@ -1,7 +1,7 @@
 """Getting an AI client to start the bridge (public): each client's configuration file and
 format, and the entry that starts the bridge. Loaded only by the ``config`` commands."""
 
-from .catalog import (
+from .clienttable import (
     CLIENT_INFO,
     CLIENTS,
     ClientConfigError,

@@ -25,6 +25,14 @@ ever written into the manifest:
 
 The environment of the machine building the bundle is not looked at.
 
+**One folder or one file.** A PyInstaller one-folder build (``build/out/mcp-app-bridge-onedir/``:
+the executable beside its ``_internal/`` folder) starts in place; a one-file executable
+unpacks itself into a temporary folder at every start, which takes seconds on macOS and on
+Windows with antivirus (pyinstaller#8774, #7473), against a client's 1-second budget.
+Given the one-folder build (its folder, or the executable in it), the bundle holds the
+whole folder: the executable at the entry point and ``_internal/`` beside it
+(:data:`CONTENTS_FOLDER`). A one-file executable is bundled alone, as before.
+
 The manifest's ``version`` is the bridge's own (``bridge._version``), the one
 ``mcp-app-bridge --version`` prints. The bridge's licence (MIT) requires its text to travel
 with every copy, so the archive holds ``server/LICENSE`` beside the executable.
@@ -45,8 +53,10 @@ from typing import Any
 
 from .._version import __version__
 from ..core.unixurl import is_unix_url, split_unix_url
+from .devicenames import is_device_name
 
 __all__ = [
+    "CONTENTS_FOLDER",
     "LICENSE_ENTRY",
     "MANIFEST_VERSION",
     "PLATFORMS",
@@ -54,6 +64,7 @@ __all__ = [
     "bundle_manifest",
     "check_bundle_name",
     "entry_point",
+    "frozen_executable",
     "license_text",
     "name_from_app_name",
     "read_manifest",
@@ -78,6 +89,9 @@ LICENSE_ENTRY = "server/LICENSE"
 _DISTRIBUTION = "mcp-app-bridge"
 #: Fixed time stamps make the archive depend on its contents only.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+#: The folder beside a one-folder build's executable that holds its libraries and modules
+#: (PyInstaller 6's ``contents_directory``); the bundle keeps it beside the entry point.
+CONTENTS_FOLDER = "_internal"
 
 
 class BundleError(ValueError):
@@ -120,10 +134,32 @@ def entry_point(platform: str) -> str:
     return "server/mcp-app-bridge.exe" if platform == "win32" else "server/mcp-app-bridge"
 
 
+def frozen_executable(path: Path) -> Path:
+    """The frozen executable ``path`` names: ``path`` itself, or, for a one-folder build's
+    folder, the ``mcp-app-bridge`` (``.exe``) in it.
+
+    Raises:
+        BundleError: a folder with neither executable in it.
+    """
+    if not path.is_dir():
+        return path
+    for name in ("mcp-app-bridge", "mcp-app-bridge.exe"):
+        if (path / name).is_file():
+            return path / name
+    raise BundleError(f"{path} is a folder without mcp-app-bridge or mcp-app-bridge.exe in it: give the frozen executable")
+
+
+def _contents_folder(executable: Path) -> Path | None:
+    """The ``_internal`` folder beside ``executable`` when it is a one-folder build's."""
+    folder = executable.parent / CONTENTS_FOLDER
+    return folder if folder.is_dir() and not folder.is_symlink() else None
+
+
 def check_bundle_name(name: str) -> str:
     """Return ``name`` if it is a safe bundle name: 1 to 100 letters, digits, ``.``, ``_``
     and ``-``, starting and ending with a letter or digit, no ``..`` (no path separator, no
-    parent folder: clients may use it as a folder name).
+    parent folder: clients may use it as a folder name), and not a Windows device name
+    (``con``, ``nul.txt``, ``LPT1``: ``devicenames.is_device_name``) on any OS.
 
     Raises:
         BundleError: it is not.
@@ -132,6 +168,11 @@ def check_bundle_name(name: str) -> str:
         raise BundleError(
             f"the bundle name {name!r} is not allowed: use 1 to 100 letters, digits, '.', '_' or '-', "
             "starting and ending with a letter or digit (no path separators, no '..')"
+        )
+    if is_device_name(name):
+        raise BundleError(
+            f"the bundle name {name!r} is a Windows device name (CON, PRN, AUX, NUL, COM0-COM9, LPT0-LPT9, "
+            "with or without an extension), which cannot be a folder name there: give --name another name"
         )
     return name
 
@@ -292,9 +333,10 @@ def _refuse_shim(executable: Path) -> None:
 
 def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, license_body: str | None = None) -> None:
     """Write the ``.mcpb`` archive: ``manifest.json``, the executable at the manifest's
-    ``server.entry_point`` (mode 0755 recorded, so unzipping keeps it executable) and the
-    licence text beside it at :data:`LICENSE_ENTRY` (``license_body``, by default
-    :func:`license_text`).
+    ``server.entry_point`` (mode 0755 recorded, so unzipping keeps it executable), for a
+    one-folder build its :data:`CONTENTS_FOLDER` beside it (each file's executable bit
+    kept; a symbolic link as the file it names) and the licence text at
+    :data:`LICENSE_ENTRY` (``license_body``, by default :func:`license_text`).
 
     The archive is written beside ``out`` and renamed into place, so ``out`` is either
     the old file or the complete new one.
@@ -330,9 +372,15 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
             info = zipfile.ZipInfo(manifest["server"]["entry_point"], _ZIP_TIME)
             info.external_attr = (stat.S_IFREG | 0o755) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            with executable.open("rb") as source, archive.open(info, "w", force_zip64=True) as target:
-                while chunk := source.read(1024 * 1024):
-                    target.write(chunk)
+            _add_file(archive, executable, info)
+            contents = _contents_folder(executable)
+            if contents is not None:
+                base = manifest["server"]["entry_point"].rpartition("/")[0] + "/" + CONTENTS_FOLDER
+                for file in sorted(path for path in contents.rglob("*") if path.is_file()):
+                    info = zipfile.ZipInfo(f"{base}/{file.relative_to(contents).as_posix()}", _ZIP_TIME)
+                    info.external_attr = (stat.S_IFREG | (0o755 if os.stat(file).st_mode & stat.S_IXUSR else 0o644)) << 16
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    _add_file(archive, file, info)
             info = zipfile.ZipInfo(LICENSE_ENTRY, _ZIP_TIME)
             info.external_attr = (stat.S_IFREG | 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -345,6 +393,13 @@ def write_bundle(executable: Path, out: Path, manifest: dict[str, Any], *, licen
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _add_file(archive: zipfile.ZipFile, file: Path, info: zipfile.ZipInfo) -> None:
+    """Copy ``file`` into ``archive`` as ``info``, a MiB at a time."""
+    with file.open("rb") as source, archive.open(info, "w", force_zip64=True) as target:
+        while chunk := source.read(1024 * 1024):
+            target.write(chunk)
 
 
 def _options(bridge_args: Sequence[str], value_options: Collection[str]) -> list[tuple[str, str | None]]:

@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from .catalog import ClientConfigError
+from .clienttable import ClientConfigError
 
 __all__ = ["bridge_command", "isolate_python", "resolve_command", "command_warnings", "split_secrets"]
 

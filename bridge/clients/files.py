@@ -1,8 +1,9 @@
-"""Editing a client's configuration file in place (the I/O half of ``catalog.py``).
+"""Editing a client's configuration file in place (the I/O half of ``clienttable.py``).
 
 JSON and JSONC files go through ``bridge.clients.jsonc`` (only the entry's text changes); TOML
-(Codex) through tomlkit, which keeps comments and key order. tomlkit is imported here
-only, and this module only by the ``config`` commands, so serving never loads it.
+(Codex) through ``bridge.clients.tomlconfig`` (tomlkit). This module is imported only by the
+``config`` commands, so serving never loads either. ``config remove`` after ``config install``
+gives back the file's bytes: remove looks for the text that install turns into the file's.
 
 Every write: the file is opened non-blocking and must be a regular file of this user's
 (a symlink is followed only to one; it stays a link and its target is replaced), writable
@@ -27,7 +28,7 @@ from typing import Any
 
 from . import jsonc
 from .atomicfile import replace_if, write_private
-from .catalog import (
+from .clienttable import (
     CLIENT_INFO,
     ClientConfigError,
     EntryExistsError,
@@ -249,6 +250,27 @@ def _edit_file(
     )
 
 
+def _strict_json(path: Path, client: str | None, new: str) -> None:
+    """For a client that exits on a JSON syntax error (``ClientInfo.exits_on_bad_json``), the
+    text about to replace ``path`` parsed by a strict JSON parser (``json.loads``: no comment,
+    no trailing comma, no duplicate-free guarantee needed).
+
+    Raises:
+        ClientConfigError: it does not parse; the file is then unchanged.
+    """
+    info = CLIENT_INFO.get(client) if client is not None else None
+    if info is None or not info.exits_on_bad_json or not new.strip():
+        return
+    import json
+
+    try:
+        json.loads(new)
+    except ValueError as exc:
+        raise ClientConfigError(
+            f"the edited {path} would not be strict JSON ({exc}), and {info.title} exits on that; it was not changed"
+        ) from None
+
+
 def _refuse_jsonc(path: Path, client: str | None, exc: jsonc.JsoncError) -> ClientConfigError:
     info = CLIENT_INFO.get(client) if client is not None else None
     if info is None:
@@ -266,15 +288,9 @@ def _refuse_jsonc(path: Path, client: str | None, exc: jsonc.JsoncError) -> Clie
 def render_document(client: str, document: dict[str, Any]) -> str:
     """The text of a whole new document for ``client`` (``config print``, a new file)."""
     if CLIENT_INFO[client].syntax == "toml":
-        import tomlkit
+        from . import tomlconfig
 
-        out = tomlkit.document()
-        for key, servers in document.items():
-            table = tomlkit.table(is_super_table=True)
-            for name, entry in servers.items():
-                table.add(name, _toml_entry(entry))
-            out.add(key, table)
-        return tomlkit.dumps(out)
+        return tomlconfig.render(document)
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -312,32 +328,11 @@ def install(
     def edit(text: str) -> tuple[str, str, bool]:
         remarks.clear()
         if info.syntax == "toml":
-            lf, crlf = _lf(text)
-            new, replaced = _toml_install(path, client, lf, name, entry, force)
-            return crlf(new), text, replaced
-        if not text.strip():
-            return render_document(client, {info.servers_key: {name: entry}}), text, False
-        try:
-            root = jsonc.parse(text)
-        except jsonc.JsoncError as exc:
-            raise _refuse_jsonc(path, client, exc) from None
-        document = root.to_python()
-        _key, entries = read_servers(document, client)
-        replaced = name in entries
-        if replaced and not force:
-            raise EntryExistsError(name)
-        if info.syntax == "json" and jsonc.has_extensions(root):
-            remarks.append(
-                f"{path} has comments or trailing commas, which {info.title} may not accept; they were kept as they were"
-            )
-        new = jsonc.apply(text, jsonc.set_member(text, [info.servers_key], name, entry, root=root))
-        expected = read_servers(
-            {**document, info.servers_key: {**document.get(info.servers_key, {}), name: entry}}, client
-        )
-        if read_servers(jsonc.parse(new).to_python(), client) != expected:  # the edit must say exactly that
-            raise ClientConfigError(
-                f"{path} has a layout this editor cannot change safely; add the entry by hand ({info.doc_url})"
-            )
+            from . import tomlconfig
+
+            new, replaced = tomlconfig.install(path, client, text, name, entry, force)
+            return new, text, replaced
+        new, replaced = _jsonc_install(path, client, text, name, entry, force, remarks)
         return new, text, replaced
 
     def mode(old: int, new_file: bool) -> int:
@@ -357,130 +352,186 @@ def install(
 
 
 def uninstall(path: Path, client: str | None, name: str, warn: Warn | None = None, *, force: bool = False) -> None:
-    """Remove the entry ``name`` (every entry of that name). ``force`` allows a read-only file."""
+    """Remove the entry ``name`` (every entry of that name). ``force`` allows a read-only file.
+
+    The file as ``config install`` left it gets back its bytes from before (see
+    :func:`_jsonc_uninstall`); the backup (``<file>.bak``) gets the file with the entry's
+    ``env``/``headers`` values replaced by :data:`REDACTED`."""
 
     def edit(text: str) -> tuple[str, str, None]:
+        previous = _previous(path)
         if client is not None and CLIENT_INFO[client].syntax == "toml":
-            lf, crlf = _lf(text)
-            new, backup = _toml_uninstall(path, client, lf, name)
-            return crlf(new), crlf(backup), None
-        try:
-            root = jsonc.parse(text) if text.strip() else None
-        except jsonc.JsoncError as exc:
-            raise _refuse_jsonc(path, client, exc) from None
-        document = root.to_python() if root is not None else {}
-        key, entries = read_servers(document, client)
-        _missing(path, name, entries)
-        assert root is not None  # (an entry was found)
-        new = jsonc.apply(text, jsonc.remove_member(text, [key], name, root=root))
-        backup = text
-        for block in ("env", "headers"):
-            values = entries[name].get(block)
-            for variable in values if isinstance(values, dict) else {}:
-                backup = jsonc.apply(backup, jsonc.set_member(backup, [key, name, block], variable, REDACTED))
-        return new, backup, None
+            from . import tomlconfig
+
+            _missing(path, name, tomlconfig.entries(path, client, text))
+            new = tomlconfig.uninstall(path, client, text, name, previous)
+            return new, tomlconfig.redacted(path, client, text, name, REDACTED), None
+        return _jsonc_uninstall(path, client, text, name, previous)
 
     _edit_file(path, edit, force=force, missing=f"{path} does not exist; check --client, or give the file with --path")
+
+
+def _previous(path: Path) -> str | None:
+    """The text of ``<file>.bak`` (the file before the last edit), when it is a readable
+    UTF-8 regular file of this user's; None otherwise. It only ever serves as a candidate
+    that the edit checks by redoing the install on it."""
+    try:
+        backup = _open(path.with_name(path.name + ".bak"), force=True)
+    except ClientConfigError:
+        return None
+    try:
+        return None if backup.raw is None else backup.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    finally:
+        backup.close()
+
+
+def _jsonc_install(
+    path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool, remarks: list[str]
+) -> tuple[str, bool]:
+    """The JSON/JSONC text with the entry ``name`` added (or replaced with ``force``), and whether it replaced one."""
+    info = CLIENT_INFO[client]
+    if not text.strip():
+        return render_document(client, {info.servers_key: {name: entry}}), False
+    try:
+        root = jsonc.parse(text)
+    except jsonc.JsoncError as exc:
+        raise _refuse_jsonc(path, client, exc) from None
+    document = root.to_python()
+    _key, entries = read_servers(document, client)
+    replaced = name in entries
+    if replaced and not force:
+        raise EntryExistsError(name)
+    if info.exits_on_bad_json and jsonc.has_extensions(root):
+        raise ClientConfigError(
+            f"{path} has comments or trailing commas, and {info.title} exits on anything but strict JSON; "
+            "remove them, then try again"
+        )
+    if info.syntax == "json" and jsonc.has_extensions(root):
+        remarks.append(
+            f"{path} has comments or trailing commas, which {info.title} may not accept; they were kept as they were"
+        )
+    new = jsonc.apply(text, jsonc.set_member(text, [info.servers_key], name, entry, root=root))
+    expected = read_servers({**document, info.servers_key: {**document.get(info.servers_key, {}), name: entry}}, client)
+    if read_servers(jsonc.parse(new).to_python(), client) != expected:  # the edit must say exactly that
+        raise ClientConfigError(
+            f'{path}: this editor cannot add the entry to the "{info.servers_key}" object as it is written '
+            f"without changing other members; add it by hand ({info.doc_url})"
+        )
+    _strict_json(path, client, new)
+    return new, replaced
+
+
+def _jsonc_uninstall(
+    path: Path, client: str | None, text: str, name: str, previous: str | None
+) -> tuple[str, str, None]:
+    """(new text, backup text, None) for removing ``name`` from a JSON/JSONC file.
+
+    The new text is the one :func:`_jsonc_install` turns into ``text``, when there is one:
+    ``previous`` (the backup of the last edit), the text without the entry's member, and
+    that text without the servers object left empty (an object install created, or an
+    empty one it expanded); each is checked by redoing the install on it. Otherwise the
+    entry's member goes, and nothing else."""
+    try:
+        root = jsonc.parse(text) if text.strip() else None
+    except jsonc.JsoncError as exc:
+        raise _refuse_jsonc(path, client, exc) from None
+    document = root.to_python() if root is not None else {}
+    key, entries = read_servers(document, client)
+    _missing(path, name, entries)
+    assert root is not None  # (an entry was found)
+    new = jsonc.apply(text, jsonc.remove_member(text, [key], name, root=root))
+    if client is not None:
+        value = document[key][name]
+        servers = root.member(key)
+        alone = servers is not None and all(member.key == name for member in servers.value.members)
+        removed = new
+        for candidates in (lambda: [previous], lambda: _emptied(removed, key) if alone else [removed], lambda: [""]):
+            found = [item for item in candidates() if item is not None]
+            match = next((item for item in found if _installs_to(path, client, item, name, value, text)), None)
+            if match is not None:
+                new = match
+                break
+    if not jsonc.has_extensions(root):  # strict JSON before: strict JSON after (Antigravity CLI)
+        _strict_json(path, client, new)
+    backup = text
+    for block in ("env", "headers"):
+        values = entries[name].get(block)
+        for variable in values if isinstance(values, dict) else {}:
+            backup = jsonc.apply(backup, jsonc.set_member(backup, [key, name, block], variable, REDACTED))
+    return new, backup, None
+
+
+def _emptied(text: str, key: str) -> list[str]:
+    """``text`` and, when its servers object ``key`` is left empty (only whitespace in it),
+    the texts install may have turned into the same file, most likely first: without that
+    member (install created it), with it as ``{}``, as ``{ }``, as it is. Install gives
+    some of them the same layout; without a backup to tell, the first one wins."""
+    found = [text]
+    root = jsonc.parse(text)
+    member = root.member(key) if root.kind == "object" else None
+    if member is None or not _collapsed(text, member.value):
+        return found
+    start, end = member.value.start, member.value.end
+    without = jsonc.apply(text, jsonc.remove_member(text, [], key, root=root))
+    found = [without, *_collapsed(without, jsonc.parse(without))]
+    return found + [text[:start] + "{}" + text[end:], text[:start] + "{ }" + text[end:], text]
+
+
+def _collapsed(text: str, node: jsonc.Node) -> list[str]:
+    """``text`` with the object ``node`` written ``{}`` and ``{ }``, when it holds only whitespace."""
+    if node.kind != "object" or text[node.start + 1 : node.end - 1].strip(" \t\r\n"):
+        return []
+    return [text[: node.start] + empty + text[node.end :] for empty in ("{}", "{ }")]
+
+
+def _installs_to(path: Path, client: str, candidate: str, name: str, entry: Any, text: str) -> bool:
+    """Whether installing ``entry`` into ``candidate`` gives exactly ``text``; first, cheaply,
+    whether ``text`` is ``candidate`` with text added in at most two places (an install
+    adds the member, and a comma before it), so that a large file is not parsed for nothing."""
+    if len(candidate) >= len(text):
+        return False
+    prefix = _common_length(candidate, text, 1)
+    suffix = min(_common_length(candidate, text, -1), len(candidate) - prefix)
+    if candidate[prefix : len(candidate) - suffix] not in text[prefix : len(text) - suffix]:
+        return False
+    key = CLIENT_INFO[client].servers_key
+    if not candidate.strip():
+        return render_document(client, {key: {name: entry}}) == text
+    try:  # the edit _jsonc_install makes (the text it gives is ``text``, whose entries were read)
+        root = jsonc.parse(candidate)
+        servers = root.member(key) if root.kind == "object" else None
+        if servers is not None and servers.value.member(name) is not None:
+            return False
+        return jsonc.apply(candidate, jsonc.set_member(candidate, [key], name, entry, root=root)) == text
+    except (jsonc.JsoncError, ValueError):
+        return False
+
+
+def _common_length(first: str, second: str, direction: int) -> int:
+    """How many characters ``first`` and ``second`` share at their start (``direction`` 1)
+    or end (-1): blocks compared in turn, then a binary search in the first that differs."""
+    limit, block, done = min(len(first), len(second)), 4096, 0
+
+    def same(start: int, end: int) -> bool:  # the characters start..end from the chosen side
+        if direction > 0:
+            return first[start:end] == second[start:end]
+        return first[len(first) - end : len(first) - start] == second[len(second) - end : len(second) - start]
+
+    while done < limit and same(done, min(done + block, limit)):
+        done = min(done + block, limit)
+    low, high = done, min(done + block, limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if same(done, middle) else (low, middle - 1)
+    return low
 
 
 def _missing(path: Path, name: str, entries: dict[str, Any]) -> None:
     if name not in entries:
         names = ", ".join(repr(entry) for entry in entries) or "none"
         raise ClientConfigError(f"there is no entry called {name!r} in {path} (its entries: {names}); check --name")
-
-
-# -- TOML (Codex) -----------------------------------------------------------------------------
-
-
-def _lf(text: str) -> tuple[str, Callable[[str], str]]:
-    """A CRLF file (every line end CRLF) as LF text for tomlkit, and the function that
-    turns the edited text back: tomlkit writes the lines it adds with LF."""
-    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
-        return text.replace("\r\n", "\n"), lambda edited: edited.replace("\r\n", "\n").replace("\n", "\r\n")
-    return text, lambda edited: edited
-
-
-def _toml_entry(entry: dict[str, Any]) -> Any:
-    import tomlkit
-
-    table = tomlkit.table()
-    for key, value in entry.items():
-        if isinstance(value, dict):
-            inline = tomlkit.inline_table()
-            inline.update(value)
-            table.add(key, inline)
-        else:
-            table.add(key, value)
-    return table
-
-
-def _toml_parse(path: Path, text: str, client: str) -> tuple[Any, dict[str, dict[str, Any]]]:
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
-    try:
-        document = tomlkit.parse(text)
-    except TOMLKitError as exc:
-        raise ClientConfigError(
-            f"{path} is not valid TOML ({exc}); correct it there in an editor, or move it aside to start a new one, then try again"
-        ) from None
-    _key, entries = read_servers(document.unwrap(), client)
-    return document, entries
-
-
-def _toml_install(
-    path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool
-) -> tuple[str, bool]:
-    import tomlkit
-    import tomlkit.items
-    from tomlkit.exceptions import TOMLKitError
-
-    key = CLIENT_INFO[client].servers_key
-    document, entries = _toml_parse(path, text, client)
-    replaced = name in entries
-    if replaced and not force:
-        raise EntryExistsError(name)
-    if isinstance(document.get(key), tomlkit.items.InlineTable):
-        raise ClientConfigError(
-            f"{path} writes {key} as an inline table ({key} = {{ … }}), to which this editor cannot add an entry; "
-            f"write each server as a [{key}.NAME] table instead, then try again"
-        )
-    try:
-        if key not in document:
-            document.add(key, tomlkit.table(is_super_table=True))
-        table = _toml_entry(entry)
-        table.add(tomlkit.nl())  # a blank line before whatever table follows
-        document[key][name] = table
-        new = tomlkit.dumps(document)
-        if new.endswith("\n\n") and not text.endswith("\n\n"):
-            new = new[:-1]  # the blank line was for a table after it; there is none
-        _after, servers = _toml_parse(path, new, client)
-    except (ValueError, TOMLKitError, ClientConfigError):
-        servers = {}
-    if servers.get(name) != read_servers({key: {name: entry}}, client)[1][name]:  # the edit must say exactly that
-        raise ClientConfigError(
-            f"{path} has a layout this editor cannot change safely; add the entry by hand ({CLIENT_INFO[client].doc_url})"
-        )
-    return new, replaced
-
-
-def _toml_uninstall(path: Path, client: str, text: str, name: str) -> tuple[str, str]:
-    import tomlkit
-
-    key = CLIENT_INFO[client].servers_key
-    document, entries = _toml_parse(path, text, client)
-    _missing(path, name, entries)
-    del document[key][name]
-    backup, _ = _toml_parse(path, text, client)
-    for block in ("env", "http_headers"):
-        values = backup[key][name].get(block)
-        if values is not None and hasattr(values, "keys"):
-            for variable in list(values.keys()):
-                values[variable] = REDACTED
-    new = tomlkit.dumps(document)
-    if new.endswith("\n\n") and not text.endswith("\n\n"):
-        new = new[:-1]  # the blank line install put after the entry, now at the end
-    return new, tomlkit.dumps(backup)
 
 
 def install_entry(

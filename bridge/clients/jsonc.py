@@ -589,10 +589,14 @@ def _remove_at(text: str, node: Node, index: int) -> list[Edit]:
         edits.append(Edit(comma, comma + 1, ""))  # the member before becomes the last
     line_end = _rest_of_line(text, after)
     if _alone_before(text, member.key_start) and line_end is not None:
+        # Its lines go with the line break before them: the one an insert put there (an
+        # insert adds a line break and the member before the line break after it).
         start = _line_start(text, member.key_start)
-        end = line_end + (2 if text.startswith("\r\n", line_end) else 1 if line_end < len(text) else 0)
-        if end == len(text) and start > 0:  # no newline after it: take the one before
+        end = line_end
+        if start > 0:
             start -= 2 if text.startswith("\r\n", start - 2) else 1
+        else:
+            end += 2 if text.startswith("\r\n", line_end) else 1 if line_end < len(text) else 0
         edits.append(Edit(start, end, ""))
         return edits
     if member.comma is not None:

@@ -19,7 +19,7 @@ import base64
 import json
 from urllib.parse import quote
 
-from .catalog import ClientConfigError, ServerEntry, check_name, entry_object
+from .clienttable import ClientConfigError, ServerEntry, check_name, entry_object
 
 __all__ = ["LINK_CLIENTS", "install_link"]
 

@@ -10,7 +10,6 @@ import ipaddress
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +18,7 @@ __all__ = [
     "is_conventional_variable",
     "variable_in_message",
     "BridgeConfig",
+    "config_defaults",
     "HTTP_TOKEN",
     "ConfigError",
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -116,7 +116,6 @@ class ConfigError(ValueError):
     """A configuration value is unusable. The message says which and why; nothing started."""
 
 
-@dataclass(frozen=True)
 class BridgeConfig:
     """Everything one bridge run needs to know.
 
@@ -160,8 +159,15 @@ class BridgeConfig:
         shutdown_grace_seconds: after SIGINT or SIGHUP, how long requests in flight may
             still finish before they are answered with reason ``shutting_down`` (not after
             SIGTERM or a second signal: those answer at once; stdin EOF alone lets them
-            finish, each within ``request_timeout_seconds``). Sized to end well within
+            finish, within ``drain_timeout_seconds``). Sized to end well within
             the 0.52 s from SIGINT to SIGKILL that Claude Code gives a server.
+        drain_timeout_seconds: after stdin EOF (with no signal before it), how long the
+            requests in flight may still finish; those still open then are answered with
+            reason ``shutting_down`` and the app is told they are cancelled
+            (``notifications/cancelled`` before 2026-07-28; since, the closed exchange says
+            it). The official SDK clients send SIGTERM 2 s after closing stdin, which ends
+            the wait sooner; a pipeline (``bridge < requests.jsonl``) gets the replies of
+            its short calls.
         delete_timeout_seconds: bound on the best-effort ``DELETE`` of the MCP session.
         allow_remote: accept a non-loopback ``url`` (it must then be https).
         verify_listener: before anything is written on a new ``http://`` connection (and
@@ -172,7 +178,7 @@ class BridgeConfig:
             app run as another user on purpose. ``https://`` endpoints rely on TLS instead.
         protocol_era: which era the bridge speaks to the app, one of :data:`PROTOCOL_ERAS`.
             ``auto`` (the default): the client's, translated when the app refuses it (a
-            2026-07-28 client with a legacy-only app: ``bridge/serve/eras.py``; a 2025-era
+            2026-07-28 client with a legacy-only app: ``bridge/serve/legacyapp.py``; a 2025-era
             client with a 2026-07-28-only app: ``bridge/serve/modernapp.py``). ``legacy``:
             always 2025-11-25 (2026-07-28 clients translated). ``modern``: always
             2026-07-28 (2025-era clients translated).
@@ -185,34 +191,152 @@ class BridgeConfig:
             ``request_timeout_seconds``; a merge a bound stopped keeps the ``nextCursor`` of
             the first page not merged. Off by default: a client that follows cursors gets
             the app's pages as they are (docs/clients.md says which clients need it).
+        allow_tools: ``--allow-tool`` globs: when any is given, the client sees only the
+            tools whose names match one (``bridge/core/toolfilter.py``; fnmatch globs,
+            case-sensitive).
+        deny_tools: ``--deny-tool`` globs: the tools whose names match one are hidden from
+            the client, and their calls refused without reaching the app; deny wins.
+        read_only: ``--read-only``: only the tools the app annotates ``readOnlyHint: true``.
+            A hidden tool's ``tools/call`` gets -32602 (reason ``tool_filtered``); the
+            lazy-launch catalog keeps the app's whole list (``bridge/serve/toolgate.py``).
+
+    Built with keyword arguments only; frozen (setting an attribute raises
+    ``AttributeError``), compared and hashed by its values, and its ``repr`` leaves out the
+    token and the callables. A plain class rather than a dataclass: importing
+    :mod:`dataclasses` loads :mod:`inspect` and :mod:`ast`, 5-8 ms of every start of the
+    bridge (bench/README.md, "Start-up"). :meth:`replace` makes a changed copy;
+    :func:`config_defaults` gives each value's default.
     """
 
-    url: str | None = None
-    discovery_file: Path | None = None
-    app_name: str = DEFAULT_APP_NAME
-    headers: tuple[tuple[str, str], ...] = ()
-    token: str | None = field(default=None, repr=False)
-    token_source: Any = field(default=None, repr=False)
-    token_timeout_seconds: float = 10.0
-    launch_command: tuple[str, ...] | None = None
-    ensure_running: Callable[[], Any] | None = field(default=None, repr=False)
-    launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS
-    launch_log_file: Path | None = None
-    launch_policy: str = "on-call"
-    session_400_heuristic: bool = True
-    connect_timeout_seconds: float = 5.0
-    request_timeout_seconds: float = 300.0
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_concurrent_requests: int = 32
-    shutdown_grace_seconds: float = 0.2
-    progress_heartbeat_seconds: float = 20.0
-    delete_timeout_seconds: float = 0.5
-    allow_remote: bool = False
-    verify_listener: bool = True
-    protocol_era: str = "auto"
-    merge_list_pages: bool = False
+    __slots__ = (
+        "url",
+        "discovery_file",
+        "app_name",
+        "headers",
+        "token",
+        "token_source",
+        "token_timeout_seconds",
+        "launch_command",
+        "ensure_running",
+        "launch_timeout_seconds",
+        "launch_log_file",
+        "launch_policy",
+        "session_400_heuristic",
+        "connect_timeout_seconds",
+        "request_timeout_seconds",
+        "max_message_bytes",
+        "max_concurrent_requests",
+        "shutdown_grace_seconds",
+        "drain_timeout_seconds",
+        "progress_heartbeat_seconds",
+        "delete_timeout_seconds",
+        "allow_remote",
+        "verify_listener",
+        "protocol_era",
+        "merge_list_pages",
+        "allow_tools",
+        "deny_tools",
+        "read_only",
+    )
+    url: str | None
+    discovery_file: Path | None
+    app_name: str
+    headers: tuple[tuple[str, str], ...]
+    token: str | None
+    token_source: Any
+    token_timeout_seconds: float
+    launch_command: tuple[str, ...] | None
+    ensure_running: Callable[[], Any] | None
+    launch_timeout_seconds: float
+    launch_log_file: Path | None
+    launch_policy: str
+    session_400_heuristic: bool
+    connect_timeout_seconds: float
+    request_timeout_seconds: float
+    max_message_bytes: int
+    max_concurrent_requests: int
+    shutdown_grace_seconds: float
+    drain_timeout_seconds: float
+    progress_heartbeat_seconds: float
+    delete_timeout_seconds: float
+    allow_remote: bool
+    verify_listener: bool
+    protocol_era: str
+    merge_list_pages: bool
+    allow_tools: tuple[str, ...]
+    deny_tools: tuple[str, ...]
+    read_only: bool
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        discovery_file: Path | None = None,
+        app_name: str = DEFAULT_APP_NAME,
+        headers: tuple[tuple[str, str], ...] = (),
+        token: str | None = None,
+        token_source: Any = None,
+        token_timeout_seconds: float = 10.0,
+        launch_command: tuple[str, ...] | None = None,
+        ensure_running: Callable[[], Any] | None = None,
+        launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
+        launch_log_file: Path | None = None,
+        launch_policy: str = "on-call",
+        session_400_heuristic: bool = True,
+        connect_timeout_seconds: float = 5.0,
+        request_timeout_seconds: float = 300.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_concurrent_requests: int = 32,
+        shutdown_grace_seconds: float = 0.2,
+        drain_timeout_seconds: float = 5.0,
+        progress_heartbeat_seconds: float = 20.0,
+        delete_timeout_seconds: float = 0.5,
+        allow_remote: bool = False,
+        verify_listener: bool = True,
+        protocol_era: str = "auto",
+        merge_list_pages: bool = False,
+        allow_tools: tuple[str, ...] = (),
+        deny_tools: tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> None:
+        given = locals()  # every argument by name: one value per slot
+        for name in self.__slots__:
+            object.__setattr__(self, name, given[name])
+        self._check()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"BridgeConfig is frozen: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"BridgeConfig is frozen: cannot delete {name!r}")
+
+    def replace(self, **changes: Any) -> BridgeConfig:
+        """A new configuration with these values changed (by name, as the constructor takes
+        them), checked as any new one (what ``dataclasses.replace`` gave).
+
+        Raises:
+            TypeError: a name that is not one of the values.
+            ConfigError: a value the check refuses.
+        """
+        return BridgeConfig(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, BridgeConfig)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__ if name not in _NOT_IN_REPR)
+        return f"BridgeConfig({shown})"
+
+    def _check(self) -> None:
         if self.url is None and self.discovery_file is None:
             raise ConfigError("give the app's endpoint: --url, --discovery-file or --app-name")
         check_app_name(self.app_name)
@@ -232,6 +356,7 @@ class BridgeConfig:
             "connect_timeout_seconds",
             "request_timeout_seconds",
             "shutdown_grace_seconds",
+            "drain_timeout_seconds",
             "token_timeout_seconds",
             "launch_timeout_seconds",
         ):
@@ -245,6 +370,21 @@ class BridgeConfig:
             raise ConfigError("max_message_bytes must be at least 1024")
         if self.max_concurrent_requests < 1:
             raise ConfigError("max_concurrent_requests must be at least 1")
+        for name in ("allow_tools", "deny_tools"):
+            globs = getattr(self, name)
+            if not isinstance(globs, tuple) or not all(isinstance(glob, str) and glob for glob in globs):
+                raise ConfigError(f"{name} must be a tuple of globs over tool names, none empty")
+
+
+#: What :class:`BridgeConfig`'s ``repr`` leaves out: a secret, and callables.
+_NOT_IN_REPR = frozenset({"token", "token_source", "ensure_running"})
+
+
+def config_defaults() -> dict[str, Any]:
+    """Each :class:`BridgeConfig` value's default, by name (a new dict)."""
+    defaults = BridgeConfig.__init__.__kwdefaults__
+    assert defaults is not None
+    return dict(defaults)
 
 
 def is_loopback_host(host: str) -> bool:

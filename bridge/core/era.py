@@ -55,6 +55,11 @@ from .config import HTTP_TOKEN
 
 __all__ = [
     "PROTOCOL_VERSION_META_KEY",
+    "CLIENT_INFO_META_KEY",
+    "CLIENT_CAPABILITIES_META_KEY",
+    "LOG_LEVEL_META_KEY",
+    "SUBSCRIPTION_ID_META_KEY",
+    "SERVER_INFO_META_KEY",
     "HEADER_MISMATCH",
     "Era",
     "LEGACY",
@@ -69,6 +74,17 @@ __all__ = [
 
 #: The ``_meta`` key that names a request's protocol version in the modern era.
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+#: 2026-07-28 request ``_meta`` keys (per request, where a session once kept them).
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+#: 2026-07-28 request ``_meta`` key: the request's log level (absent: no log messages for it;
+#: replaces ``logging/setLevel``).
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+#: 2026-07-28: the ``_meta`` key on every frame of a ``subscriptions/listen`` stream (the
+#: listen request's id).
+SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
+#: 2026-07-28 result ``_meta`` key: the server's ``Implementation``.
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 #: 2026-07-28: the headers and the body disagree (the client should re-list and retry).
 HEADER_MISMATCH = -32020
 

@@ -12,6 +12,7 @@ Hierarchy (every class says what happens after it is raised)::
     ├── BridgeInternalError       -32603, reason "bridge_error": a failure inside the bridge
     ├── ShuttingDownError         -32603, reason "shutting_down": the bridge is exiting
     ├── NotConfiguredError        -32603, reason "not_configured": the bridge could not start
+    ├── ToolFilteredError         -32602, reason "tool_filtered": the tool filter hides the tool
     └── UpstreamError             talking to the app failed: -32603, the request's id
         ├── AppUnreachableError       reason "app_unreachable"
         ├── TlsFailedError            reason "tls_failed"
@@ -44,6 +45,7 @@ __all__ = [
     "PARSE_ERROR",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
+    "INVALID_PARAMS",
     "REASONS",
     "BridgeError",
     "InboundError",
@@ -64,6 +66,7 @@ __all__ = [
     "NotConfiguredError",
     "ListenerUnverifiedError",
     "ProtocolEraError",
+    "ToolFilteredError",
     "BridgeInternalError",
     "error_object",
     "error_response",
@@ -73,6 +76,9 @@ __all__ = [
 PARSE_ERROR = -32700
 #: JSON-RPC 2.0: the JSON sent is not a valid Request object.
 INVALID_REQUEST = -32600
+#: JSON-RPC 2.0: invalid method parameter(s); MCP's code for a ``tools/call`` of an unknown
+#: tool (server/tools, "Error Handling").
+INVALID_PARAMS = -32602
 #: JSON-RPC 2.0: internal error. The bridge's code for every failure between it and the app.
 INTERNAL_ERROR = -32603
 
@@ -255,7 +261,7 @@ class ShuttingDownError(BridgeError):
 class NotConfiguredError(BridgeError):
     """The bridge's configuration is unusable (an option names an unset variable, say), and
     a client started it: every request is answered with the message instead of the bridge
-    exiting at once, so the client shows why (``bridge/serve/errorserve.py``). -32603 with the
+    exiting at once, so the client shows why (``bridge/serve/startuperror.py``). -32603 with the
     request's id."""
 
     reason = "not_configured"
@@ -290,6 +296,28 @@ class ProtocolEraError(UpstreamError):
         super().__init__(message, recoverable=recoverable)
 
 
+class ToolFilteredError(BridgeError):
+    """A ``tools/call`` of a tool the tool filter hides (``--deny-tool``, ``--allow-tool``,
+    ``--read-only``; ``bridge/core/toolfilter.py``): it is never sent to the app. -32602,
+    MCP's code for an unknown tool (server/tools, "Error Handling"): the client was never
+    shown it. ``data.option`` names the option that hid it.
+
+    Args:
+        message: the sentence for ``error.message`` (names the tool and the option).
+        option: the option that hid the tool, as a user writes it.
+    """
+
+    code = INVALID_PARAMS
+    reason = "tool_filtered"
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+    def data(self) -> dict[str, Any]:
+        return {"source": "bridge", "reason": self.reason, "option": self.option}
+
+
 class BridgeInternalError(BridgeError):
     """A failure inside the bridge itself, not the app's: a bug, or a request the bridge
     cannot encode (one of its own header values). -32603 with the request's id; nothing is
@@ -319,6 +347,7 @@ _REASON_CLASSES: list[type[BridgeError]] = [
     *UpstreamError.__subclasses__(),
     ShuttingDownError,
     NotConfiguredError,
+    ToolFilteredError,
     BridgeInternalError,
 ]
 REASONS: tuple[str, ...] = tuple(str(cls.reason) for cls in _REASON_CLASSES)

@@ -21,6 +21,7 @@ request is forwarded exactly as received.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,10 @@ __all__ = [
     "is_valid_id",
     "encode_message",
     "error_line",
+    "bridge_error_line",
+    "result_line",
+    "PrivateIds",
+    "INITIALIZED_BODY",
     "to_wire_line",
 ]
 
@@ -149,6 +154,10 @@ def loads_members(text: str) -> tuple[Any, bool]:
     read another ``id`` than the one the bridge judged by. One pass, as cheap as
     :func:`loads_strict`: the top level is read here, each member's value by the
     standard library's C scanner. Raises as :func:`loads_strict` does."""
+    if text[:2] == '{"':  # the usual case: compact JSON, read with no white space to skip
+        compact = _compact_members(text)
+        if compact is not None:
+            return compact
     position = _skip(text, 0)
     if not text.startswith("{", position):
         return loads_strict(text), False
@@ -182,6 +191,37 @@ def loads_members(text: str) -> tuple[Any, bool]:
     except (ValueError, StopIteration, IndexError):
         return loads_strict(text), True  # raises json's own error (or, should it parse: not trusted)
     return members, twice
+
+
+def _compact_members(text: str) -> tuple[dict[str, Any], bool] | None:
+    """:func:`loads_members` for an object written with no white space between its
+    top-level tokens (what clients and apps send; a line end after it is allowed), read
+    with the C scanners alone and no call per token; ``None`` when it is not one (white space, or not valid JSON): then the
+    general walk decides."""
+    members: dict[str, Any] = {}
+    twice = False
+    position = 1
+    end = len(text)
+    try:
+        while True:
+            key, position = _scan_key(text, position + 1, True)
+            if text[position] != ":":
+                return None
+            value, position = _scan_value(text, position + 1)
+            if key in members:
+                twice = True
+            members[key] = value
+            following = text[position]
+            if following == ",":
+                position += 1
+                if text[position] != '"':
+                    return None
+                continue
+            if following == "}" and (position + 1 == end or not text[position + 1 :].strip(_JSON_WHITESPACE)):
+                return members, twice
+            return None
+    except (ValueError, StopIteration, IndexError):
+        return None
 
 
 def _skip(text: str, position: int) -> int:
@@ -367,10 +407,53 @@ def refusal_line(message: Message | Batch, exc: BridgeError) -> bytes | None:
     return b"[" + b",".join(reply.rstrip(b"\n") for reply in replies) + b"]\n"
 
 
-def error_line(request_id: Any, exc: BridgeError) -> bytes:
+def error_line(request_id: Any, exc: BridgeError | dict[str, Any]) -> bytes:
     """The stdout line answering ``request_id`` (kept as sent; ``None`` for an unreadable
-    id) with ``exc``: the one builder of the bridge's error replies (docs/behaviour.md, "Errors")."""
+    id) with ``exc``: the one builder of the bridge's error replies (docs/behaviour.md,
+    "Errors"). ``exc`` is a failure of the bridge, or an ``error`` object passed on as it is
+    (the app's refusal kept in the catalog, the client's answer to a question)."""
+    if isinstance(exc, dict):
+        return encode_message({"jsonrpc": "2.0", "id": request_id, "error": exc})
     return encode_message(error_response(request_id, exc))
+
+
+def bridge_error_line(request_id: Any, code: int, message: str, **data: Any) -> bytes:
+    """The stdout line answering ``request_id`` with an error the bridge's own rules give
+    (a -32601 or -32602 of a translation, a ``requestState`` it never gave out), not a
+    failure with the app: ``{"code", "message", "data": {"source": "bridge", **data}}``."""
+    return error_line(request_id, {"code": code, "message": message, "data": {"source": "bridge", **data}})
+
+
+def result_line(request_id: Any, result: Any) -> bytes:
+    """The stdout line answering ``request_id`` with ``result`` (a reply the bridge makes)."""
+    return encode_message({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+#: The body of ``notifications/initialized`` (no newline): what the bridge POSTs after an
+#: ``initialize`` of its own (MCP basic/lifecycle, "Initialization").
+INITIALIZED_BODY = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
+
+
+class PrivateIds:
+    """The ids of the bridge's own requests, whose replies never reach stdout (a replayed
+    ``initialize``, a page, a probe, a question to the client): ``mcp-app-bridge-<kind>-<n>``,
+    one counter for one bridge, so no two of its requests share an id."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self) -> None:
+        self._count = itertools.count(1)
+
+    def next_id(self, kind: str) -> str:
+        """A new id, ``mcp-app-bridge-<kind>-<n>``."""
+        return f"mcp-app-bridge-{kind}-{next(self._count)}"
+
+    def request(self, kind: str, method: str, params: Any = None) -> Request:
+        """A request of the bridge's own under a new id (``params``: ``None`` leaves it out)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id(kind), "method": method}
+        if params is not None:
+            message["params"] = params
+        return Request(message["id"], method, params, encode_message(message)[:-1])
 
 
 _LINE_SEPARATOR = "\u2028".encode()

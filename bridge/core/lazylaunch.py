@@ -1,6 +1,6 @@
 """Lazy launch: which requests a cached catalog answers while the app is down, and what it holds.
 
-Pure: imports only the standard library, the era mappings (``bridge/core/eramap.py``, ``modernmap.py``) and the list members (``bridge/core/quirks.py``). The driver (``bridge/serve/driver.py``) asks this
+Pure: imports only the standard library, the era mappings (``bridge/core/legacymap.py``, ``modernmap.py``) and the list members (``bridge/core/quirks.py``). The driver (``bridge/serve/driver.py``) asks this
 module; the catalog file itself is ``bridge/app/servedcatalog.py`` (docs/behaviour.md,
 "Lazy launch"; docs/discovery.md, "The catalog").
 
@@ -20,6 +20,9 @@ catalog of what the app last served, these requests are answered from it instead
 | ``resources/list``,                       | ``cursor`` (only a whole list is kept: one the app served in one |
 | ``resources/templates/list``              | page, or whose pages ``--merge-list-pages`` merged into one)     |
 | ``ping``                                  | the catalog exists (``{}``)                                     |
+| a list whose capability the app does not  | the app refused it (its JSON-RPC error, kept in ``refusedLists``) |
+| declare (``resources/list`` of an app     | while its cached ``initialize`` (or ``server/discover``) result   |
+| that serves tools only)                   | declares no such capability: that error again                   |
 
 Anything else needs the app: the first such request starts it (single-flight across
 bridges, ``bridge/app/launcher.py``), the client's own ``initialize`` is replayed to open the
@@ -30,6 +33,8 @@ A catalog entry is a JSON object (no token, no header, nothing but what the app 
 ``{"format": 1, "app": <name>, "endpoint": <URL or discovery file path>, "savedAtSeconds":
 <Unix time>, "initialize": <result> | null, "discover": <result> | null, "lists": {<method>:
 <result>}}``, and optionally ``"initializeByVersion": {<version asked>: <result>}``,
+``"refusedLists": {<method>: {"code": <int>, "message": <str>}}`` (the app's error for a list
+whose capability it does not declare: Codex asks ``resources/list`` at every start),
 ``"refusesInitialize": true`` (the app serves 2026-07-28 only: a 2025-era client is answered
 from ``discover``, translated, ``bridge/serve/modernapp.py``) and ``"refusesDiscover": true |
 <the app's error>`` (the app serves the 2025 era only).
@@ -39,16 +44,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .eramap import SERVER_INFO_META_KEY, legacy_result, modern_result
+from .era import SERVER_INFO_META_KEY
+from .legacymap import legacy_result, modern_result
+from .methods import CATALOG_METHODS, LIST_CAPABILITY, LIST_CHANGED, LIST_ITEMS
 from .modernmap import HANDSHAKE_VERSIONS
-from .quirks import LIST_ITEMS
 
 __all__ = [
     "CATALOG_FORMAT",
-    "CATALOG_METHODS",
-    "LIST_METHODS",
     "answers_from_catalog",
     "catalog_result",
+    "catalog_answer",
+    "list_refusal",
+    "record_refusal",
     "why_not_answered",
     "refuses",
     "discover_refusal",
@@ -62,19 +69,6 @@ __all__ = [
 
 #: The ``format`` of the entries this version writes and reads.
 CATALOG_FORMAT = 1
-#: The lists a catalog keeps, each with the notification that says it changed (MCP
-#: server/tools, server/prompts, server/resources: "List Changed Notification"; resource
-#: templates have none of their own: the resources one covers them).
-LIST_METHODS: dict[str, str] = {
-    "tools/list": "notifications/tools/list_changed",
-    "prompts/list": "notifications/prompts/list_changed",
-    "resources/list": "notifications/resources/list_changed",
-    "resources/templates/list": "notifications/resources/list_changed",
-}
-#: The capability each list belongs to (in the ``initialize`` result's ``capabilities``).
-_CAPABILITY = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resources"}
-#: Every method a catalog may answer.
-CATALOG_METHODS = frozenset({"initialize", "server/discover", "ping", *LIST_METHODS})
 
 
 def answers_from_catalog(policy: str, method: str) -> bool:
@@ -92,7 +86,7 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, mo
 
     ``modern``: the era of the request (``True``: 2026-07-28, ``False``: 2025-era, ``None``:
     as cached). A list cached from the other era's session is given in the request's era,
-    by the mappings the live translation uses (``bridge/core/eramap.py``): a 2026-07-28
+    by the mappings the live translation uses (``bridge/core/legacymap.py``): a 2026-07-28
     client gets the ``resultType``, ``ttlMs`` and ``cacheScope`` its schema requires, a
     2025-era client gets none of them."""
     if entry is None or method not in CATALOG_METHODS:
@@ -115,6 +109,94 @@ def catalog_result(method: str, params: Any, entry: dict[str, Any] | None, *, mo
     if modern is False:
         return legacy_result(result)
     return dict(result)
+
+
+def catalog_answer(method: str, params: Any, entry: dict[str, Any] | None, *, modern: bool | None = None) -> dict[str, Any] | None:
+    """The reply members the catalog ``entry`` gives a ``method`` request with ``params``:
+    ``{"result": …}`` (:func:`catalog_result`), ``{"error": …}`` for a list the app does not
+    serve (:func:`list_refusal`), or ``None`` when the app is needed. A new object each time."""
+    result = catalog_result(method, params, entry, modern=modern)
+    if result is not None:
+        return {"result": result}
+    error = list_refusal(entry, method)
+    return {"error": error} if error is not None else None
+
+
+#: The longest error message kept from the app (characters): the catalog holds no more.
+MAX_REFUSAL_MESSAGE_CHARS = 1000
+
+
+def _declared_capabilities(entry: dict[str, Any]) -> set[str] | None:
+    """The capabilities the app's cached ``initialize`` and ``server/discover`` results
+    declare (their ``capabilities`` members), or ``None`` when the catalog holds neither."""
+    declared: set[str] | None = None
+    by_version = entry.get("initializeByVersion")
+    results = [entry.get("initialize"), entry.get("discover"), *(by_version.values() if isinstance(by_version, dict) else ())]
+    for result in results:
+        capabilities = result.get("capabilities") if isinstance(result, dict) else None
+        if isinstance(capabilities, dict):
+            declared = (declared or set()) | {name for name in capabilities if isinstance(name, str)}
+    return declared
+
+
+def list_refusal(entry: dict[str, Any] | None, method: str) -> dict[str, Any] | None:
+    """The JSON-RPC ``error`` the catalog ``entry`` gives a list request (``method``, one of
+    :data:`LIST_CHANGED`) whose capability the app does not declare: the app's own error
+    as it last gave it (``refusedLists``, :func:`record_refusal`; ``{"code": int,
+    "message": str}``), or ``None`` (not a list, no handshake result cached, the capability
+    is declared, or the app never refused it: then the app is asked).
+
+    MCP server/tools, server/resources, server/prompts ("Capabilities"): a server that
+    serves a list declares its capability; a client may ask anyway (Codex asks
+    ``resources/list`` and ``resources/templates/list`` at every start), and an app that
+    does not serve it answers an error, usually ``-32601`` (JSON-RPC 2.0 section 5.1,
+    "Method not found"). An app may serve a list it does not declare: only its own refusal
+    is repeated, never guessed."""
+    if entry is None or method not in LIST_CHANGED:
+        return None
+    declared = _declared_capabilities(entry)
+    capability = LIST_CAPABILITY[method]
+    if declared is None or capability in declared:
+        return None
+    refused = entry.get("refusedLists")
+    error = refused.get(method) if isinstance(refused, dict) else None
+    if not isinstance(error, dict) or not _well_formed_error(error):
+        return None
+    return {"code": error["code"], "message": error["message"]}
+
+
+def _well_formed_error(error: Any) -> bool:
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and not isinstance(error.get("code"), bool)
+        and isinstance(error.get("message"), str)
+    )
+
+
+def record_refusal(
+    entry: dict[str, Any] | None, method: str, error: Any, *, app: str, endpoint: str, now_seconds: float
+) -> dict[str, Any] | None:
+    """The catalog entry after the app answered a list request (``method``) with the JSON-RPC
+    ``error``, or ``None`` when nothing changes. Kept only when the catalog holds the app's
+    handshake result for this ``app`` and ``endpoint`` and it does not declare the list's
+    capability (an app that declares it failed for another reason: that is not kept); only
+    ``code`` and ``message`` (cut to :data:`MAX_REFUSAL_MESSAGE_CHARS`) are kept. A later
+    result for that list (:func:`record`) or another app version drops it."""
+    if entry is None or method not in LIST_CHANGED or not _well_formed_error(error):
+        return None
+    if entry.get("app") != app or entry.get("endpoint") != endpoint:
+        return None
+    declared = _declared_capabilities(entry)
+    if declared is None or LIST_CAPABILITY[method] in declared:
+        return None
+    kept = {"code": error["code"], "message": error["message"][:MAX_REFUSAL_MESSAGE_CHARS]}
+    refused = entry.get("refusedLists")
+    refused = dict(refused) if isinstance(refused, dict) else {}
+    if refused.get(method) == kept:
+        return None
+    refused[method] = kept
+    return {**entry, "refusedLists": refused, "savedAtSeconds": now_seconds}
 
 
 #: Server capabilities added after 2024-11-05, with the revision that added them (each
@@ -194,6 +276,8 @@ def why_not_answered(method: str, params: Any, entry: dict[str, Any] | None) -> 
         return "the catalog holds no server/discover result"
     if isinstance(params, dict) and params.get("cursor") is not None:
         return "the request asks for a cursor (only first pages are kept)"
+    if method in LIST_CHANGED and _declared_capabilities(entry) is None:
+        return f"the catalog holds no {method} result, and no initialize or server/discover result that says whether the app serves it"
     return f"the catalog holds no {method} result"
 
 
@@ -275,7 +359,7 @@ def record(
     ``ping`` and anything else change nothing."""
     if method not in CATALOG_METHODS or method == "ping" or not isinstance(result, dict):
         return None
-    if method in LIST_METHODS and (
+    if method in LIST_CHANGED and (
         (isinstance(params, dict) and params.get("cursor") is not None) or result.get("nextCursor") is not None
     ):
         return None
@@ -299,10 +383,15 @@ def record(
             updated["initializeByVersion"] = by_version
     else:
         lists: dict[str, Any] = dict(base.get("lists") or {})
-        if lists.get(method) == result:
+        refused = base.get("refusedLists")
+        refused = {key: value for key, value in refused.items() if key != method} if isinstance(refused, dict) else {}
+        if lists.get(method) == result and refused == base.get("refusedLists", {}):
             return None
         lists[method] = result
         updated = {**base, "lists": lists, "savedAtSeconds": now_seconds}
+        updated.pop("refusedLists", None)
+        if refused:
+            updated["refusedLists"] = refused  # the app serves this list now
     return updated
 
 
@@ -322,10 +411,10 @@ def changed_list_notifications(cached: dict[str, Any], served: dict[str, Any]) -
     owed: list[str] = []
     old_lists = cached.get("lists") or {}
     for method, result in served.items():
-        if method not in LIST_METHODS or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
+        if method not in LIST_CHANGED or method not in old_lists or _items(method, old_lists[method]) == _items(method, result):
             continue
-        notification = LIST_METHODS[method]
-        if _CAPABILITY[method] in capabilities and notification not in owed:
+        notification = LIST_CHANGED[method]
+        if LIST_CAPABILITY[method] in capabilities and notification not in owed:
             owed.append(notification)
     return owed
 
@@ -338,12 +427,28 @@ def _items(method: str, result: Any) -> Any:
 
 
 def valid_entry(entry: Any, *, app: str, endpoint: str) -> bool:
-    """Whether ``entry`` (parsed JSON) is a catalog this version reads, for ``app`` at ``endpoint``."""
-    return (
+    """Whether ``entry`` (parsed JSON) is a catalog this version reads, for ``app`` at
+    ``endpoint``: every member this module reads has its type (see the module: results are
+    objects or ``null``, ``lists`` and ``initializeByVersion`` objects of objects, the marks
+    ``true`` or, for ``refusesDiscover``, the app's error object). Anything else (another
+    version's file, a hand edit) is no catalog, whatever the types inside it."""
+    if not (
         isinstance(entry, dict)
         and entry.get("format") == CATALOG_FORMAT
         and entry.get("app") == app
         and entry.get("endpoint") == endpoint
-        and isinstance(entry.get("lists", {}), dict)
-        and isinstance(entry.get("savedAtSeconds", 0), (int, float))
-    )
+    ):
+        return False
+    saved = entry.get("savedAtSeconds", 0)
+    if isinstance(saved, bool) or not isinstance(saved, (int, float)) or saved != saved:
+        return False
+    if any(not isinstance(entry.get(key), (dict, type(None))) for key in ("initialize", "discover")):
+        return False
+    for key in ("lists", "initializeByVersion"):
+        members = entry.get(key, {})
+        if not isinstance(members, dict) or not all(isinstance(value, dict) for value in members.values()):
+            return False
+    if len(entry.get("initializeByVersion", {})) > MAX_INITIALIZE_VERSIONS:
+        return False
+    marks = entry.get("refusesInitialize", True), entry.get("refusesDiscover", True)
+    return isinstance(marks[0], bool) and isinstance(marks[1], (bool, dict))

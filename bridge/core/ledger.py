@@ -160,6 +160,10 @@ class Ledger:
     def __bool__(self) -> bool:
         return bool(self._by_id)
 
+    def open_slots(self) -> list[Slot]:
+        """The open requests' slots, in the order they were opened (a new list)."""
+        return list(self._by_id.values())
+
     def slot(self, request_id: Any) -> Slot | None:
         """The open request with this id, if any."""
         return self._by_id.get(id_key(request_id))

@@ -33,14 +33,22 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .era import PROTOCOL_VERSION_META_KEY
-from .eramap import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, SERVER_INFO_META_KEY
+from .era import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUBSCRIPTION_ID_META_KEY,
+)
+from .legacymap import (
+    MAX_INPUT_REQUESTS,
+    input_request_problem,
+)
 
 __all__ = [
     "MODERN_PROTOCOL_VERSION",
     "HANDSHAKE_VERSIONS",
-    "LOG_LEVEL_META_KEY",
-    "SUBSCRIPTION_ID_META_KEY",
     "InputRound",
     "ClientContext",
     "discover_params",
@@ -48,6 +56,7 @@ __all__ = [
     "initialize_result",
     "modern_params",
     "input_requests",
+    "input_round_problem",
     "retry_params",
     "listen_filter",
     "legacy_notification",
@@ -58,10 +67,6 @@ __all__ = [
 MODERN_PROTOCOL_VERSION = "2026-07-28"
 #: The revisions of the ``initialize`` era a client may ask for (the answer keeps its choice).
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-#: 2026-07-28 request ``_meta`` key: the log level for this request (replaces ``logging/setLevel``).
-LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
-#: 2026-07-28 notification ``_meta`` key: the ``subscriptions/listen`` stream it came on.
-SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
 #: The JSON-RPC error codes the bridge answers with.
 METHOD_NOT_FOUND = -32601
 #: 2026-07-28 result types (``resultType``).
@@ -131,16 +136,20 @@ def initialize_result(discover: dict[str, Any], asked_version: Any, app_name: st
     """The ``initialize`` result for a legacy client, from the app's ``server/discover``
     result: the version the client asked for when it is one of :data:`HANDSHAKE_VERSIONS`
     (else 2025-11-25), the app's capabilities and instructions, and its serverInfo from the
-    result's ``_meta`` (``app_name`` and version ``"unknown"`` when it gave none: the legacy
-    schema requires one)."""
+    result's ``_meta``, with ``app_name`` for a ``name`` and ``"unknown"`` for a ``version``
+    it lacks (or that is not a string): the legacy schema's ``Implementation`` requires both."""
     version = asked_version if asked_version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
     meta = discover.get("_meta")
     info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
     capabilities = discover.get("capabilities")
+    info = dict(info) if isinstance(info, dict) else {}
+    for member, default in (("name", app_name), ("version", "unknown")):  # the two members Implementation requires
+        if not isinstance(info.get(member), str):
+            info[member] = default
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": capabilities if isinstance(capabilities, dict) else {},
-        "serverInfo": info if isinstance(info, dict) else {"name": app_name, "version": "unknown"},
+        "serverInfo": info,
     }
     if isinstance(discover.get("instructions"), str):
         result["instructions"] = discover["instructions"]
@@ -175,6 +184,28 @@ def input_requests(reply: Any) -> InputRound | None:
         key: value for key, value in (asked.items() if isinstance(asked, dict) else ()) if isinstance(value, dict) and isinstance(value.get("method"), str)
     }
     return InputRound(requests, result.get("requestState"))
+
+
+def input_round_problem(reply: Any, capabilities: Any) -> str | None:
+    """Why the ``input_required`` result in ``reply`` (parsed) may not be put to a legacy
+    client that declared ``capabilities`` in its ``initialize``, or ``None`` when it may:
+    ``inputRequests`` is an object of at most :data:`~bridge.core.legacymap.MAX_INPUT_REQUESTS`
+    questions, each an object the client may be asked
+    (:func:`~bridge.core.legacymap.input_request_problem`: elicitation, sampling or roots,
+    each only with its capability, with the params its schema requires)."""
+    result = reply.get("result") if isinstance(reply, dict) else None
+    asked = result.get("inputRequests") if isinstance(result, dict) else None
+    if asked is None:
+        return None
+    if not isinstance(asked, dict):
+        return "its inputRequests is not an object"
+    if len(asked) > MAX_INPUT_REQUESTS:
+        return f"it asks {len(asked)} questions in one round; the bridge puts at most {MAX_INPUT_REQUESTS} to the client"
+    for key, question in asked.items():
+        problem = input_request_problem(question.get("method"), question.get("params"), capabilities) if isinstance(question, dict) else "it is not an object"
+        if problem is not None:
+            return f"question {str(key)[:64]!r}: {problem}"
+    return None
 
 
 def retry_params(params: Any, responses: dict[str, Any] | None, state: Any) -> dict[str, Any]:

@@ -46,15 +46,22 @@ six; the others are performed where their state lives, with the bound named here
 | 429/503 with ``Retry-After``          | wait, send again                   | once; ``MAX_RETRY_AFTER_SECONDS``| this flow    |
 | connection broke after sending        | send again (idempotent methods)    | once per message                 | this flow    |
 | SSE reply stream broke (with ids)     | GET with ``Last-Event-ID``         | ``MAX_RESUME_ATTEMPTS``          | replies.py   |
-| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py    |
+| GET stream delivered nothing          | reconnect after a growing delay    | ``MAX_LISTEN_FAILURES`` in a row | listen.py, legacyapp.py |
+| ``subscriptions/listen`` ended        | open it again after a growing delay| while the client listens         | modernapp.py |
+| ``input_required`` with no questions  | send again after a short delay     | ``MAX_INPUT_ROUNDS``             | modernapp.py |
 | a token fetch or app start failed     | those who waited get that failure  | never re-run for them            | tokens, launcher |
+| a launch failed                       | launch again after a growing delay | each request after the delay     | launcher.py  |
+| a named pipe busy (Windows)           | open it again after a growing delay| within the connect timeout       | pipelink.py  |
+| a named-pipe accept failed (the app)  | accept again after a growing delay | while the app serves             | pipeserver.py |
+
+Each growing delay is one :class:`Backoff` (first, factor, cap), named below.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import (
     AppUnreachableError,
@@ -64,6 +71,7 @@ from .errors import (
     StreamClosedError,
     UpstreamError,
 )
+from .methods import IDEMPOTENT_METHODS
 
 __all__ = [
     "Action",
@@ -88,6 +96,14 @@ __all__ = [
     "RETRY_AFTER_STATUSES",
     "retry_after_seconds",
     "is_idempotent",
+    "Backoff",
+    "LISTEN_RETRY_MAX_SECONDS",
+    "GET_STREAM_BACKOFF",
+    "SUBSCRIPTIONS_LISTEN_BACKOFF",
+    "INPUT_POLL_BACKOFF",
+    "LAUNCH_RETRY_BACKOFF",
+    "PIPE_BUSY_BACKOFF",
+    "PIPE_ACCEPT_BACKOFF",
 ]
 
 #: Tries to resume a broken SSE response stream by GET + ``Last-Event-ID`` (both official
@@ -103,10 +119,40 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 #: 503 Service Unavailable (RFC 9110 §15.6.4).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 
-#: Methods that only read: sending one twice changes nothing in the app, so one whose
-#: connection broke after it was sent may be sent again. Besides these, every ``*/list``
-#: and ``*/get`` (``tools/list``, ``prompts/get``, ``tasks/get``…).
-_IDEMPOTENT = frozenset({"ping", "resources/read", "server/discover", "completion/complete"})
+
+class Backoff(NamedTuple):
+    """A growing wait between tries (httpcore's ``exponential_backoff``, with a cap):
+    ``first_seconds``, times ``factor`` at each step, at most ``cap_seconds``."""
+
+    first_seconds: float
+    factor: float
+    cap_seconds: float
+
+    def seconds(self, step: int) -> float:
+        """The wait at ``step`` (0: the first wait; a negative step counts as 0), in seconds."""
+        return min(self.first_seconds * self.factor ** max(step, 0), self.cap_seconds)
+
+
+#: The longest wait before a listening stream that ended is opened again (seconds): the
+#: GET stream, a ``subscriptions/listen``, and a server's SSE ``retry``.
+LISTEN_RETRY_MAX_SECONDS = 30.0
+#: The GET stream's reconnect after tries that delivered nothing (``streamable/listen.py``,
+#: ``serve/legacyapp.py``): 1 s (both official SDKs' default), ×1.5 each time, at most 30 s.
+GET_STREAM_BACKOFF = Backoff(1.0, 1.5, LISTEN_RETRY_MAX_SECONDS)
+#: A translated 2025-era client's ``subscriptions/listen`` that ended (``serve/modernapp.py``).
+SUBSCRIPTIONS_LISTEN_BACKOFF = Backoff(1.0, 2.0, LISTEN_RETRY_MAX_SECONDS)
+#: An ``input_required`` result with state alone: the app is not done yet; as the official
+#: SDKs, wait a little before the next round (``serve/modernapp.py``).
+INPUT_POLL_BACKOFF = Backoff(0.05, 2.0, 0.25)
+#: After a failed launch, no new attempt for this long (``app/launcher.py``): 5, 10, 20, 40,
+#: then 60 s each time.
+LAUNCH_RETRY_BACKOFF = Backoff(5.0, 2.0, 60.0)
+#: A busy named pipe (``transport/pipelink.py``; asyncio's ``CONNECT_PIPE_INIT_DELAY`` and
+#: ``CONNECT_PIPE_MAX_DELAY``).
+PIPE_BUSY_BACKOFF = Backoff(0.001, 2.0, 0.1)
+#: The app's named-pipe accept loop after failures in a row, from the second
+#: (``appserver/pipeserver.py``; the first is tried again at once).
+PIPE_ACCEPT_BACKOFF = Backoff(0.05, 2.0, 5.0)
 
 
 class _Marker:
@@ -117,12 +163,35 @@ class _Marker:
         return f"{type(self).__name__}()"
 
 
+class _OneValue:
+    """An action with one value, compared and hashed by its class and that value. (A plain
+    class: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)"""
+
+    __slots__ = ()
+    #: The value's name (the subclass's one slot).
+    _FIELD = ""
+
+    def _value(self) -> object:
+        return getattr(self, self._FIELD)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _OneValue)
+        return bool(other._value() == self._value())
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._value()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._FIELD}={self._value()!r})"
+
+
 class Send(_Marker):
     """POST the message (again)."""
 
 
-@dataclass(frozen=True)
-class RefreshToken:
+class RefreshToken(_OneValue):
     """Get a fresh token (single-flight across concurrent requests).
 
     ``used_generation``: the token generation the rejected request carried (a refresh
@@ -130,15 +199,18 @@ class RefreshToken:
     current now is replaced.
     """
 
-    used_generation: int | None
+    __slots__ = ("used_generation",)
+    _FIELD = "used_generation"
+
+    def __init__(self, used_generation: int | None) -> None:
+        self.used_generation = used_generation
 
 
 class EnsureRunning(_Marker):
     """Make sure the app runs and accepts connections (single-flight across bridges)."""
 
 
-@dataclass(frozen=True)
-class RebuildSession:
+class RebuildSession(_OneValue):
     """Replay the client's ``initialize`` to get a new MCP session (single-flight).
 
     ``lost_generation``: the session generation the failed request carried (a rebuild
@@ -146,18 +218,25 @@ class RebuildSession:
     current now is rebuilt.
     """
 
-    lost_generation: int | None
+    __slots__ = ("lost_generation",)
+    _FIELD = "lost_generation"
+
+    def __init__(self, lost_generation: int | None) -> None:
+        self.lost_generation = lost_generation
 
 
 class RelistTools(_Marker):
     """List the app's tools again (privately) to learn their header annotations anew."""
 
 
-@dataclass(frozen=True)
-class WaitThenSend:
+class WaitThenSend(_OneValue):
     """Wait ``delay_seconds`` (the app's ``Retry-After``), then the flow sends again."""
 
-    delay_seconds: float
+    __slots__ = ("delay_seconds",)
+    _FIELD = "delay_seconds"
+
+    def __init__(self, delay_seconds: float) -> None:
+        self.delay_seconds = delay_seconds
 
 
 class HeaderMismatch(_Marker):
@@ -240,7 +319,7 @@ def is_idempotent(method: str) -> bool:
     ``resources/read``, ``ping``, ``server/discover`` and ``completion/complete`` (it only
     suggests values). Not ``initialize`` (a new session each time), ``tools/call`` (the tool
     runs), ``logging/setLevel``, ``resources/subscribe`` nor ``subscriptions/listen``."""
-    return method.endswith(("/list", "/get")) or method in _IDEMPOTENT
+    return method.endswith(("/list", "/get")) or method in IDEMPOTENT_METHODS
 
 
 def _not_waited(error: HTTPStatusError, delay: float, left: float | None) -> HTTPStatusError:
@@ -257,6 +336,8 @@ def _not_waited(error: HTTPStatusError, delay: float, left: float | None) -> HTT
 
 
 _DELAY_SECONDS = re.compile(r"^[0-9]+$")
+#: What a ``delay-seconds`` of more than ten significant digits reads as (RFC 9111 §1.2.2).
+_LARGEST_DELAY_SECONDS = 2**31
 _OBSOLETE_DATES = ("%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y")  # RFC 850, asctime
 
 
@@ -270,10 +351,15 @@ def retry_after_seconds(value: str, now_epoch_seconds: float) -> float | None:
 
     Returns:
         the delay in seconds, 0 for a date already past, ``None`` when the value is neither form.
+        Digits of any length are read: more than ten significant ones read as 2**31 s.
     """
     text = value.strip()
     if _DELAY_SECONDS.match(text):
-        return float(int(text))
+        digits = text.lstrip("0") or "0"
+        # More digits than any delay worth reading: the largest (RFC 9111 §1.2.2 takes 2**31
+        # for a delta-seconds past what it can hold), longer than the bridge ever waits.
+        # (int() of 4,301 digits or more raises; float() of 309 or more overflows.)
+        return float(int(digits)) if len(digits) <= 10 else float(_LARGEST_DELAY_SECONDS)
     # (imported here: email.utils costs some 10 ms of every start, and dates are rare)
     import email.utils
     from datetime import UTC, datetime

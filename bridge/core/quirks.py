@@ -28,20 +28,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["LIST_ITEMS", "MAX_LIST_PAGES", "ListMerge", "smoothed_request"]
+from .methods import LIST_ITEMS
+
+__all__ = ["MAX_LIST_PAGES", "ListMerge", "smoothed_request"]
 
 #: The most pages of one list merged into one reply (``--merge-list-pages``), the first
 #: page included; the bridge's own relisting after a header mismatch reads as many
 #: (``MAX_TOOL_PAGES``, ``bridge/core/policy.py``).
 MAX_LIST_PAGES = 50
-#: The paginated lists a reply may be merged for, each with its result's member that holds
-#: the list (MCP server/tools, server/prompts, server/resources: "Listing …", paginated).
-LIST_ITEMS: dict[str, str] = {
-    "tools/list": "tools",
-    "prompts/list": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resourceTemplates",
-}
 
 
 def smoothed_request(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -83,7 +77,7 @@ class ListMerge:
     it could not get it (failed, timed out). :meth:`reply` is the reply to send.
 
     Attributes:
-        method: the list method (a key of :data:`LIST_ITEMS`).
+        method: the list method (a key of :data:`~bridge.core.methods.LIST_ITEMS`).
         pages: how many pages are merged (the first included).
         next_cursor: the cursor of the first page not merged (a string), or ``None``
             when the list is complete.
@@ -110,7 +104,7 @@ class ListMerge:
     def start(cls, method: str, first: Any, *, max_message_bytes: int) -> ListMerge | None:
         """A merge that begins with ``first`` (the app's parsed reply to the client's own
         request), or ``None`` when there is nothing to merge: ``method`` is not a list of
-        :data:`LIST_ITEMS`, the reply is an error, or its result has no string
+        :data:`~bridge.core.methods.LIST_ITEMS`, the reply is an error, or its result has no string
         ``nextCursor`` or no list. ``max_message_bytes``: the merged reply's cap (bytes,
         its line end included)."""
         member = LIST_ITEMS.get(method)

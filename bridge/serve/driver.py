@@ -16,24 +16,13 @@ each resource, given to it by the composition root (``bridge/serve/parts.py``):
   while it runs, other requests wait for it instead of going out without a session.
 
 Each request's era (``request.era``, ``bridge/core/era.py``) says which rules apply: its headers,
-whether a lost session may be rebuilt, whether a header mismatch is recovered. The session
-loop and ``check`` use this class's public methods, never the parts behind it.
+whether a lost session may be rebuilt, whether a header mismatch is recovered.
 
-**Lazy launch** (docs/behaviour.md, "Lazy launch"; the rules are ``bridge/core/lazylaunch.py``).
-With a :class:`~bridge.app.servedcatalog.ServedCatalog`, a request the catalog may answer
-(``initialize``, ``server/discover``, the four lists, ``ping``) whose connection is refused
-is answered from it at the moment the recovery policy would start the app. A legacy client
-so answered has no MCP session yet: its later notifications are not sent, its GET stream
-waits, and the first request the catalog cannot answer starts the app, replays the
-client's ``initialize`` (the client never sees that reply), lists again what the client was
-served and announces each list that differs, then goes out. Every catalog method's reply
-from the app updates the catalog. Across eras: a 2025-era client translated for a
-2026-07-28-only app (the catalog's ``refusesInitialize``, ``bridge/serve/modernapp.py``)
-is answered from the cached ``server/discover``; its first request the catalog cannot
-answer starts the app, lists again in the 2026-07-28 form and announces what changed
-(there is no session to open). A ``server/discover`` for an app marked ``refusesDiscover``
-gets the app's refusal from the catalog. A catalog's answer never counts as proof of the
-app's era (``--protocol-era auto``).
+The driver is the lowest of the layers a request passes (CONTRIBUTING.md, "The request
+stack"): the era router (``bridge/serve/translate.py``) and lazy launch
+(``bridge/serve/lazy.py``) stand above it and call down into it; it never calls up. What
+``EnsureRunning`` does for one request is handed to :meth:`Driver.forward` (``launch``): lazy
+launch hands a hook that may answer from its catalog instead, and the :class:`Reply` says so.
 """
 
 from __future__ import annotations
@@ -42,18 +31,16 @@ import asyncio
 import functools
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
-from ..app.discovery import Endpoint
 from ..app.launcher import Launcher
-from ..app.tokenstore import TokenStore
 from ..core.config import DEFAULT_APP_NAME, DEFAULT_MAX_MESSAGE_BYTES
-from ..core.era import LEGACY, HeaderMap, filter_tools, is_header_mismatch
-from ..core.eramap import cancelled_notification, is_legacy_refusal
+from ..core.era import HeaderMap, filter_tools, is_header_mismatch
 from ..core.errors import HTTPStatusError, SessionLostError, UpstreamError, UpstreamTimeoutError
-from ..core.jsonrpc import Request, encode_message
+from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, encode_message
+from ..core.legacymap import cancelled_notification
+from ..core.methods import LIST_ITEMS, LISTS_THAT_CHANGE
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
     MAX_TOOL_PAGES,
@@ -67,128 +54,83 @@ from ..core.policy import (
     forward_flow,
     is_idempotent,
 )
-from ..core.quirks import LIST_ITEMS, ListMerge
+from ..core.quirks import ListMerge
 from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import current_time, move_on_after
-from .eras import LegacyAppEras
-from .modernapp import ModernAppEras
 
-if TYPE_CHECKING:
-    from ..app.listener import ListenerCheck
-    from ..app.servedcatalog import ServedCatalog
-
-__all__ = ["Driver"]
+__all__ = ["Driver", "Reply", "LaunchHook", "ReplayRefusedError", "drop", "named"]
 
 log = logging.getLogger("bridge")
 
-_INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
-#: The lists a client caches; after a rebuild it is told they may have changed.
-_LISTS = ("tools", "prompts", "resources")
-#: Bound on listing again, after a lazy launch, what the client was served (seconds).
-RELIST_AFTER_LAUNCH_SECONDS = 10.0
 #: Bound on telling the app that a private page (``--merge-list-pages``) is abandoned (seconds).
 PAGE_CANCEL_SECONDS = 1.0
 
 
-class _FromCatalog(Exception):
-    """Raised through ``_run`` instead of starting the app: the catalog answers (``reply``:
-    ``{"result": …}``, or ``{"error": …}`` for the refusal it records)."""
+class Reply(NamedTuple):
+    """A request's stdout line, and whether it came from the lazy-launch catalog (then it
+    proves nothing about the app: not that it runs, nor which era it speaks)."""
 
-    def __init__(self, reply: dict[str, Any]) -> None:
-        super().__init__("answered from the catalog")
-        self.reply = reply
+    line: bytes
+    from_catalog: bool = False
+
+
+class ReplayRefusedError(SessionLostError):
+    """The app refused the replayed ``initialize`` of :meth:`Driver.open_session` and no
+    session came of it: it may serve MCP 2026-07-28 only now (an update; the era router
+    may then translate, ``bridge/serve/translate.py``)."""
+
+
+#: What ``EnsureRunning`` does for one request instead of ``Launcher.ensure_running``:
+#: start the app and return ``None``, or return the line that answers the request instead
+#: (lazy launch's catalog, ``bridge/serve/lazy.py``).
+LaunchHook = Callable[[], Awaitable[bytes | None]]
 
 
 class Driver:
     """Forward messages to the app, recovering as ``policy.forward_flow`` allows.
 
-    Takes its parts (``bridge/serve/parts.py`` builds them from a configuration: ``build_driver``).
+    Takes its parts (``bridge/serve/parts.py`` builds them from a configuration: ``build_stack``).
 
     Args:
         upstream: the HTTP exchange and the MCP session.
-        tokens: the bearer token store the upstream uses.
         launcher: ``ensure_running`` for the app.
-        endpoint: where the app listens (the one the upstream and the launcher use).
+        private_ids: the ids of the bridge's own requests (one space for all the layers).
         app_name: how the app is named in messages.
         on_session_rebuilt: called (awaited) after every successful session rebuild.
-        protocol_era: ``auto``, ``legacy`` or ``modern`` (``BridgeConfig.protocol_era``): which
-            era translations may run (``bridge/serve/eras.py`` for a 2026-07-28 client with a
-            legacy-only app, ``bridge/serve/modernapp.py`` for a 2025-era client with a
-            2026-07-28-only app).
-        catalog: what the app last served, for lazy launch (``None``: no lazy launch).
-        launch_policy: ``on-call``, ``on-start`` or ``never`` (``BridgeConfig.launch_policy``).
         merge_list_pages: merge a list's pages into one reply (``BridgeConfig.merge_list_pages``;
-            :meth:`request`).
+            :meth:`forward`).
         max_message_bytes: the merged reply's cap (bytes, ``BridgeConfig.max_message_bytes``).
     """
 
     def __init__(
         self,
         upstream: Upstream,
-        tokens: TokenStore,
         launcher: Launcher,
-        endpoint: Endpoint,
         *,
+        private_ids: PrivateIds | None = None,
         app_name: str = DEFAULT_APP_NAME,
         on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
-        protocol_era: str = "auto",
-        catalog: ServedCatalog | None = None,
-        launch_policy: str = "on-call",
         merge_list_pages: bool = False,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self._app = app_name
-        #: Where the app listens (read by ``check``).
-        self.endpoint = endpoint
-        self._tokens = tokens
         self._upstream = upstream
         self._launcher = launcher
+        self._ids = private_ids if private_ids is not None else PrivateIds()
         self._on_session_rebuilt = on_session_rebuilt
         self._initialize: Request | None = None
         self._rebuild_lock = asyncio.Lock()
         #: How many session rebuilds succeeded (logs and tests read it).
         self.rebuilds = 0
-        self._replays = 0
-        #: The client's era: that of its last 2026-07-28 request or ``initialize`` (what a
-        #: message that names no request, a cancellation of an unknown id, goes by).
-        self.client_era = LEGACY
         self._tool_headers: dict[str, HeaderMap] = {}
-        self._protocol_era = protocol_era
-        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/eras.py``).
-        self.eras = LegacyAppEras(self, ask_app=protocol_era == "auto") if protocol_era != "modern" else None
-        #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
-        self.modern_app = (
-            ModernAppEras(
-                self, always=protocol_era == "modern", app_name=app_name, answer_timeout_seconds=upstream.request_timeout_seconds
-            )
-            if protocol_era != "legacy"
-            else None
-        )
-        #: What the app last served (lazy launch), or ``None``.
-        self.catalog = catalog
-        self._launch_policy = launch_policy
-        # The catalog entry a legacy client's initialize was answered from while no MCP
-        # session is open (the app not started yet); ``None`` once one is, or never.
-        self._deferred: dict[str, Any] | None = None
-        self._deferred_version: Any = None  # the protocolVersion the catalog told that client
-        # The catalog entry a 2026-07-28-form request (a translated legacy client's, or a
-        # 2026-07-28 client's) was answered from while the app was down; ``None`` once the
-        # app was needed (its lists then listed again), or never.
-        self._stateless_served: dict[str, Any] | None = None
-        # The 2026-07-28 requests in flight under ``auto`` whose reply says which era the app
-        # speaks (id → whether the catalog answered it instead: then it says nothing).
-        self._catalog_answered: dict[Any, bool] = {}
-        self._opened = asyncio.Event()  # set once a deferred session is open
-        self._app_reached = asyncio.Event()  # set once a request of this bridge reached the app
-        self._open_lock = asyncio.Lock()
         self._merge_list_pages = merge_list_pages
         self._max_message_bytes = max_message_bytes
-        self._pages = 0  # private page requests sent (their ids)
         self._notices: set[asyncio.Task[None]] = set()  # cancellations of private pages, in flight
 
-    async def request(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request; return its stdout line (the app's reply, or the catalog's).
+    def forward(self, request: Request, emit: Emit, *, launch: LaunchHook | None = None) -> Awaitable[Reply]:
+        """Forward a request as it is, in its own era; return its stdout line (the app's
+        reply, or the one ``launch`` answered with instead of starting the app).
 
         With ``merge_list_pages``, a ``tools/list``, ``prompts/list``, ``resources/list`` or
         ``resources/templates/list`` whose reply has a ``nextCursor`` is answered with the
@@ -206,21 +148,26 @@ class Driver:
         Raises:
             UpstreamError: the error that ended the recovery flow (of the first page).
         """
+        # (a plain function: on every call, one coroutine fewer to create and resume)
+        if request.method == "initialize" and request.era.may_rebuild:
+            self._initialize = request  # what a session rebuild replays
         if not self._merge_list_pages or request.method not in LIST_ITEMS:
-            return await self._request_one(request, emit)
+            return self._forward_one(request, emit, launch)
+        return self._forward_merged(request, emit, launch)
+
+    async def _forward_merged(self, request: Request, emit: Emit, launch: LaunchHook | None) -> Reply:
         deadline = current_time() + self._upstream.request_timeout_seconds
-        line = await self._request_one(request, emit)
-        if b'"nextCursor"' not in line:
-            return line
+        reply = await self._forward_one(request, emit, launch)
+        if reply.from_catalog or b'"nextCursor"' not in reply.line:
+            return reply
         try:
-            first = json.loads(line)
+            first = json.loads(reply.line)
         except ValueError:
-            return line
+            return reply
         merge = ListMerge.start(request.method, first, max_message_bytes=self._max_message_bytes)
         if merge is None:
-            return line
+            return reply
         await self._merge_pages(request, emit, merge, deadline)
-        merged = encode_message(merge.reply())
         if merge.stopped is not None:
             log.warning(
                 "%s: merged %d page(s) of %s's list, then stopped: %s; the reply keeps the nextCursor of the next page",
@@ -229,9 +176,31 @@ class Driver:
                 self._app,
                 merge.stopped,
             )
-        elif self.catalog is not None:  # the whole list: what lazy launch may serve
-            self._remember(request.method, request.params, merged)
-        return merged
+        return Reply(encode_message(merge.reply()))
+
+    async def _forward_one(self, request: Request, emit: Emit, launch: LaunchHook | None) -> Reply:
+        era, method = request.era, request.method
+        # (the era's rules first, all together; the tool headers are read at each send: a
+        # relist may change them)
+        endless, relists, filters = era.endless(method), era.relists_on_mismatch(method), era.filters_tool_list(method)
+        idempotent = is_idempotent(method)
+        reply = await self._run(
+            lambda: self._upstream.send_request(
+                request, emit, modern_headers=era.headers(method, request.params, self._tool_headers), endless=endless
+            ),
+            can_rebuild=era.may_rebuild,
+            relist=(lambda: self._relist_tools(request)) if relists else None,
+            idempotent=idempotent,
+            remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
+            launch=launch if launch is not None else functools.partial(self._launch_for, request),
+        )
+        return Reply(self._filter_tool_list(reply.line), reply.from_catalog) if filters else reply
+
+    async def _launch_for(self, request: Request) -> None:
+        """``EnsureRunning`` for ``request``: start the app, the log naming the request that needed it."""
+        if self._launcher.configured:
+            log.info("%s is not running; %s needs it: starting it", self._app, named(request))
+        await self._launcher.ensure_running()
 
     async def _merge_pages(self, request: Request, emit: Emit, merge: ListMerge, deadline: float) -> None:
         """Ask the app for the pages after the first until ``merge`` is complete or stops,
@@ -242,14 +211,11 @@ class Driver:
             if left <= 0:
                 merge.stop(f"the request timeout ran out before page {page}")
                 return
-            self._pages += 1
-            params = merge.page_params(request.params)
-            message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-page-{self._pages}", "method": request.method, "params": params}
-            private = Request(message["id"], request.method, params, encode_message(message)[:-1])
+            private = self._ids.request("page", request.method, merge.page_params(request.params))
             scope = move_on_after(left)
             try:
                 with scope:
-                    line = await self._request_one(private, emit)
+                    line = (await self._forward_one(private, emit, None)).line
             except UpstreamError as exc:
                 if isinstance(exc, UpstreamTimeoutError):
                     self._cancel_page(private)
@@ -287,307 +253,43 @@ class Driver:
         self._notices.add(task)
         task.add_done_callback(self._notices.discard)
 
-    async def _request_one(self, request: Request, emit: Emit) -> bytes:
-        """Forward one request (its era translated as needed); return its stdout line. A
-        2026-07-28 request to an app that proved legacy-only is translated
-        (``bridge/serve/eras.py``), and so is a legacy request to an app that proved
-        2026-07-28-only (``bridge/serve/modernapp.py``), as ``--protocol-era`` allows.
+    async def send_private(self, kind: str, method: str, params: Any = None) -> bytes:
+        """Send a request of the bridge's own (``mcp-app-bridge-<kind>-<n>``; its stream's
+        messages go nowhere), with no session rebuild; return the app's reply line.
 
         Raises:
             UpstreamError: the error that ended the recovery flow.
         """
-        if request.era.stateless:
-            eras = self.eras
-            if eras is not None and eras.handles(request):
-                if self._protocol_era == "auto" and eras.initialize_result is None:
-                    # auto: the request goes as it is. A client's own probe gets the app's
-                    # refusal (a client that probes falls back to initialize by itself, losing
-                    # nothing); a request refused for want of a session, from a client that
-                    # never probes, is translated (docs/behaviour.md, "Protocol eras").
-                    self._catalog_answered[request.id] = False
-                    from_catalog = False
-                    try:
-                        try:
-                            line = await self.forward(request, emit)
-                        finally:
-                            from_catalog = self._catalog_answered.pop(request.id, False)
-                    except HTTPStatusError as exc:
-                        if request.method == "server/discover" and 400 <= exc.http_status < 500:
-                            self.mark_catalog("refusesDiscover", True)
-                        if request.method == "server/discover" or not 400 <= exc.http_status < 500 or exc.http_status == 404:
-                            raise
-                    else:
-                        reply = json.loads(line)
-                        refused = is_legacy_refusal(reply)
-                        if from_catalog:
-                            return line  # the catalog's answer, not the app's: it proves nothing
-                        if not refused:
-                            self.eras = None  # the app speaks 2026-07-28: nothing to translate
-                        elif request.method == "server/discover":
-                            self.mark_catalog("refusesDiscover", _error_of(reply))
-                        if request.method == "server/discover" or not (refused and _wants_a_session(line)):
-                            return line
-                    log.info("%s refused a 2026-07-28 %s as a legacy-only app does; translating", self._app, request.method)
-                return await eras.request(request, emit)
-        elif self.modern_app is not None and self.modern_app.handles(request):
-            return await self.modern_app.request(request, emit)
-        return await self.forward(request, emit)
+        request = self._ids.request(kind, method, params)
+        headers = request.era.headers(method, params, self._tool_headers)
+        send = lambda: self._upstream.send_request(request, drop, modern_headers=headers)  # noqa: E731
+        return (await self._run(send, can_rebuild=False)).line
 
-    async def forward(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request as it is, in its own era; return its stdout line (the app's
-        reply, or the catalog's).
+    async def open_session(self, told_version: Any) -> bytes:
+        """Open the MCP session a client was promised while the app was down (lazy launch):
+        replay its ``initialize``; return the app's reply line.
 
         Raises:
-            UpstreamError: the error that ended the recovery flow.
+            ReplayRefusedError: the app refused the replay (no session came of it).
+            UpstreamError: the replay failed otherwise, or the app now speaks another protocol
+                version than ``told_version``, the one the client was told (``session_lost``).
         """
-        era = request.era
-        if request.method == "initialize" or era.stateless:
-            self.client_era = era
-        if request.method == "initialize" and era.may_rebuild:
-            self._initialize = request  # what a session rebuild replays
-            self._deferred = None
-        if self._deferred is not None and not era.stateless:  # no MCP session yet (lazy launch)
-            from ..core.lazylaunch import catalog_result
-
-            result = catalog_result(request.method, request.params, self._deferred, modern=False)
-            if result is not None:
-                return self._catalog_reply(request, {"result": result})
-            await self._open_deferred_session(emit)
-        elif self._stateless_served is not None and era.stateless and self._translating_for_legacy() and self._needs_the_app(request):
-            await self._announce_after_launch(request, emit)
-        relist = functools.partial(self._relist_tools, request) if era.relists_on_mismatch(request.method) else None
-        launch: Callable[[], Awaitable[None]] | None = None
-        if self.catalog is not None and self._may_answer_from_catalog(request.method):
-            launch = functools.partial(self._launch_unless_cataloged, request)
-        elif self.catalog is not None and request.method == "subscriptions/listen" and self._launch_policy != "on-start":
-            launch = self._hold_listen_until_the_app_is_needed
+        session = self._upstream.session
+        generation = session.generation
         try:
-            line = await self._run(
-                lambda: self._upstream.send_request(
-                    request,
-                    emit,
-                    modern_headers=era.headers(request.method, request.params, self._tool_headers),
-                    endless=era.endless(request.method),
-                ),
-                can_rebuild=era.may_rebuild,
-                relist=relist,
-                idempotent=is_idempotent(request.method),
-                remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
-                launch=launch,
-            )
-        except _FromCatalog as answer:
-            if request.method == "initialize" and era.may_rebuild:
-                self._deferred = self.catalog.entry() if self.catalog is not None else None
-                self._deferred_version = answer.reply.get("result", {}).get("protocolVersion")
-                log.info("%s is not running; initialize answered from its catalog (it starts on the first call)", self._app)
-            elif era.stateless and self._stateless_served is None and not self._app_reached.is_set() and self.catalog is not None:
-                self._stateless_served = self.catalog.entry()
-            if request.id in self._catalog_answered:
-                self._catalog_answered[request.id] = True
-            return self._catalog_reply(request, answer.reply)
-        self._app_reached.set()
-        if self.catalog is not None:
-            self._remember(request.method, request.params, line)
-        return self._filter_tool_list(line) if era.filters_tool_list(request.method) else line
-
-    # -- lazy launch ---------------------------------------------------------------------
-
-    def _may_answer_from_catalog(self, method: str) -> bool:
-        # (imported here: a run without a launcher, so without a catalog, never loads it)
-        from ..core.lazylaunch import answers_from_catalog
-
-        return answers_from_catalog(self._launch_policy, method)
-
-    async def _launch_unless_cataloged(self, request: Request) -> None:
-        """The flow's ``EnsureRunning`` for a request the catalog may answer: raise
-        :class:`_FromCatalog` when it does, else start the app."""
-        from ..core.lazylaunch import catalog_result, discover_refusal, why_not_answered
-
-        assert self.catalog is not None
-        entry = self.catalog.entry()
-        if request.method == "server/discover" and self._protocol_era == "auto":
-            refusal = discover_refusal(entry)
-            if refusal is not None:
-                log.info("%s is not running; server/discover refused from its catalog (the app serves the 2025 era only)", self._app)
-                raise _FromCatalog({"error": refusal})
-        result = catalog_result(request.method, request.params, entry, modern=request.era.stateless)
-        if result is not None:
-            raise _FromCatalog({"result": result})
-        if entry is not None:
-            log.info(
-                "%s is not running and its catalog does not answer %s: %s; starting it",
-                self._app, request.method, why_not_answered(request.method, request.params, entry),
-            )
-        await self._launcher.ensure_running()
-
-    async def _hold_listen_until_the_app_is_needed(self) -> None:
-        """The flow's ``EnsureRunning`` for a 2026-07-28 ``subscriptions/listen`` that found
-        the app down while a catalog answers the client's start-up: the stream is held, and
-        the app is not started for it (Claude Code opens one at every start, ``claude mcp
-        list`` included). It goes out once another request of this bridge reached the app
-        (the first call starts it). Once the app was reached, a listen that finds it down
-        starts it, as without a catalog."""
-        assert self.catalog is not None
-        if self._app_reached.is_set() or self.catalog.entry() is None:
-            await self._launcher.ensure_running()
-            return
-        log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
-        await self._app_reached.wait()
-
-    def _catalog_reply(self, request: Request, answer: dict[str, Any]) -> bytes:
-        reply = encode_message({"jsonrpc": "2.0", "id": request.id, **answer})
-        return self._filter_tool_list(reply) if request.era.filters_tool_list(request.method) else reply
-
-    def catalog_refuses(self, method: str) -> bool:
-        """Whether the catalog records that the app refuses ``method`` (``initialize``: it
-        serves 2026-07-28 only; ``server/discover``: the 2025 era only)."""
-        if self.catalog is None or self._launch_policy == "on-start":
-            return False
-        from ..core.lazylaunch import refuses
-
-        return refuses(self.catalog.entry(), method)
-
-    def mark_catalog(self, key: str, value: Any) -> None:
-        """Record in the catalog that the app refused one era's handshake (``key``:
-        ``refusesInitialize`` or ``refusesDiscover``, ``bridge/core/lazylaunch.py``)."""
-        if self.catalog is None:
-            return
-        from ..core.lazylaunch import mark
-
-        updated = mark(
-            self.catalog.entry(), key, value, app=self.catalog.app_name, endpoint=self.catalog.endpoint_identity, now_seconds=time.time()
-        )
-        if updated is not None:
-            self.catalog.replace(updated)
-
-    def _translating_for_legacy(self) -> bool:
-        return self.modern_app is not None and self.modern_app.active
-
-    def _needs_the_app(self, request: Request) -> bool:
-        """Whether a 2026-07-28-form request is one the catalog never answers (a held
-        ``subscriptions/listen`` is not: it waits for one that is)."""
-        from ..core.lazylaunch import CATALOG_METHODS
-
-        return request.method not in CATALOG_METHODS and request.method != "subscriptions/listen"
-
-    async def _announce_after_launch(self, request: Request, emit: Emit) -> None:
-        """A translated legacy client's first request the catalog cannot answer, after others
-        were answered from it (a 2026-07-28-only app, ``bridge/serve/modernapp.py``): start
-        the app (if no bridge did), list again what the catalog held, in the 2026-07-28
-        form of ``request``, and tell the client (``emit``) which lists changed, as
-        :meth:`_open_deferred_session` does for a legacy session.
-
-        Raises:
-            UpstreamError: the app could not be started (the next request tries again).
-        """
-        async with self._open_lock:
-            cached = self._stateless_served
-            if cached is None:
-                return  # (another request did it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
-            await self._launcher.ensure_running()  # (on failure, the next request tries again)
-            self._stateless_served = None
-        from ..core.lazylaunch import changed_list_notifications
-
-        meta = request.params.get("_meta") if isinstance(request.params, dict) else None
-        meta = {key: value for key, value in meta.items() if key != "progressToken"} if isinstance(meta, dict) else None
-        owed: list[str] = []
-        with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
-            served = await self._list_privately(list((cached.get("lists") or {}).keys()), meta=meta)
-            owed = changed_list_notifications(cached, served)
-        for method in owed:
-            log.info("%s serves other lists than its catalog had: %s", self._app, method)
-            notification = {"jsonrpc": "2.0", "method": method}
-            await emit(encode_message(notification), notification)
-
-    def _remember(self, method: str, params: Any, line: bytes) -> None:
-        """Keep what the app served for a catalog method (``line``: its reply) in the catalog."""
-        from ..core.lazylaunch import CATALOG_METHODS, record
-
-        if self.catalog is None or method not in CATALOG_METHODS or method == "ping":
-            return
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
-            return
-        updated = record(
-            self.catalog.entry(),
-            method,
-            params,
-            reply["result"],
-            app=self.catalog.app_name,
-            endpoint=self.catalog.endpoint_identity,
-            now_seconds=time.time(),
-        )
-        if updated is not None:
-            self.catalog.replace(updated)
-
-    async def _open_deferred_session(self, emit: Emit) -> None:
-        """Start the app (if no bridge did), replay the client's ``initialize`` to open the
-        MCP session it was promised, list again what it was served and tell it (``emit``)
-        which lists changed.
-
-        Raises:
-            UpstreamError: the app could not be started, or refused the replay, or now
-                speaks another protocol version than the client was told (``session_lost``).
-        """
-        async with self._open_lock:
-            cached = self._deferred
-            if cached is None:
-                return  # (another request opened it meanwhile)
-            log.info("%s is needed now: starting it", self._app)
-            await self._launcher.ensure_running()
-            session = self._upstream.session
             with session.rebuilding():
-                line = await self._replay_initialize(session.generation)
-            told = self._deferred_version
-            if session.protocol_version != told:
-                raise SessionLostError(
-                    f"{self._app} now speaks protocol version {session.protocol_version}, not {told}; "
-                    "restart the AI client's connection.",
-                    recoverable=False,
-                )
-            self._deferred = None
-            self._opened.set()
-            self._remember("initialize", self._initialize.params if self._initialize else None, line)
-        from ..core.lazylaunch import changed_list_notifications
-
-        owed: list[str] = []
-        with move_on_after(RELIST_AFTER_LAUNCH_SECONDS):
-            served = await self._list_privately(list((cached.get("lists") or {}).keys()))
-            owed = changed_list_notifications(cached, served)
-        for method in owed:
-            log.info("%s serves other lists than its catalog had: %s", self._app, method)
-            notification = {"jsonrpc": "2.0", "method": method}
-            await emit(encode_message(notification), notification)
-
-    async def _list_privately(self, methods: list[str], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-        """List ``methods`` (first pages) under private ids; keep each result in the catalog.
-        ``meta``: the 2026-07-28 request ``_meta`` to send them with (``None``: in the
-        session, 2025 era). A list that fails is left out (logged)."""
-        served: dict[str, Any] = {}
-        for method in methods:
-            self._replays += 1
-            message: dict[str, Any] = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-list-{self._replays}", "method": method}
-            params = {"_meta": meta} if meta is not None else None
-            if params is not None:
-                message["params"] = params
-            listing = Request(message["id"], method, params, encode_message(message)[:-1])
-            headers = listing.era.headers(method, params, self._tool_headers)
-            try:
-                line = await self._run(
-                    functools.partial(self._upstream.send_request, listing, _drop, modern_headers=headers), can_rebuild=False
-                )
-                reply = json.loads(line)
-            except (UpstreamError, ValueError) as exc:
-                log.info("listing %s after the launch failed: %s", method, getattr(exc, "message", exc))
-                continue
-            if isinstance(reply, dict) and isinstance(reply.get("result"), dict):
-                served[method] = reply["result"]
-                self._remember(method, params, line)
-        return served
+                line = await self._replay_initialize(generation)
+        except SessionLostError as exc:
+            if session.generation != generation:
+                raise
+            raise ReplayRefusedError(exc.message, recoverable=False) from exc
+        if session.protocol_version != told_version:
+            raise SessionLostError(
+                f"{self._app} now speaks protocol version {session.protocol_version}, not {told_version}; "
+                "restart the AI client's connection.",
+                recoverable=False,
+            )
+        return line
 
     def _filter_tool_list(self, line: bytes) -> bytes:
         """Drop tools whose ``x-mcp-header`` annotations are invalid (the client MUST not
@@ -612,15 +314,10 @@ class Driver:
         cursor: Any = None
         try:
             for _ in range(MAX_TOOL_PAGES):
-                self._replays += 1
                 list_params: dict[str, Any] = {"_meta": meta}
                 if cursor is not None:
                     list_params["cursor"] = cursor
-                message = {"jsonrpc": "2.0", "id": f"mcp-app-bridge-relist-{self._replays}", "method": "tools/list", "params": list_params}
-                listing = Request(message["id"], "tools/list", list_params, encode_message(message)[:-1])
-                headers = listing.era.headers("tools/list", list_params, self._tool_headers)
-                send = functools.partial(self._upstream.send_request, listing, _drop, modern_headers=headers)
-                reply = json.loads(await self._run(send, can_rebuild=False))
+                reply = json.loads(await self.send_private("relist", "tools/list", list_params))
                 result = reply.get("result") if isinstance(reply, dict) else None
                 if not isinstance(result, dict):
                     return
@@ -636,18 +333,9 @@ class Driver:
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).
 
-        While a lazily answered client has no MCP session yet, nothing is sent (the app is
-        not running; the replayed ``initialize`` sends its own ``notifications/initialized``).
-
         Raises:
             UpstreamError: the error that ended the recovery flow (the caller logs it).
         """
-        if self._deferred is not None:
-            log.debug("%s not sent: %s is not started yet", what, self._app)
-            return
-        if self.modern_app is not None and self.modern_app.active:
-            await self.modern_app.deliver(body, what)
-            return
         await self._run(self._post_message(body, what))
 
     def _post_message(self, body: bytes, what: str, *, during_rebuild: bool = False) -> Callable[[], Awaitable[bytes]]:
@@ -668,13 +356,14 @@ class Driver:
         relist: Callable[[], Awaitable[None]] | None = None,
         idempotent: bool = False,
         remaining_seconds: Callable[[], float] | None = None,
-        launch: Callable[[], Awaitable[None]] | None = None,
-    ) -> bytes:
+        launch: LaunchHook | None = None,
+    ) -> Reply:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
         (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent`` and
         ``remaining_seconds``: as ``forward_flow`` takes them. ``launch``: what
-        ``EnsureRunning`` does instead of ``Launcher.ensure_running`` (lazy launch)."""
+        ``EnsureRunning`` does instead of ``Launcher.ensure_running`` (lazy launch); a line
+        it returns ends the flow as the reply, ``from_catalog``."""
         flow = forward_flow(
             can_rebuild=can_rebuild and not replay,
             can_relist=relist is not None,
@@ -695,7 +384,11 @@ class Driver:
                 elif isinstance(action, RefreshToken):
                     await self._upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
-                    await (launch or self._launcher.ensure_running)()
+                    if launch is None:
+                        await self._launcher.ensure_running()
+                    elif (answer := await launch()) is not None:
+                        flow.close()
+                        return Reply(answer, from_catalog=True)
                 elif isinstance(action, RebuildSession):
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
@@ -708,7 +401,7 @@ class Driver:
             try:
                 action = flow.send(outcome)
             except StopIteration:
-                return line
+                return Reply(line)
 
     async def rebuild_session(self, lost_generation: int | None) -> None:
         """Get a new MCP session after the app forgot the one of ``lost_generation``
@@ -740,19 +433,14 @@ class Driver:
 
     async def _replay_initialize(self, lost_generation: int) -> bytes:
         assert self._initialize is not None
-        self._replays += 1
-        replay_id = f"mcp-app-bridge-reinit-{self._replays}"
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": replay_id, "method": "initialize"}
-        if self._initialize.params is not None:
-            message["params"] = self._initialize.params
-        replay = Request(replay_id, "initialize", self._initialize.params, encode_message(message)[:-1])
+        replay = self._ids.request("reinit", "initialize", self._initialize.params)
         # The old session stays until the replay succeeds (the replayed initialize carries
         # no session header): a request that read it just before the gate closed gets the
         # app's 404 and waits for this rebuild, where none would have got "missing session".
         session = self._upstream.session
         old = session.snapshot()
         try:
-            line = await self._run(lambda: self._upstream.send_request(replay, _drop), replay=True)
+            line = (await self._run(lambda: self._upstream.send_request(replay, drop), replay=True)).line
             if session.generation == lost_generation:
                 raise SessionLostError(f"{self._app} refused the replayed initialize.", recoverable=False)
             if old.protocol_version is not None and session.protocol_version != old.protocol_version:
@@ -762,7 +450,7 @@ class Driver:
                     recoverable=False,
                 )
             await self._run(
-                self._post_message(_INITIALIZED, "notification notifications/initialized", during_rebuild=True), replay=True
+                self._post_message(INITIALIZED_BODY, "notification notifications/initialized", during_rebuild=True), replay=True
             )
             return line
         except UpstreamError as exc:
@@ -776,29 +464,13 @@ class Driver:
     async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
         """Relay the app's GET stream (server-initiated messages) until cancelled; never
         raises for upstream failures (``Upstream.listen``). ``on_open`` is called once, when
-        the first GET has its answer (open, refused) or failed. While a lazily answered
-        client has no MCP session, ``on_open`` is called at once and the GET waits for one.
-        For a translated 2026-07-28 client the translation keeps the GET stream
-        (``bridge/serve/eras.py``): this starts it if needed and returns."""
-        if self.eras is not None and self.eras.translating:
-            self.eras.start_get_stream(emit)
-            if on_open is not None:
-                on_open()
-            return
-        if self._deferred is not None:
-            if on_open is not None:
-                on_open()
-                on_open = None
-            await self._opened.wait()
-        if self.modern_app is not None and self.modern_app.active:
-            await self.modern_app.listen(emit, on_open=on_open)
-            return
+        the first GET has its answer (open, refused) or failed."""
         await self._upstream.listen(emit, on_open=on_open)
 
     async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
         """Relay one GET stream of the current MCP session (server-initiated messages) to
         ``emit`` until the app ends it; no reconnect, no read bound (the translation of
-        ``bridge/serve/eras.py`` keeps it). ``on_open`` is called once the stream is open.
+        ``bridge/serve/legacyapp.py`` keeps it). ``on_open`` is called once the stream is open.
 
         Raises:
             HTTPStatusError: the app refused it (405: it offers none; 404: it no longer
@@ -828,19 +500,12 @@ class Driver:
         """Close the connections the bridge opened."""
         for task in list(self._notices):
             task.cancel()
-        if self.eras is not None:
-            await self.eras.aclose()
         await self._upstream.aclose()
 
     @property
     def request_timeout_seconds(self) -> float:
         """The bound of one request (seconds, ``BridgeConfig.request_timeout_seconds``)."""
         return self._upstream.request_timeout_seconds
-
-    @property
-    def can_launch(self) -> bool:
-        """Whether a launch command or ``ensure_running`` hook is configured."""
-        return self._launcher.configured
 
     async def ensure_running(self) -> None:
         """Start the app if it is not listening and wait until it is (``Launcher.ensure_running``).
@@ -850,69 +515,14 @@ class Driver:
         """
         await self._launcher.ensure_running()
 
-    @property
-    def launched_pid(self) -> int | None:
-        """The pid of the app this bridge started, while it runs (``Launcher.started_pid``)."""
-        return self._launcher.started_pid
-
-    def stop_unready_child(self) -> int | None:
-        """Stop and reap the app process this bridge launched if it is still running
-        (``Launcher.stop_unready_child``): for ``check --launch`` after a failed launch.
-        Returns its pid, or ``None``."""
-        return self._launcher.stop_unready_child()
-
-    def launch_failure_cause(self) -> str | None:
-        """Why the last launch failed, without the retry and without what the bridge leaves
-        running (``Launcher.failure_cause``); ``None`` if it did not fail."""
-        return self._launcher.failure_cause
-
-    @property
-    def listener_check(self) -> ListenerCheck | None:
-        """The check made on every new ``http://`` connection (``bridge/app/listener.py``), or
-        ``None`` when it is off (``--no-verify-listener``, or a test's injected transport)."""
-        return self._upstream.listener_check
-
-    @property
-    def token_source_description(self) -> str:
-        """How the token source is named in messages ("no token source" when none)."""
-        return self._tokens.source_description
-
-    async def current_token(self) -> str | None:
-        """The token the next request would carry (fetched on first use), or ``None``.
-
-        Raises:
-            AuthRejectedError: (not recoverable) the source failed or timed out.
-            AppUnreachableError: the source needs the app, which is not running.
-        """
-        token, _ = await self._tokens.current(self._upstream.token_context())
-        return token
-
     def list_changed_notifications(self) -> list[bytes]:
-        """``notifications/<list>/list_changed`` lines for each list the server said may change
-        (none for a translated 2026-07-28 client: its listens end instead, ``eras.py``)."""
-        if self.eras is not None and self.eras.translating:
-            return []
+        """``notifications/<list>/list_changed`` lines for each list the server said may change."""
         lines = []
-        for name in _LISTS:
+        for name in LISTS_THAT_CHANGE:
             capability = self._upstream.session.capabilities.get(name)
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
-
-
-def _error_of(reply: Any) -> Any:
-    """The JSON-RPC ``error`` object of a parsed reply when it is a well-formed one, else ``True``."""
-    error = reply.get("error") if isinstance(reply, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-        return {"code": error["code"], "message": error["message"]}
-    return True
-
-
-def _wants_a_session(line: bytes) -> bool:
-    """Whether an error reply says the request needed an MCP session (or ``initialize``)
-    first, as a legacy-only app answers a 2026-07-28 request: the app did not act on it."""
-    text = line.lower()
-    return b'"error"' in text and (b"session" in text or b"initializ" in text)
 
 
 def _time_left(timeout_seconds: float) -> Callable[[], float]:
@@ -922,8 +532,12 @@ def _time_left(timeout_seconds: float) -> Callable[[], float]:
     return lambda: deadline - loop.time()
 
 
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the replayed initialize's stream go: nowhere (the client never
-    asked for that exchange)."""
-    log.debug("dropped a message from the replayed initialize (%d bytes)", len(line))
+def named(request: Request) -> str:
+    """A request as the log names it: its method and JSON-RPC id (never its params)."""
+    return f"{request.method} (id {json.dumps(request.id)})"
 
+
+async def drop(line: bytes, message: Any = None) -> None:
+    """An ``Emit`` for the streams of the bridge's own requests (a replayed ``initialize``, a
+    probe, a private list): their messages go nowhere (the client never asked for them)."""
+    log.debug("dropped a message from a request of the bridge's own (%d bytes)", len(line))

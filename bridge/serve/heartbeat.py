@@ -113,12 +113,17 @@ class Heartbeats:
                 beat.count = 0
         beat.quiet_since = asyncio.get_running_loop().time()
 
-    async def watch(self, request: Request, work: Awaitable[bytes]) -> bytes:
-        """Await ``work`` (the request's forwarding), sending heartbeats for it meanwhile
-        when it carries a progress token; they stop before ``work``'s outcome returns."""
+    def watch(self, request: Request, work: Awaitable[bytes]) -> Awaitable[bytes]:
+        """``work`` (the request's forwarding), sending heartbeats for it meanwhile when it
+        carries a progress token; they stop before ``work``'s outcome returns. (A plain
+        function: a request with no token, the most, gets ``work`` itself back, with no
+        coroutine of this one's around it.)"""
         token = progress_token_of(request)
         if not self._interval or token is None or token in self._beats:
-            return await work
+            return work
+        return self._watch(token, work)
+
+    async def _watch(self, token: Any, work: Awaitable[bytes]) -> bytes:
         beat = _Beat(token, asyncio.get_running_loop().time())
         self._beats[token] = beat
         beating = asyncio.get_running_loop().create_task(self._beat(beat))

@@ -20,7 +20,8 @@ at once, freeing its slot and its connection (docs/behaviour.md,
 Shutdown (stdin EOF, SIGTERM/SIGINT/SIGHUP), within the kill schedules of real clients
 (Claude Code: SIGINT, SIGTERM 0.11 s later, SIGKILL 0.52 s after the first; Codex: SIGTERM,
 SIGKILL milliseconds later): stop reading; after stdin EOF with no signal, let requests in
-flight finish (each within its request timeout: ``Dispatcher.drain``); after SIGINT or
+flight finish, for ``drain_timeout_seconds`` at most, then cancel those left at the app
+(``Dispatcher.drain``); after SIGINT or
 SIGHUP, for ``shutdown_grace_seconds`` (0.2 s); not at all after SIGTERM or a second
 signal (one during the wait after EOF included); answer every open request with ``shutting_down``; then cancel the tasks,
 ``DELETE`` the MCP session (best effort) and flush stdout, all within
@@ -55,11 +56,13 @@ from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
 from .dispatch import Dispatcher
 from .driver import Driver
-from .parts import build_driver
+from .parts import build_stack
 from .taskset import TaskSet
 
 if TYPE_CHECKING:
     import httpx
+
+    from .catalogstart import CatalogStart
 
 __all__ = ["Bridge", "run_stdio"]
 
@@ -87,6 +90,9 @@ class Bridge:
         app_probe: ``async (url) -> bool``, whether the app accepts connections (tests pass
             one that follows their fake app); by default a TCP connect.
         handle_signals: stop gracefully on SIGTERM/SIGINT/SIGHUP (where the platform allows).
+        catalog_start: what the catalog start read before this loop (``bridge/serve/catalogstart.py``):
+            its answered lines run first (their replies are not written again), then the
+            rest of what it read, then ``stdin``.
     """
 
     def __init__(
@@ -98,16 +104,18 @@ class Bridge:
         http_transport: httpx.AsyncBaseTransport | None = None,
         app_probe: Callable[[str], Awaitable[bool]] | None = None,
         handle_signals: bool = False,
+        catalog_start: CatalogStart | None = None,
     ) -> None:
         self._config = config
         self._stdin = stdin
-        self._driver = build_driver(
-            config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt
-        )
+        self._catalog_start = catalog_start
+        stack = build_stack(config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt)
+        self._driver = stack.driver
+        self._app = stack.top
         self._handle_signals = handle_signals
         self._outbox = Outbox(stdout, on_gone=lambda: self.stop("stdout closed", hurry=True))
         self._tasks = TaskSet()
-        self._dispatcher = Dispatcher(config, self._driver, self._outbox, self._tasks, self._start_listening)
+        self._dispatcher = Dispatcher(config, self._app, self._outbox, self._tasks, self._start_listening)
         self._stopping = asyncio.Event()
         self._signals: list[signal.Signals] = []  # handlers installed by this run
         self._listening = False
@@ -115,7 +123,7 @@ class Bridge:
 
     @property
     def driver(self) -> Driver:
-        """The app side: endpoint, tokens, launcher, HTTP exchange and MCP session."""
+        """The recovery layer of the request stack (its session rebuilds: ``rebuilds``)."""
         return self._driver
 
     def stop(self, reason: str = "told to stop", *, hurry: bool = False) -> None:
@@ -149,14 +157,14 @@ class Bridge:
                 reader.cancel()
                 tail_end = loop.time() + SHUTDOWN_TAIL_SECONDS
                 await self._tasks.cancel_and_wait(SHUTDOWN_TAIL_SECONDS)
-                await self._driver.terminate_session(max(tail_end - loop.time(), 0.0))
+                await self._app.terminate_session(max(tail_end - loop.time(), 0.0))
                 self._outbox.close()
                 await asyncio.wait([writer], timeout=max(tail_end - loop.time(), FLUSH_TIMEOUT_SECONDS))
                 writer.cancel()  # a stdout still blocked after the bound does not hold the exit
         finally:
             self._release_signals(loop)
             self._tasks.cancel()  # only left when the run itself was cancelled
-            await self._driver.aclose()
+            await self._app.aclose()
         return 0
 
     async def _part(self, part: Coroutine[Any, Any, None]) -> None:
@@ -173,6 +181,12 @@ class Bridge:
 
     async def _read_loop(self) -> None:
         framer = LineFramer(self._config.max_message_bytes)
+        if self._catalog_start is not None:
+            for line in self._catalog_start.answered:
+                await self._dispatcher.dispatch_line(line, answered=True)
+            if self._catalog_start.rest:  # (b"" would be EOF)
+                framer.receive_data(self._catalog_start.rest)
+            self._catalog_start = None
         while True:
             await self._dispatcher.wait_for_room()
             event = framer.next_event()
@@ -213,7 +227,7 @@ class Bridge:
 
     async def _listen(self, opened: asyncio.Event | None) -> None:
         try:
-            await self._driver.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
+            await self._app.listen(self._dispatcher.relay, on_open=None if opened is None else opened.set)
         finally:
             self._listening = False
             if opened is not None:
@@ -222,7 +236,7 @@ class Bridge:
     async def _session_rebuilt(self) -> None:
         """After a rebuild: reopen the GET stream, tell the client its lists may differ."""
         self._start_listening()
-        for line in self._driver.list_changed_notifications():
+        for line in self._app.list_changed_notifications():
             await self._outbox.put(line)
 
     # -- shutdown ------------------------------------------------------------------------
@@ -253,8 +267,11 @@ class Bridge:
         self.stop(name, hurry=signum == signal.SIGTERM)
 
 
-def run_stdio(config: BridgeConfig) -> int:
+def run_stdio(config: BridgeConfig, *, catalog_start: CatalogStart | None = None) -> int:
     """Run the bridge on this process's stdin and stdout until the client lets go.
+
+    ``catalog_start``: what the catalog start read and answered first
+    (``bridge/serve/catalogstart.py``; the command line runs it before this).
 
     Claims the wire first (:func:`~bridge.stdio.fds.claim_stdio`): a stray ``print()`` from
     the app's own code, a library or a warning then goes to stderr and can never corrupt
@@ -274,7 +291,7 @@ def run_stdio(config: BridgeConfig) -> int:
 
     async def serve() -> int:
         bridge = Bridge(
-            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True
+            config, stdin=FdReader(read_fd), stdout=FdWriter(wire_fd), handle_signals=True, catalog_start=catalog_start
         )
         if is_onefile_child():
             loop = asyncio.get_running_loop()

@@ -22,7 +22,11 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) under the bridge's
   own ids; once the client answered them all, the original request is sent again with
   ``inputResponses`` and ``requestState``, up to :data:`MAX_INPUT_ROUNDS` times. An error
-  from the client ends the request with that error. Each wait for the client is bounded by
+  from the client ends the request with that error. A round is checked first
+  (:func:`~bridge.core.modernmap.input_round_problem`): a question that is not one of those
+  three, one whose capability the client did not declare, a malformed one, or more than
+  :data:`~bridge.core.legacymap.MAX_INPUT_REQUESTS` questions end the request at once with
+  ``bad_upstream_response``, and nothing is put to the client. Each wait for the client is bounded by
   the request timeout; a cancelled request cancels its open questions to the client.
 - **Notifications.** Once the client sent ``notifications/initialized``, the app's
   ``subscriptions/listen`` is opened (2026-07-28, SEP-2575) for each list
@@ -30,7 +34,7 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   its notifications reach the client as a legacy app's GET stream would send them.
   ``resources/subscribe`` and ``unsubscribe`` reopen it with the new set and are answered
   once the app acknowledged it. A listen stream that ends is reopened (1 s, doubling, at
-  most :data:`LISTEN_RETRY_MAX_SECONDS`). The client's notifications are not sent: the
+  most 30 s: ``policy.SUBSCRIPTIONS_LISTEN_BACKOFF``). The client's notifications are not sent: the
   2026-07-28 app has no session for them, and ``notifications/cancelled`` is carried out by
   closing the request's exchange (``bridge/serve/dispatch.py``).
 """
@@ -41,24 +45,23 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     BadUpstreamResponseError,
-    BridgeError,
     HTTPStatusError,
     ProtocolEraError,
     UpstreamError,
     UpstreamTimeoutError,
     error_object,
-    error_response,
 )
-from ..core.jsonrpc import Request, encode_message
+from ..core.jsonrpc import PrivateIds, Request, bridge_error_line, encode_message, error_line, result_line
 from ..core.modernmap import (
     ClientContext,
     discover_params,
     initialize_result,
     input_requests,
+    input_round_problem,
     legacy_notification,
     listen_filter,
     modern_params,
@@ -66,34 +69,21 @@ from ..core.modernmap import (
     speaks_modern,
     untranslated,
 )
+from ..core.policy import INPUT_POLL_BACKOFF, SUBSCRIPTIONS_LISTEN_BACKOFF
 from ..streamable.upstream import Emit
+from .driver import drop
 
-__all__ = ["ModernAppEras", "MAX_INPUT_ROUNDS", "LISTEN_RETRY_MAX_SECONDS", "ACKNOWLEDGE_SECONDS"]
+if TYPE_CHECKING:
+    from .lazy import LazyLaunch
+
+__all__ = ["ModernAppEras", "MAX_INPUT_ROUNDS", "ACKNOWLEDGE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
 #: How many ``input_required`` rounds one request may take (the official SDKs' default).
 MAX_INPUT_ROUNDS = 10
-#: The longest wait before a ``subscriptions/listen`` stream that ended is reopened (seconds).
-LISTEN_RETRY_MAX_SECONDS = 30.0
 #: How long ``resources/subscribe`` waits for the app to acknowledge the new stream (seconds).
 ACKNOWLEDGE_SECONDS = 10.0
-
-
-class Forwarder(Protocol):
-    """What the translation needs of the driver (``Driver`` is one)."""
-
-    async def forward(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request as it is, in its own era; return its stdout line."""
-        ...
-
-    def catalog_refuses(self, method: str) -> bool:
-        """Whether the lazy-launch catalog records that the app refuses ``method``."""
-        ...
-
-    def mark_catalog(self, key: str, value: Any) -> None:
-        """Record in the lazy-launch catalog that the app refused one era's handshake."""
-        ...
 
 
 class ModernAppEras:
@@ -101,15 +91,19 @@ class ModernAppEras:
     client said in ``initialize``, its subscriptions and its open questions.
 
     Args:
-        driver: where requests go (``Driver.forward``).
+        below: where requests go (the lazy-launch layer, ``bridge/serve/lazy.py``).
         always: ``--protocol-era modern``: translate every legacy client, never sending
             its ``initialize`` (else only once the app refused it).
         app_name: how the app is named in messages and in a serverInfo it did not give.
         answer_timeout_seconds: bound on each wait for the client's answers.
+        private_ids: the ids of the bridge's own requests.
     """
 
-    def __init__(self, driver: Forwarder, *, always: bool, app_name: str, answer_timeout_seconds: float) -> None:
-        self._driver = driver
+    def __init__(
+        self, below: LazyLaunch, *, always: bool, app_name: str, answer_timeout_seconds: float, private_ids: PrivateIds | None = None
+    ) -> None:
+        self._below = below
+        self._ids = private_ids if private_ids is not None else PrivateIds()
         self._always = always
         self._app = app_name
         self._answer_timeout_seconds = answer_timeout_seconds
@@ -117,7 +111,6 @@ class ModernAppEras:
         self.active = False
         self._client = ClientContext()
         self._discover: dict[str, Any] = {}
-        self._ids = 0
         self._asked: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._uris: list[str] = []
         self._reopen = asyncio.Event()
@@ -126,10 +119,6 @@ class ModernAppEras:
     def handles(self, request: Request) -> bool:
         """Whether a legacy ``request`` goes through :meth:`request`."""
         return self.active or request.method == "initialize"
-
-    def _next_id(self, what: str) -> str:
-        self._ids += 1
-        return f"mcp-app-bridge-{what}-{self._ids}"
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Answer or forward a legacy request; return its stdout line.
@@ -143,20 +132,20 @@ class ModernAppEras:
         if method == "logging/setLevel":
             level = request.params.get("level") if isinstance(request.params, dict) else None
             if not isinstance(level, str):
-                return _error_line(request.id, -32602, "logging/setLevel needs a level (a string).")
+                return bridge_error_line(request.id, -32602, "logging/setLevel needs a level (a string).")
             self._client = self._client._replace(log_level=level)
-            return _result_line(request.id, {})
+            return result_line(request.id, {})
         if method == "ping":
             line = await self._probe(emit)
             reply = json.loads(line)
             if speaks_modern(reply) is None:
-                return _failure_line(request.id, BadUpstreamResponseError(f"{self._app} did not answer server/discover (the bridge's ping)."))
-            return _result_line(request.id, {})
+                return error_line(request.id, BadUpstreamResponseError(f"{self._app} did not answer server/discover (the bridge's ping)."))
+            return result_line(request.id, {})
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return await self._subscribe(request)
         error = untranslated(method, request.params)
         if error is not None:
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+            return error_line(request.id, error)
         return await self._send(request, emit)
 
     # -- initialize ----------------------------------------------------------------------
@@ -167,10 +156,10 @@ class ModernAppEras:
         refusal: bytes | BaseException | None = None
         # The catalog knows the app refuses initialize (lazy launch): go straight to
         # server/discover, which the catalog answers while the app is down.
-        hinted = not (self.active or self._always) and self._driver.catalog_refuses("initialize")
+        hinted = not (self.active or self._always) and self._below.catalog_refuses("initialize")
         if not (self.active or self._always or hinted):
             try:
-                line = await self._driver.forward(request, emit)
+                line = (await self._below.forward(request, emit)).line
             except HTTPStatusError as exc:
                 if not 400 <= exc.http_status < 500:
                     raise
@@ -182,7 +171,7 @@ class ModernAppEras:
                 refusal = line
         self._client = client._replace(log_level=self._client.log_level)
         try:
-            discovered = speaks_modern(json.loads(await self._probe(_drop)))
+            discovered = speaks_modern(json.loads(await self._probe(drop)))
         except UpstreamError as exc:
             if refusal is None and not hinted:
                 raise
@@ -190,13 +179,13 @@ class ModernAppEras:
             discovered = None
         if discovered is None and hinted:
             log.info("%s did not answer server/discover as its catalog said it would; sending initialize", self._app)
-            return await self._driver.forward(request, emit)
+            return (await self._below.forward(request, emit)).line
         if discovered is None:
             if isinstance(refusal, bytes):
                 return refusal
             if refusal is not None:
                 raise refusal
-            return _failure_line(
+            return error_line(
                 request.id,
                 ProtocolEraError(
                     f"{self._app} does not answer server/discover with 2026-07-28, so the bridge cannot speak "
@@ -204,19 +193,17 @@ class ModernAppEras:
                 ),
             )
         if refusal is not None:
-            self._driver.mark_catalog("refusesInitialize", True)
+            self._below.mark_catalog("refusesInitialize", True)
         if not self.active:
             log.info("%s serves only MCP 2026-07-28; translating for this %s client", self._app, asked or "legacy")
         self.active = True
         self._discover = discovered
-        return _result_line(request.id, initialize_result(discovered, asked, self._app))
+        return result_line(request.id, initialize_result(discovered, asked, self._app))
 
     async def _probe(self, emit: Emit) -> bytes:
         """A ``server/discover`` with the client's ``_meta``; its reply line."""
-        probe_id = self._next_id("discover")
-        params = discover_params(self._client)
-        body = encode_message({"jsonrpc": "2.0", "id": probe_id, "method": "server/discover", "params": params})[:-1]
-        return await self._driver.forward(Request(probe_id, "server/discover", params, body), emit)
+        probe = self._ids.request("discover", "server/discover", discover_params(self._client))
+        return (await self._below.forward(probe, emit, legacy_client=True)).line
 
     # -- requests ------------------------------------------------------------------------
 
@@ -226,21 +213,26 @@ class ModernAppEras:
         for rounds in range(MAX_INPUT_ROUNDS + 1):
             modern = modern_params(params, self._client)
             body = encode_message({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": modern})[:-1]
-            line = await self._driver.forward(Request(request.id, request.method, modern, body), emit)
+            line = (await self._below.forward(Request(request.id, request.method, modern, body), emit, legacy_client=True)).line
             if b'"input_required"' not in line:
                 return line
-            asked = input_requests(json.loads(line))
+            reply = json.loads(line)
+            asked = input_requests(reply)
             if asked is None:
                 return line
+            problem = input_round_problem(reply, self._client.capabilities)
+            if problem is not None:  # nothing is put to the client: the request ends here
+                log.warning("%s asked for input the client cannot be asked: %s", self._app, problem)
+                return error_line(request.id, BadUpstreamResponseError(f"{self._app} asked for input the bridge does not put to the client: {problem}."))
             if rounds == MAX_INPUT_ROUNDS:
                 break
             if not asked.requests:  # state alone: the app is not done yet (as the official SDKs, wait a little)
-                await asyncio.sleep(min(0.05 * 2**rounds, 0.25))
+                await asyncio.sleep(INPUT_POLL_BACKOFF.seconds(rounds))
             answers = await self._ask_client(asked.requests, emit)
             if "error" in answers:
-                return encode_message({"jsonrpc": "2.0", "id": request.id, "error": answers["error"]})
+                return error_line(request.id, answers["error"])
             params = retry_params(params, answers["responses"], asked.state)
-        return _failure_line(
+        return error_line(
             request.id, BadUpstreamResponseError(f"{self._app} still asked for input after {MAX_INPUT_ROUNDS} rounds; the bridge gave up.")
         )
 
@@ -251,7 +243,7 @@ class ModernAppEras:
         loop = asyncio.get_running_loop()
         waiting: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         for key, asked in requests.items():
-            request_id = self._next_id("input")
+            request_id = self._ids.next_id("input")
             future: asyncio.Future[dict[str, Any]] = loop.create_future()
             self._asked[request_id] = future
             waiting[key] = (request_id, future)
@@ -304,16 +296,16 @@ class ModernAppEras:
     async def _subscribe(self, request: Request) -> bytes:
         uri = request.params.get("uri") if isinstance(request.params, dict) else None
         if not isinstance(uri, str):
-            return _error_line(request.id, -32602, f"{request.method} needs a uri (a string).")
+            return bridge_error_line(request.id, -32602, f"{request.method} needs a uri (a string).")
         resources = self._discover.get("capabilities", {}).get("resources")
         if not (isinstance(resources, dict) and resources.get("subscribe") is True):
-            return _error_line(request.id, -32601, f"{self._app} does not offer resource subscriptions.")
+            return bridge_error_line(request.id, -32601, f"{self._app} does not offer resource subscriptions.")
         if request.method == "resources/subscribe" and uri not in self._uris:
             self._uris.append(uri)
         elif request.method == "resources/unsubscribe" and uri in self._uris:
             self._uris.remove(uri)
         else:
-            return _result_line(request.id, {})
+            return result_line(request.id, {})
         if self._acknowledged.is_set():  # (else another change waits for the same new stream)
             self._acknowledged = asyncio.Event()
         self._reopen.set()
@@ -321,18 +313,18 @@ class ModernAppEras:
             async with asyncio.timeout(ACKNOWLEDGE_SECONDS):
                 await self._acknowledged.wait()
         except TimeoutError:
-            return _failure_line(
+            return error_line(
                 request.id,
                 UpstreamTimeoutError(f"{self._app} did not acknowledge the subscriptions/listen stream within {ACKNOWLEDGE_SECONDS:g} s."),
             )
-        return _result_line(request.id, {})
+        return result_line(request.id, {})
 
     async def listen(self, emit: Emit, *, on_open: Callable[[], None] | None = None) -> None:
         """Keep the app's ``subscriptions/listen`` open for what the client wants to hear,
         relaying its notifications to ``emit``, until cancelled; never raises for upstream
         failures. ``on_open`` is called once the first stream was acknowledged, failed, or
         when there is nothing to listen for."""
-        delay = 1.0
+        step = 0
         while True:
             self._reopen.clear()
             wanted = listen_filter(self._discover.get("capabilities"), self._uris)
@@ -353,19 +345,17 @@ class ModernAppEras:
                     task.cancel()
                 await asyncio.gather(stream, reopen, return_exceptions=True)
             if self._reopen.is_set():
-                delay = 1.0
+                step = 0
                 continue
             try:
-                async with asyncio.timeout(delay):
+                async with asyncio.timeout(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
                     await self._reopen.wait()
             except TimeoutError:
                 pass
-            delay = min(delay * 2, LISTEN_RETRY_MAX_SECONDS)
+            step += 1
 
     async def _listen_once(self, wanted: dict[str, Any], emit: Emit, on_open: Callable[[], None] | None) -> None:
-        listen_id = self._next_id("listen")
-        params = modern_params({"notifications": wanted}, self._client)
-        body = encode_message({"jsonrpc": "2.0", "id": listen_id, "method": "subscriptions/listen", "params": params})[:-1]
+        listen = self._ids.request("listen", "subscriptions/listen", modern_params({"notifications": wanted}, self._client))
         acknowledged = self._acknowledged
 
         async def relay(line: bytes, message: Any = None) -> None:
@@ -384,29 +374,10 @@ class ModernAppEras:
                 await emit(encode_message(legacy), legacy)
 
         try:
-            line = await self._driver.forward(Request(listen_id, "subscriptions/listen", params, body), relay)
+            line = (await self._below.forward(listen, relay, legacy_client=True)).line
             log.info("%s ended the subscriptions/listen stream: %s", self._app, line[:200].decode("utf-8", "replace").strip())
         except UpstreamError as exc:
             log.warning("subscriptions/listen for the 2025-era client failed: %s", exc.message)
         finally:
             if on_open is not None and not acknowledged.is_set():
                 on_open()
-
-
-def _result_line(request_id: Any, result: dict[str, Any]) -> bytes:
-    return encode_message({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-def _failure_line(request_id: Any, exc: BridgeError) -> bytes:
-    """A -32603 with ``data.reason`` (docs/behaviour.md, "Errors"), for what failed with the app."""
-    return encode_message(error_response(request_id, exc))
-
-
-def _error_line(request_id: Any, code: int, message: str) -> bytes:
-    """A -32601 or -32602: the request has no translation, or lacks what it needs."""
-    return encode_message({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": {"source": "bridge"}}})
-
-
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the bridge's own ``server/discover`` stream go: nowhere."""
-    log.debug("dropped a message from the bridge's server/discover (%d bytes)", len(line))

@@ -2,7 +2,7 @@
 
 STYLE rule 9 ("inject, don't patch"): every part takes the parts it uses as arguments, and
 only this module decides which concrete ones a run gets. A test, a library app or
-``check`` builds them here, or builds its own and hands them to :class:`~bridge.serve.driver.Driver`.
+``check`` builds them here (:func:`build_stack`), or builds its own and hands them to :class:`~bridge.serve.driver.Driver`.
 
 The parts, and who uses whom:
 
@@ -21,27 +21,30 @@ The parts, and who uses whom:
 - :class:`~bridge.app.servedcatalog.ServedCatalog`: what the app last served, for lazy launch
   (only when a launch command or ``ensure_running`` is configured: without one there is
   nothing to start lazily, and a run without it imports nothing of it);
-- :class:`~bridge.serve.driver.Driver`, built by :func:`build_driver`: performs the recovery
-  policy's actions with the others.
+- :class:`~bridge.serve.driver.Driver`: performs the recovery policy's actions with the
+  others; :class:`~bridge.serve.lazy.LazyLaunch` and :class:`~bridge.serve.translate.EraRouter`
+  stand on it (:func:`build_stack` builds the three: the request stack).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..app.discovery import Endpoint
-from ..app.launcher import Launcher, default_lock_path
+from ..app.launcher import Launcher, default_lock_path, log_package_state
 from ..app.tokens import EnvTokenSource, token_source_for
 from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
+from ..core.jsonrpc import PrivateIds
 from ..streamable.headers import USER_AGENT
 from ..streamable.upstream import Upstream
 from ..transport import AuthRouteClient
 from ..transport.byscheme import ByScheme
 from ..transport.verifiedconnect import verified_probe
 from .driver import Driver
+from .lazy import LazyLaunch
+from .translate import EraRouter
 
 if TYPE_CHECKING:
     import httpx
@@ -49,12 +52,12 @@ if TYPE_CHECKING:
     from ..app.listener import ListenerCheck
     from ..app.servedcatalog import ServedCatalog
 
-__all__ = ["Parts", "build_parts", "build_driver"]
+__all__ = ["Parts", "Stack", "build_parts", "build_stack"]
 
 
-@dataclass(frozen=True)
-class Parts:
-    """The parts one run of the bridge is made of (see the module docstring)."""
+class Parts(NamedTuple):
+    """The parts one run of the bridge is made of (see the module docstring). (A named
+    tuple: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)"""
 
     endpoint: Endpoint
     tokens: TokenStore
@@ -72,12 +75,20 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
     the peer), and on a named pipe (``npipe://``) the server check (``bridge/app/pipepeer.py``).
     The pool, the auth route, the launcher's probe and ``check`` all use ``verify``."""
     from ..app.listener import ListenerCheck
-    from ..app.unixpeer import UnixPeerCheck
     from ..transport.unixlink import verify_by_family
 
     listener_check = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
-    unix_check = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload)
-    pipe_checks: list[Any] = []  # the named-pipe check, made on the first pipe (Windows only)
+    # The other links' checks are made on their first connection: a start that connects
+    # nowhere (answered from the catalog) or over TCP loads none of their modules.
+    unix_checks: list[Any] = []
+    pipe_checks: list[Any] = []  # (Windows only)
+
+    def verify_unix(sock: Any) -> object:
+        if not unix_checks:
+            from ..app.unixpeer import UnixPeerCheck
+
+            unix_checks.append(UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload))
+        return unix_checks[0].verify_connection(sock)
 
     def verify_pipe(handle: Any) -> object:
         if not pipe_checks:
@@ -86,7 +97,7 @@ def connection_checks(config: BridgeConfig, endpoint: Endpoint) -> tuple[Listene
             pipe_checks.append(PipePeerCheck(endpoint.discovery_for_pipe, app_name=config.app_name, refresh=endpoint.reload))
         return pipe_checks[0].verify_connection(handle)
 
-    verify = verify_by_family(listener_check.verify_connection, unix_check.verify_connection, verify_pipe)
+    verify = verify_by_family(listener_check.verify_connection, verify_unix, verify_pipe)
     assert verify is not None
     return listener_check, verify
 
@@ -144,6 +155,8 @@ def build_parts(
 
         catalog = ServedCatalog(config.app_name, config.url or str(config.discovery_file))
     starts = config.launch_policy != "never"
+    if configured and starts:
+        log_package_state()  # Windows: inside an MSIX package, is the state folder in the real profile?
     lock_key = f"{config.app_name}|{config.url}|{config.discovery_file}|{config.launch_command}"
     launcher = Launcher(
         endpoint,
@@ -163,26 +176,39 @@ def build_parts(
     return Parts(endpoint=endpoint, tokens=tokens, upstream=upstream, launcher=launcher, catalog=catalog)
 
 
-def build_driver(
+class Stack(NamedTuple):
+    """One run's request stack over its parts (CONTRIBUTING.md, "The request stack"):
+    ``top`` (era routing) → ``lazy`` (lazy launch) → ``driver`` (recovery) → the parts."""
+
+    parts: Parts
+    driver: Driver
+    lazy: LazyLaunch
+    top: EraRouter
+
+
+def build_stack(
     config: BridgeConfig,
     *,
     http_transport: httpx.AsyncBaseTransport | None = None,
     app_probe: Callable[[str], Awaitable[bool]] | None = None,
     on_session_rebuilt: Callable[[], Awaitable[None]] | None = None,
-) -> Driver:
-    """A :class:`~bridge.serve.driver.Driver` over the parts of :func:`build_parts` (same arguments);
-    ``on_session_rebuilt`` is awaited after every successful session rebuild."""
+) -> Stack:
+    """The request stack over the parts of :func:`build_parts` (same arguments);
+    ``on_session_rebuilt`` is awaited after every successful session rebuild. The layers
+    share one space of private request ids."""
     parts = build_parts(config, http_transport=http_transport, app_probe=app_probe)
-    return Driver(
+    ids = PrivateIds()
+    driver = Driver(
         parts.upstream,
-        parts.tokens,
         parts.launcher,
-        parts.endpoint,
+        private_ids=ids,
         app_name=config.app_name,
         on_session_rebuilt=on_session_rebuilt,
-        protocol_era=config.protocol_era,
-        catalog=parts.catalog,
-        launch_policy=config.launch_policy,
         merge_list_pages=config.merge_list_pages,
         max_message_bytes=config.max_message_bytes,
     )
+    lazy = LazyLaunch(
+        driver, catalog=parts.catalog, launch_policy=config.launch_policy, protocol_era=config.protocol_era, app_name=config.app_name
+    )
+    top = EraRouter(lazy, protocol_era=config.protocol_era, private_ids=ids, app_name=config.app_name)
+    return Stack(parts=parts, driver=driver, lazy=lazy, top=top)

@@ -18,11 +18,11 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from ..core.errors import HTTPStatusError, UpstreamError
-from ..core.policy import MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
+from ..core.policy import GET_STREAM_BACKOFF, MAX_LISTEN_FAILURES  # the bound lives in the policy's table of retries
 from ..transport.base import HttpResponse
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
-from .replies import DEFAULT_RETRY_SECONDS, MAX_LISTEN_DELAY_SECONDS, Emit
+from .replies import Emit
 
 __all__ = ["GetStream", "listen", "MAX_LISTEN_FAILURES"]
 
@@ -66,7 +66,6 @@ async def listen(stream: GetStream, emit: Emit, *, on_open: Callable[[], None] |
     """
     state = StreamState()
     failures = 0
-    delay = DEFAULT_RETRY_SECONDS
     session = stream.session_id
     delivered = False
 
@@ -106,5 +105,5 @@ async def listen(stream: GetStream, emit: Emit, *, on_open: Callable[[], None] |
         if failures >= MAX_LISTEN_FAILURES:
             log.warning("GET stream: giving up after %d tries that delivered nothing", failures)
             return
-        delay = DEFAULT_RETRY_SECONDS if delivered else min(delay * 1.5, MAX_LISTEN_DELAY_SECONDS)
+        delay = GET_STREAM_BACKOFF.seconds(failures)
         await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else delay)

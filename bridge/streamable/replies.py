@@ -39,7 +39,7 @@ from ..core.errors import (
     UpstreamTimeoutError,
 )
 from ..core.jsonrpc import Request, encode_message, is_valid_id, message_problem, to_wire_line
-from ..core.policy import MAX_RESUME_ATTEMPTS
+from ..core.policy import GET_STREAM_BACKOFF, LISTEN_RETRY_MAX_SECONDS, MAX_RESUME_ATTEMPTS
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from ..transport.base import HttpResponse
 from .failures import map_transport_errors
@@ -50,8 +50,6 @@ __all__ = [
     "ReplyReader",
     "Emit",
     "MAX_RESUME_ATTEMPTS",
-    "DEFAULT_RETRY_SECONDS",
-    "MAX_LISTEN_DELAY_SECONDS",
 ]
 
 log = logging.getLogger("bridge.upstream")
@@ -61,10 +59,6 @@ log = logging.getLogger("bridge.upstream")
 #: validates it and decides whether it reaches stdout).
 Emit = Callable[[bytes, Any], Awaitable[None]]
 
-#: Wait before reconnecting when the server sent no ``retry`` (both official SDKs: 1 s).
-DEFAULT_RETRY_SECONDS = 1.0
-#: Upper bound on the GET stream's reconnect delay (``listen.py``), and on a server's ``retry``.
-MAX_LISTEN_DELAY_SECONDS = 30.0
 
 #: After the response on an SSE stream, how long the bridge waits for the stream's end, so
 #: that the connection can serve the next request: the official SDK's server ends it about
@@ -274,7 +268,7 @@ class ReplyReader:
         if retry_ms is not None:
             # Honoured, but bounded: a server cannot park a request for an hour, nor for
             # longer than the silence a request may wait (--request-timeout).
-            state.retry_seconds = min(retry_ms / 1000, MAX_LISTEN_DELAY_SECONDS, self._config.request_timeout_seconds)
+            state.retry_seconds = min(retry_ms / 1000, LISTEN_RETRY_MAX_SECONDS, self._config.request_timeout_seconds)
 
     async def answer_from_sse(
         self,
@@ -302,7 +296,7 @@ class ReplyReader:
             stream = response
             for attempt in range(MAX_RESUME_ATTEMPTS + 1):
                 if attempt:
-                    await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else DEFAULT_RETRY_SECONDS)
+                    await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else GET_STREAM_BACKOFF.first_seconds)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
                     try:
                         with map_transport_errors(self._app):

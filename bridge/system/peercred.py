@@ -24,8 +24,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = [
     "PeerCredentials",
@@ -62,9 +61,9 @@ class PeerCredentialsUnavailable(OSError):
     an unexpected answer). The message says which; callers refuse the connection."""
 
 
-@dataclass(frozen=True)
-class PeerCredentials:
-    """The peer of a connected local socket: its process id and effective user id.
+class PeerCredentials(NamedTuple):
+    """The peer of a connected local socket: its process id and effective user id. (A named
+    tuple: a dataclass loads :mod:`inspect` and :mod:`ast` at every start.)
 
     ``pid`` is ``None`` where the OS gives only the user (macOS before ``LOCAL_PEERPID``).
     """

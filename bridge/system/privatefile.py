@@ -24,7 +24,6 @@ import errno
 import os
 import shlex
 import stat
-import zlib
 from pathlib import Path
 
 __all__ = [
@@ -44,15 +43,22 @@ _POSIX = os.name == "posix"
 
 def state_file_digest(key: str) -> str:
     """16 hex digits naming the state file of ``key`` (the launch lock, the catalog): the
-    CRC-32 and the Adler-32 of its UTF-8 bytes.
+    BLAKE2b digest (RFC 7693), 8 bytes long, of its UTF-8 bytes.
 
-    Not a hash from ``hashlib``: that loads OpenSSL's (3.5 MiB resident) into every bridge
-    that starts with ``--launch``. The name only spreads keys over files; it guards nothing.
-    The files live in a folder only this user may write, and a catalog's entry names its own
-    app and endpoint (a mismatch reads as no catalog).
+    Two keys share a file only if their 64-bit digests collide: about one pair in 2**32
+    even among 2**16 endpoints, and no one can find such a pair by trying (a CRC-32 and
+    an Adler-32, the names before, collided in milliseconds: two endpoints then overwrote
+    each other's catalog and took each other's launch lock).
+
+    BLAKE2b from CPython's built-in ``_blake2`` module: ``import hashlib`` would load
+    OpenSSL's (3.5 MiB resident, some 8 ms) into every bridge that starts with ``--launch``.
+    ``hashlib``'s is taken only where a build lacks the built-in one.
     """
-    data = key.encode("utf-8")
-    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - every CPython 3.11+ build has it
+        from hashlib import blake2b
+    return blake2b(key.encode("utf-8"), digest_size=8).hexdigest()
 
 
 class UnsafeFileError(Exception):
@@ -60,16 +66,16 @@ class UnsafeFileError(Exception):
     The message names the path and the fix; nothing was read."""
 
 
-def check_folders(path: Path) -> None:
-    """Check the folders above ``path`` (resolved) up to ``/``: owned by this user or root,
-    not writable by group or others unless sticky.
+def check_folders(path: Path, *, euid: int | None = None) -> None:
+    """Check the folders above ``path`` (resolved) up to ``/``: owned by this user (or
+    ``euid``) or root, not writable by group or others unless sticky.
 
     Raises:
         UnsafeFileError: ``bad ownership or modes for directory …``.
     """
     if not _POSIX:
         return
-    me = os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
+    me = os.geteuid() if euid is None else euid  # type: ignore[attr-defined,unused-ignore]  # POSIX only; mypy cannot narrow _POSIX
     folder = Path(os.path.realpath(path.parent))
     while True:
         try:

@@ -28,8 +28,21 @@ Which folders are a dead run's (all must hold):
   program's folder). The grace period covers a Python process that is starting from its
   folder while its bootloader alone was killed.
 
+Two more rules keep that bound at one folder under Codex's kill (SIGTERM, then SIGKILL of
+the whole group 7-9 ms later), which often lands while the bootloader removes its folder
+(its own order may take the lock file first, leaving a folder without one, spared for the
+grace period):
+
+- at its very end (``bridge/cli/diagnostics.py``, ``exit_now``), a run empties its own folder
+  itself, all but the lock file (:func:`empty_own_folder`): the bootloader is then left the
+  lock file and one ``rmdir``, and a kill at any point leaves a folder that still carries
+  the lock (taken by the next sweep at once) or an empty one;
+- an empty folder whose bootloader is gone is removed at once, whatever its age: nothing
+  can be starting from it.
+
 So N runs under any kill pattern leave at most the folders of the runs of the last :data:`GRACE_SECONDS`
-and the last one, not N × 17 MB. Windows is not swept (a folder in
+and the last one, not N × 17 MB; under Codex's kill, the last run's alone (its lock file
+and nothing else once it emptied it). Windows is not swept (a folder in
 use cannot be deleted there, and its clients do not send signals).
 """
 
@@ -41,7 +54,15 @@ import sys
 import threading
 import time
 
-__all__ = ["GRACE_SECONDS", "LOCK_NAME", "hold_own_folder", "sweep_dead_folders", "start_sweep"]
+__all__ = [
+    "GRACE_SECONDS",
+    "LOCK_NAME",
+    "empty_own_folder",
+    "hold_own_folder",
+    "own_unpack_folder",
+    "start_sweep",
+    "sweep_dead_folders",
+]
 
 #: The file in a run's unpack folder whose ``flock`` its Python process holds while alive.
 LOCK_NAME = ".mcp-app-bridge.running"
@@ -58,6 +79,35 @@ MAX_DEPTH = 64
 _PREFIX = "_MEI"
 _NAME_LENGTH = 18  # "_MEI" + 8 hex digits of the bootloader's pid + 6 from mkdtemp
 _MKDTEMP_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def own_unpack_folder() -> str | None:
+    """This run's unpack folder (``sys._MEIPASS``) when this is the Python process of a
+    one-file build on POSIX, else None (a one-folder build unpacks nothing)."""
+    folder = getattr(sys, "_MEIPASS", None)
+    if sys.platform == "win32" or not getattr(sys, "frozen", False) or not folder:
+        return None
+    return folder if os.path.basename(folder).startswith(_PREFIX) else None
+
+
+def empty_own_folder(folder: str) -> None:
+    """Delete everything in this run's own unpack folder but the lock file (best effort,
+    never through a link, never raises): for the very end of the run, so that the
+    bootloader's own clean-up, which a SIGKILL may cut short, is the lock file and an
+    ``rmdir``. The running process keeps what it has mapped (POSIX)."""
+    if sys.platform == "win32":
+        return
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        _empty(top, keep_lock=True)
+    except Exception:  # noqa: BLE001 (the end of a run: never a traceback)
+        pass
+    finally:
+        os.close(top)
 
 
 def hold_own_folder(folder: str) -> int | None:
@@ -173,17 +223,20 @@ def _remove(path: str, checked: os.stat_result) -> bool:
     return not os.path.lexists(path)
 
 
-def _empty(folder: int, *, lock_last: bool = False) -> None:
+def _empty(folder: int, *, lock_last: bool = False, keep_lock: bool = False) -> None:
     """Delete everything in the directory open as ``folder`` (best effort), never through a
-    link; with ``lock_last`` the lock file goes after everything else. Iterative, and no
-    deeper than :data:`MAX_DEPTH` (so at most that many descriptors are open): what lies
-    deeper stays, with the folders above it."""
+    link; with ``lock_last`` the lock file goes after everything else, with ``keep_lock`` it
+    stays. Iterative, and no deeper than :data:`MAX_DEPTH` (so at most that many
+    descriptors are open): what lies deeper stays, with the folders above it."""
     if sys.platform == "win32":
         return
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     # (descriptor, entries still to delete, its name in the folder above); entries are taken
     # from the end, so the lock file, sorted first, goes last.
-    stack: list[tuple[int, list[os.DirEntry[str]], str]] = [(folder, _listing(folder, lock_last), "")]
+    entries = _listing(folder, lock_last)
+    if keep_lock:
+        entries = [entry for entry in entries if entry.name != LOCK_NAME]
+    stack: list[tuple[int, list[os.DirEntry[str]], str]] = [(folder, entries, "")]
     try:
         while stack:
             fd, entries, name = stack[-1]
@@ -288,6 +341,11 @@ def _sweep_one(
             if os.fstat(fd).st_nlink == 0:
                 return False  # another sweep took this folder first and unlinked its lock
         else:
+            try:
+                os.rmdir(path)  # empty (a run that emptied itself, its bootloader killed at the end): nothing can start from it
+                return True
+            except OSError:
+                pass  # not empty
             if now - info.st_mtime < grace_seconds:
                 return False
             if not own_files_cache:

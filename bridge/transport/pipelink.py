@@ -44,11 +44,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..core.errors import ListenerUnverifiedError
+from ..core.policy import PIPE_BUSY_BACKOFF
 from .base import ConnectFailed
 
 __all__ = [
-    "FIRST_BUSY_RETRY_SECONDS",
-    "MAX_BUSY_RETRY_SECONDS",
     "PIPE_OPEN_FLAGS",
     "connect_pipe",
     "open_pipe",
@@ -70,10 +69,6 @@ ERROR_FILE_NOT_FOUND = 2
 ERROR_ACCESS_DENIED = 5
 ERROR_PIPE_BUSY = 231
 INVALID_HANDLE_VALUE = ctypes.c_void_p(-1).value
-#: The wait before trying a busy pipe again, doubled each time up to the maximum
-#: (asyncio's ``CONNECT_PIPE_INIT_DELAY`` and ``CONNECT_PIPE_MAX_DELAY``).
-FIRST_BUSY_RETRY_SECONDS = 0.001
-MAX_BUSY_RETRY_SECONDS = 0.1
 
 
 async def open_pipe_handle(kernel32: Any, path: str, *, last_error: Callable[[], int]) -> int:
@@ -92,7 +87,7 @@ async def open_pipe_handle(kernel32: Any, path: str, *, last_error: Callable[[],
             Windows's error code).
         ListenerUnverifiedError: the pipe's access list shuts this user out.
     """
-    delay = FIRST_BUSY_RETRY_SECONDS
+    busy = 0  # the wait before trying a busy pipe again: policy.PIPE_BUSY_BACKOFF
     while True:
         handle = kernel32.CreateFileW(path, GENERIC_READ | GENERIC_WRITE, 0, None, OPEN_EXISTING, PIPE_OPEN_FLAGS, None)
         if handle and handle not in (INVALID_HANDLE_VALUE, -1):
@@ -100,8 +95,8 @@ async def open_pipe_handle(kernel32: Any, path: str, *, last_error: Callable[[],
         error = last_error()
         if error != ERROR_PIPE_BUSY:
             break
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, MAX_BUSY_RETRY_SECONDS)
+        await asyncio.sleep(PIPE_BUSY_BACKOFF.seconds(busy))
+        busy += 1
     if error == ERROR_FILE_NOT_FOUND:
         raise ConnectFailed(f"no named pipe {path} (the app is not running)")
     if error == ERROR_ACCESS_DENIED:

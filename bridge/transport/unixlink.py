@@ -6,7 +6,9 @@ connect loop of the shape ``connect(...) then verify(sock)`` can take them:
 
 1. :func:`connect_unix`: check the socket file (:func:`check_socket_file`: an
    ``lstat``, so a symbolic link is seen, not followed: a socket, owned by this user, in
-   a folder owned by this user that nobody else may write to), then
+   a folder owned by this user that nobody else may write to, below folders each owned by
+   this user or root that nobody else may write to unless sticky, as OpenSSH wants of
+   the folders above a key: ``bridge/system/privatefile.py``), then
    ``loop.create_unix_connection``;
 2. the peer check, given by the caller as ``verify(sock)``: who serves the socket, as the
    OS says (``bridge/app/unixpeer.py``: ``SO_PEERCRED`` or ``LOCAL_PEERCRED``).
@@ -29,9 +31,11 @@ import os
 import socket
 import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core.errors import ListenerUnverifiedError
+from ..system.privatefile import UnsafeFileError, check_folders
 from .base import ConnectFailed
 
 __all__ = ["check_socket_file", "connect_unix", "connect_unix_socket", "verify_by_family"]
@@ -46,7 +50,8 @@ def check_socket_file(path: str, *, euid: int | None = None) -> None:
         ConnectFailed: nothing is there (the app is not running).
         ListenerUnverifiedError: the path is a symbolic link, not a socket, another
             user's, or in a folder that is a link, another user's, or writable by group
-            or others (someone else could swap the socket).
+            or others (someone else could swap the socket), or below a folder that is
+            neither this user's nor root's, or that others may write to (not sticky).
     """
     me = euid if euid is not None else os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
     try:
@@ -72,6 +77,10 @@ def check_socket_file(path: str, *, euid: int | None = None) -> None:
         raise _refused(path, f"its folder {folder} belongs to uid {place.st_uid}")
     if place.st_mode & 0o022:
         raise _refused(path, f"its folder {folder} has mode {stat.S_IMODE(place.st_mode):04o}: others may write to it")
+    try:  # and every folder above it, as OpenSSH checks a key's: another user's could swap ours
+        check_folders(Path(path), euid=me)
+    except UnsafeFileError as exc:
+        raise _refused(path, str(exc)) from None
 
 
 def _refused(path: str, why: str) -> ListenerUnverifiedError:

@@ -19,15 +19,9 @@ import pytest
 from support.helpers import URL, RunBridge, request_line
 from support.mcp_app import McpApp
 
-from bridge.app import tokens
-from bridge.app.tokens import (
-    MAX_COMMAND_STDERR_BYTES,
-    MAX_TOKEN_OUTPUT_BYTES,
-    CommandTokenSource,
-    TokenContext,
-    TokenSourceError,
-    mask_secrets,
-)
+from bridge.app import tokencommand
+from bridge.app.tokencommand import MAX_COMMAND_STDERR_BYTES, MAX_TOKEN_OUTPUT_BYTES, CommandTokenSource, mask_secrets
+from bridge.app.tokens import TokenContext, TokenSourceError
 
 pytestmark = pytest.mark.anyio
 
@@ -195,7 +189,7 @@ async def test_a_cancelled_fetch_bounds_the_reap_and_says_so(
         await asyncio.Event().wait()
         return 0
 
-    monkeypatch.setattr(tokens, "KILL_REAP_SECONDS", 0.05)
+    monkeypatch.setattr(tokencommand, "KILL_REAP_SECONDS", 0.05)
     monkeypatch.setattr(asyncio.subprocess.Process, "wait", never_reaped)
     fetch.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -28,10 +28,10 @@ from unittest import mock
 import httpx
 import pytest
 from support import processes
-from support.appdesk import START_TIMEOUT, docs_block, greet_through
-from support.appdesk import AppDesk as Desk
 from support.apps import REPO_ROOT, process_alive
 from support.processes import INITIALIZED, BridgeProcess, handshake, initialize, wait_until
+from support.pythonapp import START_TIMEOUT, docs_block, greet_through
+from support.pythonapp import AppDesk as Desk
 
 from bridge.app.tokens import AuthRouteTokenSource, TokenContext
 from bridge.appserver import AppServer, TokenAuthMiddleware, UnsafeFileError, load_or_create_secret

@@ -16,13 +16,12 @@ import pytest
 
 from bridge.appserver import AppServer
 from bridge.appserver.pipeserver import (
-    FIRST_RETRY_SECONDS,
-    MAX_RETRY_SECONDS,
     PipeListener,
     named_pipes_supported,
     new_pipe_path,
 )
 from bridge.core.pipeurl import pipe_url, split_pipe_url
+from bridge.core.policy import PIPE_ACCEPT_BACKOFF
 
 PIPE = "\\\\.\\pipe\\mcp-app-bridge-1-0123456789abcdef"
 
@@ -147,12 +146,12 @@ async def test_an_accept_loop_that_keeps_failing_backs_off_and_recovers(monkeypa
     listener.start(asyncio.Protocol)
     await settle()
     assert proactor.accepts == 2, "the first failure is tried again at once, the second waits"
-    assert [delay for delay, _ in timers] == [FIRST_RETRY_SECONDS]
+    assert [delay for delay, _ in timers] == [PIPE_ACCEPT_BACKOFF.first_seconds]
     for _ in range(10):
         timers[-1][1]()  # the wait is over
         await settle()
     delays = [delay for delay, _ in timers]
-    assert delays[:4] == [0.05, 0.1, 0.2, 0.4] and delays[-1] == MAX_RETRY_SECONDS == max(delays)
+    assert delays[:4] == [0.05, 0.1, 0.2, 0.4] and delays[-1] == PIPE_ACCEPT_BACKOFF.cap_seconds == max(delays)
     assert proactor.accepts == 12, "one try per wait, none in between"
     assert all(i.closed for i in proactor.instances[:-1]), "each instance whose wait failed is closed"
     proactor.failing = False
@@ -167,7 +166,7 @@ async def test_an_accept_loop_that_keeps_failing_backs_off_and_recovers(monkeypa
     proactor.waiting[-1][1].set_result(proactor.waiting[-1][0])  # another client: served, then the waits fail again
     await settle()
     assert listener.accepted == 2 and proactor.accepts == accepts + 2
-    assert len(timers) == 12 and timers[-1][0] == FIRST_RETRY_SECONDS, "a client served starts the back-off anew"
+    assert len(timers) == 12 and timers[-1][0] == PIPE_ACCEPT_BACKOFF.first_seconds, "a client served starts the back-off anew"
     listener.close()
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from support.appdesk import START_TIMEOUT
 from support.processes import wait_until
+from support.pythonapp import START_TIMEOUT
 
 from bridge.appserver import AppServer, UnsafeFileError
 from bridge.appserver.unixsocket import SOCKET_FILE_NAME, bind_private_socket, remove_socket_file, socket_path_for
@@ -60,13 +60,34 @@ def test_a_temp_folder_that_is_a_link_or_open_is_refused(tmp_path: Path) -> None
     elsewhere.mkdir(mode=0o700)
     (tmp_path / f"mcp-app-bridge-{os.geteuid()}").symlink_to(elsewhere)
     with pytest.raises(UnsafeFileError, match="symbolic link"):
-        socket_path_for(deep, temp_root=str(tmp_path))
+        socket_path_for(deep, temp_root=str(tmp_path), runtime_root=str(tmp_path / "none"))
     other = tmp_path / "other"
     other.mkdir()
     (other / f"mcp-app-bridge-{os.geteuid()}").mkdir(mode=0o755)
     os.chmod(other / f"mcp-app-bridge-{os.geteuid()}", 0o755)
     with pytest.raises(UnsafeFileError, match="mode 0755"):
-        socket_path_for(deep, temp_root=str(other))
+        socket_path_for(deep, temp_root=str(other), runtime_root=str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize("squat", ["link", pytest.param("another user", marks=as_root)])
+def test_a_temp_folder_made_by_someone_else_sends_the_socket_to_the_runtime_folder(tmp_path: Path, squat: str) -> None:
+    """Issue 41, 8: another user who made ``$TMPDIR/mcp-app-bridge-<uid>`` first pushed the
+    app onto TCP; the socket goes to the user's runtime folder instead."""
+    deep = tmp_path / ("x" * 120) / "mcp-endpoint.json"
+    temp, runtime = tmp_path / "tmp", tmp_path / "run"
+    temp.mkdir()
+    runtime.mkdir(mode=0o700)
+    squatted = temp / f"mcp-app-bridge-{os.geteuid()}"
+    if squat == "link":
+        squatted.symlink_to(runtime)
+    else:
+        squatted.mkdir(mode=0o700)
+        os.chown(squatted, OTHER_UID, OTHER_UID)
+    path = socket_path_for(deep, temp_root=str(temp), runtime_root=str(runtime))
+    assert path.parent == runtime / "mcp-app-bridge" and stat.S_IMODE(os.lstat(path.parent).st_mode) == 0o700
+    assert socket_path_for(deep, temp_root=str(temp), runtime_root=str(runtime)) == path, "the same discovery file, the same socket"
+    with pytest.raises(UnsafeFileError, match="symbolic link" if squat == "link" else f"belongs to uid {OTHER_UID}"):
+        socket_path_for(deep, temp_root=str(temp), runtime_root=str(tmp_path / "none"))  # no runtime folder: the first refusal
 
 
 def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_path: Path) -> None:
@@ -76,17 +97,15 @@ def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_
     dead = socket.socket(socket.AF_UNIX)
     dead.bind(str(path))
     dead.close()  # what a killed run leaves: a socket file nobody listens on
-    sock, inode = bind_private_socket(path)
+    sock, bound = bind_private_socket(path)
     try:
         assert stat.S_ISSOCK(os.lstat(path).st_mode) and stat.S_IMODE(os.lstat(path).st_mode) == 0o600
         with pytest.raises(OSError, match="another server accepts connections"):
             bind_private_socket(path)  # a live one
-        assert os.lstat(path).st_ino == inode
+        assert os.lstat(path).st_ino == bound.inode
     finally:
         sock.close()
-    remove_socket_file(path, inode + 1)
-    assert path.exists(), "only the socket this server bound is removed"
-    remove_socket_file(path, inode)
+    remove_socket_file(bound)
     assert not path.exists()
 
     target = folder / "target"
@@ -100,6 +119,25 @@ def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_
     with pytest.raises(UnsafeFileError, match="not a socket"):
         bind_private_socket(path)
     assert path.read_text() == "data"
+
+
+def test_a_socket_that_replaced_this_servers_is_left_alone_whatever_its_inode(tmp_path: Path) -> None:
+    """A successor replaced the stale socket (the inode number may be the same on ext4):
+    the clean-up of the server that bound the first leaves it."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = folder / "app.sock"
+    sock, bound = bind_private_socket(path)
+    sock.close()  # it stopped listening: a successor finds the socket stale
+    successor, theirs = bind_private_socket(path)
+    try:
+        remove_socket_file(bound)
+        assert path.is_socket() and os.lstat(path).st_ino == theirs.inode, "the successor's socket was removed"
+        assert bound.handle is None, "the descriptor is given back"
+    finally:
+        successor.close()
+        remove_socket_file(theirs)
+    assert not path.exists()
 
 
 @as_root

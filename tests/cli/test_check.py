@@ -21,7 +21,7 @@ from bridge.cli.check import FIXES, HOST_REFUSED_FIX, run_check
 from bridge.core.config import BridgeConfig
 from bridge.core.errors import UpstreamError
 from bridge.core.jsonrpc import Request, encode_message
-from bridge.serve.parts import build_driver
+from bridge.serve.parts import build_stack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("private_state_folder")]
 
@@ -39,12 +39,12 @@ async def bridge_failure(config: BridgeConfig) -> UpstreamError:
     async def ignore(line: bytes, message: Any = None) -> None:
         return None
 
-    driver = build_driver(config)
+    stack = build_stack(config)
     try:
         with pytest.raises(UpstreamError) as caught:
-            await driver.request(Request(1, "initialize", params, encode_message(message)[:-1]), ignore)
+            await stack.top.request(Request(1, "initialize", params, encode_message(message)[:-1]), ignore)
     finally:
-        await driver.aclose()
+        await stack.top.aclose()
     return caught.value
 
 
@@ -239,3 +239,26 @@ async def test_an_app_refusing_the_host_header_gets_the_host_fix() -> None:
     assert len(failed) == 1 and failed[0].split()[1] == "initialize" and error.message in failed[0], lines
     assert f"  fix: {HOST_REFUSED_FIX}" in lines, lines
     assert "Host header" in HOST_REFUSED_FIX and "allowed_hosts" in HOST_REFUSED_FIX
+
+
+async def test_an_app_that_pages_its_tools_is_named_with_the_clients_that_need_merge_list_pages() -> None:
+    """Issue 41, point 12: ``check`` says when the app's ``tools/list`` has a ``nextCursor``,
+    and which clients need ``--merge-list-pages`` (docs/clients.md, "Lists in pages")."""
+    from support.helpers import json_response
+    from support.mcp_app import McpApp
+    from support.scripted import serve, wire_app
+
+    def on_request(message: dict[str, Any], request: Any) -> Any:
+        result: dict[str, Any] = {}
+        if message["method"] == "tools/list" and "cursor" not in (message.get("params") or {}):
+            result = {"tools": [{"name": "first", "inputSchema": {"type": "object"}}], "nextCursor": "2"}
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "second", "inputSchema": {"type": "object"}}]}
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    app = McpApp(on_request=on_request)
+    async with serve(wire_app(app, base_url="http://127.0.0.1")) as server:
+        lines: list[str] = []
+        assert await run_check(BridgeConfig(url=server.url("/mcp")), lines.append, lambda text, **style: text) is True
+    (paged,) = [line for line in lines if "nextCursor" in line]
+    assert "Gemini CLI" in paged and "--merge-list-pages" in paged, lines

@@ -279,3 +279,20 @@ def test_an_app_name_that_cannot_be_one_is_refused_without_being_repeated(name: 
         BridgeConfig(url="http://127.0.0.1:9/mcp", app_name=name)
     assert name.strip() == "" or name.strip() not in str(caught.value)
     BridgeConfig(url="http://127.0.0.1:9/mcp", app_name="My App 2.0 (beta)")
+
+
+@pytest.mark.posix_only("bash completion")
+def test_shell_completion_as_docs_usage_md_shows_it_completes_commands_and_clients() -> None:
+    """Issue 41, point 13: docs/usage.md, "Shell completion" (click's own), through the
+    console script the shell completes (its name makes the variable's)."""
+    program = Path(sys.executable).parent / "mcp-app-bridge"
+    if not program.exists():
+        pytest.skip("no mcp-app-bridge console script beside this Python")
+    script = subprocess.run(
+        [str(program)], env={**os.environ, "_MCP_APP_BRIDGE_COMPLETE": "bash_source"}, capture_output=True, text=True, timeout=60
+    )
+    assert "_MCP_APP_BRIDGE_COMPLETE=bash_complete" in script.stdout, script.stdout + script.stderr
+    words = {"COMP_WORDS": "mcp-app-bridge config install --client claude-d", "COMP_CWORD": "4", "_MCP_APP_BRIDGE_COMPLETE": "bash_complete"}
+    done = subprocess.run([str(program)], env={**os.environ, **words}, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["plain,claude-desktop"], done.stdout + done.stderr
+    assert "_MCP_APP_BRIDGE_COMPLETE" in Path(__file__).resolve().parents[2].joinpath("docs", "usage.md").read_text(encoding="utf-8")

@@ -7,6 +7,7 @@ frozen file when ``MCP_APP_BRIDGE_EXE`` names it (marked ``process``)."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -133,3 +134,50 @@ def test_stopping_it_removes_its_discovery_file_and_one_name_runs_once(demo: Dem
     assert demo.discovery_file.exists()
     assert demo.stop() == 0
     assert not demo.discovery_file.exists()
+
+
+def test_the_lazy_launch_recipe_of_the_docs_starts_the_demo_app_once_and_a_start_after_it_stops_launches_nothing(
+    env: dict[str, str],
+) -> None:
+    """Issue 41, point 14: ``--app-name DemoApp --launch "mcp-app-bridge demo-app"`` (docs/clients.md,
+    "A test app") needs no clone: the first call starts it; once it is stopped, a client's
+    start (``initialize``, ``resources/list``, ``tools/list``) is answered from the catalog
+    and starts nothing."""
+    from support.apps import process_alive, stop_pids
+    from support.processes import initialize, wait_until
+
+    from bridge.app.discovery import read_discovery_file
+
+    program = Path(sys.executable).parent / "mcp-app-bridge"
+    if not program.exists():
+        pytest.skip("no mcp-app-bridge console script beside this Python")
+    env = {**env, "PATH": f"{program.parent}{os.pathsep}{env.get('PATH', '')}"}
+    recipe = ("--app-name", "DemoApp", "--launch", "mcp-app-bridge demo-app")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text(encoding="utf-8")
+    assert '--app-name DemoApp --launch "mcp-app-bridge demo-app"' in docs
+    discovery = Path(env["XDG_STATE_HOME"]) / "DemoApp" / "mcp-endpoint.json"
+    pids: list[int] = []
+    try:
+        with BridgeProcess(*recipe, env=env) as bridge:
+            handshake(bridge)
+            bridge.send(request(1, "resources/list"))
+            assert bridge.read_reply(1)["error"]["code"] == -32601
+            bridge.send(request(2, "tools/list"))
+            assert {tool["name"] for tool in bridge.read_reply(2)["result"]["tools"]} == {"echo", "add"}
+        pid = read_discovery_file(discovery).pid
+        assert pid is not None
+        pids.append(pid)
+        stop_pids([pid])
+        assert wait_until(lambda: not process_alive(pid) and not discovery.exists(), 30)
+        with BridgeProcess(*recipe, env=env) as bridge:
+            bridge.send(initialize(0))
+            assert bridge.read_reply(0)["result"]["serverInfo"]["name"] == "DemoApp"
+            bridge.send(request(1, "resources/list"))
+            assert bridge.read_reply(1)["error"]["code"] == -32601
+            bridge.send(request(2, "tools/list"))
+            assert {tool["name"] for tool in bridge.read_reply(2)["result"]["tools"]} == {"echo", "add"}
+        assert not discovery.exists(), "a client's start launched the demo app"
+    finally:
+        if discovery.exists():
+            pids.append(read_discovery_file(discovery).pid or 0)
+        stop_pids([pid for pid in pids if pid])

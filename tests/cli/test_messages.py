@@ -64,7 +64,7 @@ async def test_a_launch_whose_app_published_a_dead_endpoint_names_the_file_and_i
 
 def test_an_existing_entry_is_refused_with_the_python_spelling_of_force(tmp_path: Path) -> None:
     """The library speaks Python (force=True); `config install` says --force instead
-    (tests/clients/test_catalog.py), so neither message names the other's spelling."""
+    (tests/clients/test_clienttable.py), so neither message names the other's spelling."""
     path = tmp_path / "claude_desktop_config.json"
     entry = ServerEntry(command="/opt/MyApp/myapp", args=("--mcp-stdio",))
     install_entry(path, "claude-desktop", "MyApp", entry)

@@ -5,7 +5,6 @@ them and not in the table fails here."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from bridge.cli.buildconfig import build_config
 from bridge.cli.commands import check, main
 from bridge.cli.optiontable import BRIDGE_OPTIONS, LOG_LEVELS, BridgeOption, OptionValueError, defaults
 from bridge.cli.serve import PLAIN_DEFAULTS
-from bridge.core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, BridgeConfig
+from bridge.core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, BridgeConfig, config_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,8 +40,8 @@ def click_options(command: click.Command) -> dict[str, click.Option]:
     return {param.name: param for param in command.params if isinstance(param, click.Option) and param.name not in ("version", "help")}
 
 
-#: ``check``'s own options, beside the bridge's (``check --client codex [--name NAME]``).
-CHECK_OWN_OPTIONS = ("client", "names")
+#: ``check``'s own options, beside the bridge's (``check --client codex [--name NAME]``, ``check --all``).
+CHECK_OWN_OPTIONS = ("client", "names", "walk_all")
 
 
 @pytest.mark.parametrize("command", [main, check], ids=["bridge", "check"])
@@ -51,7 +50,7 @@ def test_the_click_options_are_the_tables(command: click.Command) -> None:
     assert list(built) == [option.dest for option in BRIDGE_OPTIONS]
     for option in BRIDGE_OPTIONS:
         param = built[option.dest]
-        assert (param.opts, param.secondary_opts) == ([option.flag], [option.off_flag] if option.off_flag else []), option.flag
+        assert (param.opts, param.secondary_opts) == ([option.flag, *option.aliases], [option.off_flag] if option.off_flag else []), option.flag
         assert param.default == option.default, option.flag
         assert param.help == option.help and param.envvar == option.env, option.flag
         assert param.multiple == option.multiple and param.is_flag == (option.convert is None), option.flag
@@ -72,19 +71,20 @@ def test_the_plain_parser_is_the_tables() -> None:
 
 
 def test_the_defaults_are_bridgeconfigs() -> None:
-    fields = {field.name: field for field in dataclasses.fields(BridgeConfig)}
+    fields = config_defaults()
+    assert set(fields) == set(BridgeConfig.__slots__)
     as_is = {option.dest for option in BRIDGE_OPTIONS if option.config}
     assert as_is | NOT_AN_OPTION_AS_IS == set(fields) and not as_is & NOT_AN_OPTION_AS_IS
     for option in BRIDGE_OPTIONS:
         if option.config:
-            assert option.default == fields[option.dest].default, option.flag
-    assert fields["launch_timeout_seconds"].default == DEFAULT_LAUNCH_TIMEOUT_SECONDS == 30.0
+            assert option.default == fields[option.dest], option.flag
+    assert fields["launch_timeout_seconds"] == DEFAULT_LAUNCH_TIMEOUT_SECONDS == 30.0
 
 
 def test_every_option_reaches_bridgeconfig_as_given(tmp_path: Path) -> None:
     """build_config passes every ``config`` option on: a value other than the default
     comes out in the configuration."""
-    other: dict[type, Any] = {bool: None, float: 7.5, int: 4096}
+    other: dict[type, Any] = {bool: None, float: 7.5, int: 4096, tuple: ("a*", "b?")}
     options = defaults() | {"url": "http://127.0.0.1:9/other", "discovery_file": tmp_path / "d.json"}
     for option in BRIDGE_OPTIONS:
         if option.config and option.dest not in ("url", "discovery_file", "launch_log_file", "launch_policy", "protocol_era"):
@@ -169,3 +169,24 @@ def test_docs_usage_lists_every_option_with_its_default() -> None:
             spelling,
             rows[spelling][0],
         )
+
+
+def test_ignore_tool_is_a_spelling_of_deny_tool() -> None:
+    """mcp-remote's and fastmcp-remote's ``--ignore-tool``, so that their users can switch;
+    both spellings fill one list, in the order given, in both parsers."""
+    from bridge.cli.options import parse_bridge_args
+
+    argv = ["--url", "http://127.0.0.1:9/mcp", "--ignore-tool", "a*", "--deny-tool", "b?", "--allow-tool", "*", "--read-only"]
+    plain = servecli.parse_plain_argv(argv)
+    assert plain is not None and plain["deny_tools"] == ("a*", "b?") and plain["allow_tools"] == ("*",) and plain["read_only"]
+    parsed = parse_bridge_args(argv)
+    assert parsed["deny_tools"] == ("a*", "b?") and parsed["allow_tools"] == ("*",) and parsed["read_only"] is True
+    config = build_config(parsed)
+    assert (config.deny_tools, config.allow_tools, config.read_only) == (("a*", "b?"), ("*",), True)
+
+
+def test_an_empty_glob_is_refused_without_repeating_anything() -> None:
+    from bridge.cli.options import parse_bridge_args
+
+    with pytest.raises(click.UsageError, match="empty word"):
+        parse_bridge_args(["--url", "http://127.0.0.1:9/mcp", "--deny-tool", ""])

@@ -29,7 +29,7 @@ def test_the_default_is_auto_and_a_bad_value_is_refused() -> None:
 def test_config_keeps_the_era_in_the_clients_entry() -> None:
     result = CliRunner().invoke(main, ["config", "print", "--client", "claude-desktop", "--name", "a", "--url", URL, "--protocol-era", "MODERN"])
     assert result.exit_code == 0, result.output
-    args = json.loads(result.output)["mcpServers"]["a"]["args"]
+    args = json.loads(result.stdout)["mcpServers"]["a"]["args"]
     assert args[-2:] == ["--protocol-era", "MODERN"]  # as given; the bridge reads it in any case
 
 

@@ -101,6 +101,61 @@ def test_without_a_licence_text_no_bundle_is_written(fake_exe: Path, tmp_path: P
     assert not out.exists() and list(tmp_path.iterdir()) == [fake_exe]
 
 
+@pytest.fixture
+def fake_onedir(tmp_path: Path) -> Path:
+    """A one-folder build's shape: the executable beside ``_internal/`` (a library, a
+    module, an executable helper, a link in it)."""
+    folder = tmp_path / "mcp-app-bridge-onedir"
+    (folder / "_internal" / "lib-dynload").mkdir(parents=True)
+    exe = folder / "mcp-app-bridge"
+    exe.write_bytes(b"\x7fELF" + bytes(range(256)))
+    exe.chmod(0o755)
+    (folder / "_internal" / "libpython3.11.so.1.0").write_bytes(b"\x7fELF lib")
+    (folder / "_internal" / "lib-dynload" / "_json.so").write_bytes(b"\x7fELF json")
+    helper = folder / "_internal" / "helper"
+    helper.write_bytes(b"\x7fELF helper")
+    helper.chmod(0o755)
+    (folder / "_internal" / "libpython3.11.so").symlink_to("libpython3.11.so.1.0")
+    return folder
+
+
+@pytest.mark.posix_only("the build's modes and links are POSIX ones")
+@pytest.mark.parametrize("given", ["folder", "executable"])
+def test_a_one_folder_build_travels_whole_beside_the_entry(fake_onedir: Path, tmp_path: Path, given: str) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    exe = fake_onedir / "mcp-app-bridge"
+    manifest = build(fake_onedir if given == "folder" else exe, out, "--app-name", "MyApp", "--platform", "linux")
+    assert manifest["server"]["entry_point"] == "server/mcp-app-bridge"
+    with zipfile.ZipFile(out) as archive:
+        modes = {info.filename: stat.S_IMODE(info.external_attr >> 16) for info in archive.infolist()}
+        assert archive.read("server/mcp-app-bridge") == exe.read_bytes()
+        assert archive.read("server/_internal/lib-dynload/_json.so") == b"\x7fELF json"
+        assert archive.read("server/_internal/libpython3.11.so") == b"\x7fELF lib"  # a link, as the file it names
+    assert modes == {
+        "manifest.json": 0o644,
+        "server/mcp-app-bridge": 0o755,
+        "server/_internal/helper": 0o755,
+        "server/_internal/lib-dynload/_json.so": 0o644,
+        "server/_internal/libpython3.11.so": 0o644,
+        "server/_internal/libpython3.11.so.1.0": 0o644,
+        "server/LICENSE": 0o644,
+    }
+
+
+def test_a_folder_without_the_executable_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run_cli("bundle", "--exe", str(tmp_path / "empty"), "--out", str(tmp_path / "x.mcpb"), "--app-name", "MyApp")
+    assert result.exit_code != 0 and "without mcp-app-bridge" in result.output
+    assert not (tmp_path / "x.mcpb").exists()
+
+
+def test_a_one_file_executable_is_bundled_alone(fake_exe: Path, tmp_path: Path) -> None:
+    out = tmp_path / "MyApp.mcpb"
+    build(fake_exe, out, "--app-name", "MyApp")
+    with zipfile.ZipFile(out) as archive:
+        assert sorted(archive.namelist()) == ["manifest.json", "server/LICENSE", "server/mcp-app-bridge"]
+
+
 def test_a_windows_executable_is_the_entry_with_its_suffix(fake_exe: Path, tmp_path: Path) -> None:
     exe = fake_exe.rename(fake_exe.with_suffix(".exe"))
     manifest = build(exe, tmp_path / "MyApp.mcpb", "--app-name", "MyApp")
@@ -318,3 +373,13 @@ def test_an_http_unix_url_the_bundles_platform_cannot_reach_is_refused(fake_exe:
     relative = run_cli("bundle", "--exe", str(fake_exe), "--out", str(out), "--name", "myapp", "--url", "http+unix://s.sock/mcp")
     assert relative.exit_code == 2 and "must be absolute" in relative.output, relative.output
     assert not out.exists()
+
+
+def test_the_tool_filter_goes_into_the_bundle_as_given(fake_exe: Path, tmp_path: Path) -> None:
+    """``--deny-tool`` (and its spelling ``--ignore-tool``), ``--allow-tool`` and ``--read-only``
+    are bridge options like any other: the bundle's entry carries them (docs/usage.md,
+    "Which tools a client sees")."""
+    args = ["--app-name", "MyApp", "--deny-tool", "delete_*", "--ignore-tool", "send_*", "--allow-tool", "*_doc", "--read-only"]
+    manifest = build(fake_exe, tmp_path / "MyApp.mcpb", *args)
+    assert manifest["server"]["mcp_config"]["args"] == args
+    assert "user_config" not in manifest

@@ -288,13 +288,20 @@ def test_deep_nesting_is_edited_up_to_hundreds_of_levels_and_refused_clearly_bey
         'model = "gpt-5"\nmcp_servers = {}\n',
     ],
 )
-def test_codex_inline_servers_table_is_refused_clearly(tmp_path: Path, content: str) -> None:
-    """tomlkit cannot put a table inside an inline table (before: a ValueError traceback)."""
+def test_codex_inline_servers_table_gets_the_entry_and_loses_it_again(tmp_path: Path, content: str) -> None:
+    """``mcp_servers = { … }`` is valid TOML that Codex reads: the entry goes into that inline
+    table, and remove gives back the file (before: refused, and a ValueError traceback
+    before that; issue 38 item 3)."""
+    import tomllib
+
     path = tmp_path / "config.toml"
     path.write_text(content)
     done = cli("install", "--client", "codex", "--name", "mine", "--path", str(path), "--url", "http://127.0.0.1:1/mcp")
-    assert done.returncode == 1 and "inline table" in done.stderr and "[mcp_servers.NAME]" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr and path.read_text() == content
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    servers = tomllib.loads(path.read_text())["mcp_servers"]
+    assert "mine" in servers and set(servers) - {"mine"} == set(tomllib.loads(content)["mcp_servers"])
+    assert cli("remove", "--client", "codex", "--name", "mine", "--path", str(path)).returncode == 0
+    assert path.read_text() == content
 
 
 CRLF = (

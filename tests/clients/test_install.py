@@ -32,15 +32,15 @@ from unittest import mock
 import pytest
 from click.testing import CliRunner
 from support import processes
-from support.appdesk import START_TIMEOUT, docs_block, greet_through
-from support.appdesk import AppDesk as Desk
 from support.apps import isolated_env, process_alive
 from support.processes import BridgeProcess, handshake, initialize
+from support.pythonapp import START_TIMEOUT, docs_block, greet_through
+from support.pythonapp import AppDesk as Desk
 from support.scripted import closed_port
 
 from bridge.cli.commands import main
 from bridge.clients import CLIENT_INFO, CLIENTS, ServerEntry, app_entry, entry_document, install_entry
-from bridge.clients.catalog import client_entry, client_run, state_environment
+from bridge.clients.clienttable import client_entry, client_run, state_environment
 from bridge.clients.files import render_document
 
 TOKEN = "tok-PLACEHOLDER-0123456789"
@@ -492,3 +492,56 @@ def test_config_install_writes_an_http_unix_entry_and_refuses_a_bad_one_like_a_t
     monkeypatch.setattr(sys, "platform", "win32")  # the bridge there has no Unix-socket link
     windows = CliRunner().invoke(main, [*install, "--name", "other", "--url", UNIX_URL])
     assert windows.exit_code == 2 and "does not connect to" in windows.output, windows.output
+
+
+def test_an_entry_for_a_client_that_drops_list_pages_is_told_about_merge_list_pages() -> None:
+    """Issue 41, point 12: ``config install --client gemini-cli`` (and ``print``) says that
+    Gemini CLI reads only a list's first page and names ``--merge-list-pages``; not with the
+    option given, and not for a client that follows ``nextCursor``."""
+
+    def stderr(client: str, *extra: str) -> str:
+        result = CliRunner().invoke(main, ["config", "print", "--client", client, "--name", "m", "--app-name", "MyApp", *extra])
+        assert result.exit_code == 0, result.output
+        return result.stderr
+
+    assert "Gemini CLI reads only the first page of a list" in stderr("gemini-cli") and "--merge-list-pages" in stderr("gemini-cli")
+    assert "first page" not in stderr("gemini-cli", "--merge-list-pages")
+    assert "first page" not in stderr("codex")
+
+
+def test_an_apps_script_named_by_a_relative_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41, point 13: ``--command python -- script.py`` from the script's folder gives
+    an entry that works from anywhere (the client starts it in another folder)."""
+    (tmp_path / "script.py").write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        main, ["config", "print", "--client", "claude-code", "--name", "m", "--command", sys.executable, "--", "script.py", "--mcp-stdio", "notafile"]
+    )
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout)["mcpServers"]["m"]
+    assert entry["args"][-3:] == [str(tmp_path / "script.py"), "--mcp-stdio", "notafile"], entry
+    assert "the argument script.py names a file in this folder" in result.stderr
+
+
+def test_force_after_the_double_dash_is_told_to_go_before_it(tmp_path: Path) -> None:
+    target = tmp_path / "config.json"
+    result = CliRunner().invoke(
+        main, ["config", "install", "--client", "claude-code", "--name", "m", "--path", str(target), "--", "--app-name", "A", "--force"]
+    )
+    assert result.exit_code == 2 and "put --force before --" in result.output, result.output
+    assert not target.exists()
+
+
+@pytest.mark.posix_only("XDG_STATE_HOME places the discovery files")
+def test_an_app_name_nothing_published_under_names_the_apps_that_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong ``--app-name``: ``config install`` warns, naming the apps that published
+    (``check`` and the bridge's ``app_unreachable`` say the same)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "RealApp").mkdir(parents=True)
+    (tmp_path / "state" / "RealApp" / "mcp-endpoint.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "state" / "mcp-app-bridge").mkdir()
+    result = CliRunner().invoke(main, ["config", "print", "--client", "codex", "--name", "m", "--app-name", "ReelApp"])
+    assert result.exit_code == 0, result.output
+    assert "no app called ReelApp has published here" in result.stderr and "found: RealApp:" in result.stderr, result.stderr
+    right = CliRunner().invoke(main, ["config", "print", "--client", "codex", "--name", "m", "--app-name", "RealApp"])
+    assert "has published" not in right.stderr

@@ -219,3 +219,12 @@ def test_a_comment_between_a_value_and_its_comma_survives_install_and_remove() -
     assert jsonc.apply(added, jsonc.remove_member(added, ["servers"], "c")) == text
     removed = jsonc.apply(text, jsonc.remove_member(text, ["servers"], "b"))
     assert jsonc.parse(removed).to_python() == {"servers": {"a": 1}} and "/* one */" in removed
+
+
+def test_an_insert_then_remove_gives_back_a_file_of_mixed_line_ends() -> None:
+    """The member's lines go with the line break before them, the one the insert added (before:
+    with the one after, so a CRLF line before an LF one came back as CRLF twice)."""
+    text = '{\r\n  "a": 1\n}'
+    added = jsonc.apply(text, jsonc.set_member(text, [], "b", 2))
+    assert added == '{\r\n  "a": 1,\r\n  "b": 2\n}'
+    assert jsonc.apply(added, jsonc.remove_member(added, [], "b")) == text

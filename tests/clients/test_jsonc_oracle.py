@@ -15,48 +15,20 @@ without it the test is skipped, or fails under ``CI=true``.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.jsoncoracle import oracle, oracle_command
 
 from bridge.clients import jsonc
 
-ORACLE = Path(__file__).parent / "jsonc_oracle"
 BATCH = 25  # documents per node process
 #: The cost bound: examples (= node processes) per run, each a batch of documents.
 PROFILE = settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
-
-
-def _oracle_command() -> list[str]:
-    node = shutil.which("node")
-    installed = (ORACLE / "node_modules" / "jsonc-parser" / "package.json").is_file()
-    if node is None or not installed:
-        message = (
-            "jsonc-parser is not installed: run `npm ci --prefix tests/clients/jsonc_oracle` (needs Node.js)"
-            if node is not None
-            else "Node.js (node) is not on PATH"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true: {message}", pytrace=False)
-        pytest.skip(message)
-    return [node, str(ORACLE / "oracle.cjs")]
-
-
-def oracle(command: list[str], documents: list[str]) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        command, input=json.dumps(documents), capture_output=True, text=True, encoding="utf-8", timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    reports: list[dict[str, Any]] = json.loads(done.stdout)
-    return reports
 
 
 # -- generated documents -------------------------------------------------------------------------
@@ -165,7 +137,7 @@ def ours(text: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def command() -> list[str]:
-    return _oracle_command()
+    return oracle_command()
 
 
 @pytest.mark.process

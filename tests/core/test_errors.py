@@ -13,6 +13,7 @@ from bridge.core.errors import (
     NotConfiguredError,
     ParseError,
     ShuttingDownError,
+    ToolFilteredError,
     UpstreamError,
     error_response,
 )
@@ -32,6 +33,7 @@ DOCUMENTED_REASONS = {
     "not_configured",
     "listener_unverified",
     "protocol_era",
+    "tool_filtered",
     "bridge_error",
 }
 
@@ -40,7 +42,7 @@ REASON_CLASSES: list[type[BridgeError]] = [*UpstreamError.__subclasses__(), Shut
 
 
 def test_every_documented_reason_has_exactly_one_error_class() -> None:
-    classes = REASON_CLASSES
+    classes: list[type[BridgeError]] = [*REASON_CLASSES, ToolFilteredError]
     assert sorted(cls.reason or "" for cls in classes) == sorted(DOCUMENTED_REASONS)
     assert set(REASONS) == DOCUMENTED_REASONS
 
@@ -85,4 +87,14 @@ def test_a_failure_inside_the_bridge_and_shutting_down_are_not_blamed_on_the_app
         "code": INTERNAL_ERROR,
         "message": "m",
         "data": {"source": "bridge", "reason": "bridge_error"},
+    }
+
+
+def test_a_filtered_tool_call_is_minus_32602_naming_the_option() -> None:
+    """MCP's code for an unknown tool (server/tools, "Error Handling"): the client was never shown it."""
+    reply = error_response(3, ToolFilteredError("The tool 'x' is hidden by --deny-tool.", "--deny-tool"))
+    assert reply["error"] == {
+        "code": -32602,
+        "message": "The tool 'x' is hidden by --deny-tool.",
+        "data": {"source": "bridge", "reason": "tool_filtered", "option": "--deny-tool"},
     }

@@ -256,3 +256,16 @@ def test_a_line_naming_a_member_twice_is_re_encoded_never_reused(raw: bytes, fir
     assert json.loads(line, object_pairs_hook=lambda pairs: dict(reversed(pairs))) == value
     assert loads_members('{"jsonrpc":"2.0","id":5,"result":{"id":1,"id":2}}') == (
         {"jsonrpc": "2.0", "id": 5, "result": {"id": 2}}, False)
+
+
+def test_compact_and_spaced_objects_read_alike_and_a_member_named_twice_is_seen_in_both() -> None:
+    from bridge.core.jsonrpc import loads_members
+
+    for text in ('{"id":1,"id":2}', '{ "id" : 1 , "id" : 2 }', '{"\\u0069d":1,"id":2}\n', '{"id":1,"x":{},"id":2}'):
+        assert loads_members(text) == ({"id": 2, **({"x": {}} if '"x"' in text else {})}, True), text
+    for text in ('{"a":{"b":1,"b":2}}', '{"a":[1,{"a":2}]}\r\n', "{}", '{"a":1}'):
+        value, twice = loads_members(text)
+        assert not twice and value == json.loads(text), text
+    for text in ('{"a":1,}', '{"a":NaN}', '{"a":1}x', '{"a":1', '{"a"1}'):
+        with pytest.raises(ValueError):
+            loads_members(text)

@@ -7,11 +7,14 @@ from typing import Any
 from bridge.core.lazylaunch import (
     answers_from_catalog,
     app_version,
+    catalog_answer,
     catalog_result,
     changed_list_notifications,
     discover_refusal,
+    list_refusal,
     mark,
     record,
+    record_refusal,
     refuses,
     why_not_answered,
 )
@@ -138,3 +141,42 @@ def test_refusal_marks() -> None:
     # Claude Code probes before its initialize: the mark outlives the initialize recorded next.
     first = mark(None, "refusesDiscover", True, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=6.0)
     assert refuses(keep(first, "initialize", INIT), "server/discover")
+
+
+def refuse(entry: dict[str, Any] | None, method: str, error: Any) -> dict[str, Any] | None:
+    return record_refusal(entry, method, error, app="A", endpoint="http://127.0.0.1:1/mcp", now_seconds=6.0)
+
+
+def test_a_list_whose_capability_the_app_does_not_declare_is_refused_as_the_app_refused_it() -> None:
+    tools_only = {**INIT, "capabilities": {"tools": {}}}
+    entry = keep(None, "initialize", tools_only)
+    # No error of the app's kept yet: the app is asked (it may serve a list it does not declare).
+    assert catalog_answer("resources/list", None, entry) is None
+    # The app's own error, code and message only, cut to length.
+    message = "method not found: resources/list" + "x" * 5000
+    own = {"code": -32601, "message": message, "data": {"big": "x"}}
+    kept = refuse(entry, "resources/list", own)
+    assert kept is not None and list_refusal(kept, "resources/list") == {"code": -32601, "message": message[:1000]}
+    assert refuse(kept, "resources/list", own) is None  # unchanged: nothing to write
+    assert catalog_answer("resources/list", {"cursor": "1"}, kept) == {"error": list_refusal(kept, "resources/list")}
+    # A declared capability, or no handshake cached: the app is needed (nothing kept either).
+    assert list_refusal(kept, "tools/list") is None and catalog_answer("tools/list", None, kept) is None
+    assert list_refusal(keep(None, "tools/list", TOOLS), "resources/list") is None
+    assert refuse(keep(None, "initialize", INIT), "resources/list", own) is None  # INIT declares resources
+    assert refuse(entry, "resources/list", {"code": "x", "message": "m"}) is None
+    assert refuse(entry, "tools/call", own) is None
+    # The app serves the list after all: its refusal goes.
+    served = keep(kept, "resources/list", {"resources": []})
+    assert served is not None and "refusedLists" not in served
+    assert catalog_answer("resources/list", None, served) == {"result": {"resources": []}}
+
+
+def test_refused_lists_of_any_type_are_read_as_none_kept() -> None:
+    tools_only = {**INIT, "capabilities": {"tools": {}}}
+    entry = keep(None, "initialize", tools_only)
+    assert entry is not None
+    junks: list[Any] = [1, "x", [], {"resources/list": 7}, {"resources/list": {"code": True, "message": "m"}}]
+    for junk in junks:
+        assert list_refusal({**entry, "refusedLists": junk}, "resources/list") is None
+        kept = refuse({**entry, "refusedLists": junk}, "resources/list", {"code": -32601, "message": "no"})
+        assert kept is not None and list_refusal(kept, "resources/list") == {"code": -32601, "message": "no"}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from bridge.core.modernmap import (
     ClientContext,
     discover_params,
@@ -58,6 +62,26 @@ def test_initialize_is_answered_from_discover() -> None:
     fallback = initialize_result({"capabilities": {}}, "2031-01-01", "demo")
     assert fallback["protocolVersion"] == "2025-11-25"  # a version the client cannot have meant: the newest legacy one
     assert fallback["serverInfo"] == {"name": "demo", "version": "unknown"}  # required by the legacy schema
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ({"name": "app"}, {"name": "app", "version": "unknown"}),
+        ({"name": "app", "version": 3, "title": "App"}, {"name": "app", "version": "unknown", "title": "App"}),
+        ({"version": "2"}, {"name": "demo", "version": "2"}),
+        ("app", {"name": "demo", "version": "unknown"}),
+    ],
+)
+def test_a_discover_result_without_a_server_version_still_gives_a_valid_initialize_result(info: Any, expected: dict[str, Any]) -> None:
+    """Issue 41, 7: a serverInfo without ``version`` went to the 2025-era client as it was,
+    which the 2025-11-25 schema (``Implementation``) refuses."""
+    from mcp.types import InitializeResult
+
+    discover = {"supportedVersions": ["2026-07-28"], "capabilities": {}, "_meta": {"io.modelcontextprotocol/serverInfo": info}}
+    result = initialize_result(discover, "2025-11-25", "demo")
+    assert result["serverInfo"] == expected
+    InitializeResult.model_validate(result)
 
 
 def test_input_required_rounds() -> None:

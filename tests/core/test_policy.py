@@ -237,6 +237,9 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
         ("Tuesday, 14-Nov-23 22:14:20 GMT", 60.0),  # RFC 850
         ("Tue Nov 14 22:14:20 2023", 60.0),  # asctime
         ("Tue, 14 Nov 2023 22:00:00 GMT", 0.0),  # already past
+        ("9" * 400, 2.0**31),  # float() of 309 digits or more overflows (RFC 9111 §1.2.2: read as 2**31)
+        ("9" * 5000, 2.0**31),  # int() of 4,301 digits or more raises
+        ("0" * 5000 + "7", 7.0),
         ("-5", None),
         ("1.5", None),
         ("soon", None),
@@ -245,3 +248,29 @@ NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 )
 def test_retry_after_is_read_in_both_forms(value: str, seconds: float | None) -> None:
     assert retry_after_seconds(value, NOW) == seconds
+
+
+def test_every_growing_wait_is_one_backoff_with_the_schedules_the_modules_had() -> None:
+    from bridge.core.policy import (
+        GET_STREAM_BACKOFF,
+        INPUT_POLL_BACKOFF,
+        LAUNCH_RETRY_BACKOFF,
+        PIPE_ACCEPT_BACKOFF,
+        PIPE_BUSY_BACKOFF,
+        SUBSCRIPTIONS_LISTEN_BACKOFF,
+    )
+
+    assert [GET_STREAM_BACKOFF.seconds(step) for step in range(4)] == [1.0, 1.5, 2.25, 3.375]
+    assert GET_STREAM_BACKOFF.seconds(20) == 30.0 == SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(20)
+    assert [SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step) for step in range(3)] == [1.0, 2.0, 4.0]
+    assert [INPUT_POLL_BACKOFF.seconds(rounds) for rounds in range(4)] == [0.05, 0.1, 0.2, 0.25]
+    assert [LAUNCH_RETRY_BACKOFF.seconds(step) for step in range(6)] == [5, 10, 20, 40, 60, 60]
+    assert PIPE_BUSY_BACKOFF.seconds(0) == 0.001 and PIPE_BUSY_BACKOFF.seconds(10) == 0.1
+    assert PIPE_ACCEPT_BACKOFF.seconds(-1) == 0.05 and PIPE_ACCEPT_BACKOFF.seconds(10) == 5.0
+
+
+def test_idempotence_is_read_from_the_method_table() -> None:
+    from bridge.core.policy import is_idempotent
+
+    assert all(is_idempotent(method) for method in ("ping", "server/discover", "resources/read", "completion/complete", "tasks/get"))
+    assert not any(is_idempotent(method) for method in ("initialize", "tools/call", "subscriptions/listen", "logging/setLevel"))

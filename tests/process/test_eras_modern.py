@@ -70,7 +70,7 @@ async def test_a_2025_client_with_the_example_app_modern_only(start_app_server: 
             async with ClientSession(read, write, read_timeout_seconds=REPLY_TIMEOUT) as session:
                 init = await session.initialize()
                 assert init.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
-                assert init.server_info.name == "demo-app"
+                assert init.server_info.name == "example-app"
                 names = {tool.name for tool in (await session.list_tools()).tools}
                 assert {"echo", "progress"} <= names
                 result = await session.call_tool("echo", {"text": "Grüße 🌍"})

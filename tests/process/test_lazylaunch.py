@@ -1,6 +1,6 @@
 """Lazy launch with real processes (docs/behaviour.md, "Lazy launch").
 
-The example app as a desktop app (``tests/support/desk.py``): a first bridge launches it
+The example app as a desktop app (``tests/support/lifecycle.py``): a first bridge launches it
 and caches what it served; the app is then stopped. Later bridges answer a client's
 start-up (``initialize``, ``tools/list``, ``ping``) from that catalog without starting the
 app, and the first ``tools/call`` starts it, once.
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import processes
 from support.apps import process_alive, stop_pids
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
 from support.processes import INITIALIZED, initialize, result_text, tool_call, wait_until
 
 pytestmark = pytest.mark.process
@@ -72,7 +72,7 @@ def test_two_bridges_answer_the_start_up_from_the_catalog_and_the_first_call_lau
         for bridge in bridges:  # a client's start: initialize, tools/list, ping
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply["result"]["serverInfo"]["name"] == "demo-app", bridge.stderr_tail()
+            assert reply["result"]["serverInfo"]["name"] == "example-app", bridge.stderr_tail()
             assert reply["result"]["protocolVersion"] == initialize(0)["params"]["protocolVersion"]
             bridge.send(INITIALIZED)
             assert [tool["name"] for tool in _list(bridge, 1)["tools"]] == names

@@ -1,7 +1,7 @@
 """Lazy launch when the client and the app are of different protocol eras, with real
 processes (docs/behaviour.md, "Lazy launch" and "Protocol eras").
 
-The example app as a desktop app (``tests/support/desk.py``), serving one era only
+The example app as a desktop app (``tests/support/lifecycle.py``), serving one era only
 (``--modern-only``: MCP 2026-07-28 alone; ``--legacy-only``: the 2025 era alone). A first
 bridge launches it, translates for a client of the other era and caches what it served,
 with the era the app refused; the app is then stopped. Later bridges answer the client's
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import processes
 from support.apps import process_alive, stop_pids
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk
 from support.processes import INITIALIZED, initialize, result_text, tool_call, wait_until
 
 pytestmark = pytest.mark.process
@@ -102,7 +102,7 @@ def test_a_2026_client_of_the_legacy_only_app_starts_it_on_the_first_call_only(d
     with desk.bridge(*args) as prober:  # a client that probes, then falls back: all from the catalog
         refusal = _reply(prober, _modern(0, "server/discover"))
         assert "error" in refusal and refusal["id"] == 0, f"{refusal}\n{prober.stderr_tail()}"
-        assert _result(prober, initialize(1))["serverInfo"]["name"] == "demo-app"
+        assert _result(prober, initialize(1))["serverInfo"]["name"] == "example-app"
         prober.send(INITIALIZED)
         assert [tool["name"] for tool in _result(prober, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["tools"]] == names
         prober.finish()

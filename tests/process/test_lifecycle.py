@@ -36,7 +36,7 @@ from support.apps import (
     REPO_ROOT,
     process_alive,
 )
-from support.desk import (
+from support.lifecycle import (
     CAPTURED,
     LAUNCH_REPLY_TIMEOUT,
     LAUNCH_TIMEOUT,
@@ -87,7 +87,7 @@ def test_app_not_running_the_bridge_launches_it(desk: Desk, how: str) -> None:
         reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
         elapsed = time.monotonic() - started
         assert "result" in reply, f"{reply}\n{bridge.stderr_tail()}"
-        assert reply["result"]["serverInfo"]["name"] == "demo-app"
+        assert reply["result"]["serverInfo"]["name"] == "example-app"
         bridge.send(INITIALIZED)
         (pid,) = desk.launches()
         assert app_info(bridge, 1)["pid"] == pid
@@ -120,7 +120,7 @@ def test_mcp_stdio_library_path_with_the_sdk_client(desk: Desk) -> None:
             async with stdio_client(params, errlog=errlog) as (read_stream, write_stream):
                 async with ClientSession(read_stream, write_stream, read_timeout_seconds=LAUNCH_REPLY_TIMEOUT) as client:
                     init = await client.initialize()
-                    assert init.server_info.name == "demo-app"
+                    assert init.server_info.name == "example-app"
                     names = {tool.name for tool in (await client.list_tools()).tools}
                     assert {"echo", "app_info"} <= names
                     echoed = await client.call_tool("echo", {"text": "library path ✓"})
@@ -270,7 +270,9 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
     wait); after the backoff (5 s) a request tries again by waiting for the same child, which
     still runs, and never starts a second one. The child is left running (a desktop app may
     be slow); the test stops it."""
-    from bridge.app.launcher import RETRY_FIRST_SECONDS
+    from bridge.core.policy import LAUNCH_RETRY_BACKOFF
+
+    retry_first_seconds = LAUNCH_RETRY_BACKOFF.first_seconds
 
     args = ["--url", f"http://127.0.0.1:{processes.free_port()}/mcp", "--launch", _never_listens(desk),
             "--launch-timeout", "2"]
@@ -283,8 +285,8 @@ def test_a_launch_that_never_listens_runs_once_and_its_failure_is_remembered(des
         bridge.send(initialize(1))
         second = bridge.read_reply(1, 15)
         assert bridge_error_reason(second) == "app_launch_failed", second
-        assert time.monotonic() - failed_at < RETRY_FIRST_SECONDS, "the remembered failure was not answered at once"
-        time.sleep(max(0.0, RETRY_FIRST_SECONDS + 0.5 - (time.monotonic() - failed_at)))
+        assert time.monotonic() - failed_at < retry_first_seconds, "the remembered failure was not answered at once"
+        time.sleep(max(0.0, retry_first_seconds + 0.5 - (time.monotonic() - failed_at)))
         bridge.send(initialize(2))
         third = bridge.read_reply(2, 15)
         assert bridge_error_reason(third) == "app_launch_failed", third

@@ -17,7 +17,7 @@ import sys
 import pytest
 from support import processes
 from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, start_listening_app
-from support.desk import Desk, desk  # noqa: F401 (the fixture)
+from support.lifecycle import Desk, desk  # noqa: F401 (the fixture)
 
 # mypy --platform reads this too: the rest of the module is Windows code.
 if sys.platform != "win32":

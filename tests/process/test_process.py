@@ -75,7 +75,7 @@ async def test_sdk_stdio_client_session(app_server: AppServer, tmp_path: Path) -
             async with stdio_client(_sdk_params(app_server.url), errlog=errlog) as (read_stream, write_stream):
                 async with ClientSession(read_stream, write_stream, read_timeout_seconds=REPLY_TIMEOUT) as session:
                     init = await session.initialize()
-                    assert init.server_info.name == "demo-app"
+                    assert init.server_info.name == "example-app"
                     assert init.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
                     names = {tool.name for tool in (await session.list_tools()).tools}
@@ -192,7 +192,7 @@ def test_raw_pipes_handshake_list_call(app_server: AppServer) -> None:
     notifications are relayed on stdout before the reply of their call."""
     with start_bridge(app_server.url) as bridge:
         result = handshake(bridge, 1)
-        assert result["serverInfo"]["name"] == "demo-app"
+        assert result["serverInfo"]["name"] == "example-app"
 
         bridge.send(request(2, "tools/list"))
         names = {tool["name"] for tool in bridge.read_reply(2)["result"]["tools"]}
@@ -472,7 +472,7 @@ def test_proxy_variables_are_ignored(app_server: AppServer, closing_proxy: Closi
     changes.update(NO_PROXY=no_proxy, no_proxy=no_proxy)
     with start_bridge(app_server.url, env=base_env(**changes)) as bridge:
         result = handshake(bridge)
-        assert result["serverInfo"]["name"] == "demo-app"
+        assert result["serverInfo"]["name"] == "example-app"
         bridge.send(tool_call(1, "echo", {"text": "no proxy"}))
         assert result_text(bridge.read_reply(1)) == "no proxy"
     assert closing_proxy.accepted == 0, "the bridge connected to the proxy"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from support import apps, processes
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
 from support.squatter import Squatter
 
@@ -89,7 +89,7 @@ def test_with_launch_the_real_app_is_started_and_the_squatter_gets_nothing(crash
         with here.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             relaunched = here.launches()[-1]
             assert app_info(bridge, 1)["pid"] == relaunched
@@ -285,7 +285,7 @@ def test_a_reused_pid_counts_as_absent_the_app_is_launched_and_the_messages_say_
         with here.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == here.launches()[-1]
             assert "is starting; waiting" not in bridge.stderr_tail()
@@ -333,7 +333,7 @@ def test_localhost_another_users_listener_on_ipv6_does_not_keep_the_app_from_bei
         with desk.bridge(*args, env=env) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
             desk.note_token()

@@ -106,10 +106,10 @@ def test_run_by_hand_at_a_terminal_a_configuration_error_exits_2_at_once() -> No
 
 
 def test_the_reply_for_each_kind_of_line() -> None:
-    """errorserve.answers_for_line, purely: requests get the error, notifications and
+    """startuperror.answers_for_line, purely: requests get the error, notifications and
     responses nothing, unusable lines their own -32700/-32600."""
     from bridge.core.errors import NotConfiguredError
-    from bridge.serve.errorserve import answers_for_line
+    from bridge.serve.startuperror import answers_for_line
 
     exc = NotConfiguredError("mcp-app-bridge cannot start: because")
     assert answers_for_line(b'{"jsonrpc":"2.0","method":"n"}', exc) is None

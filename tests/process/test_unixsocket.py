@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from support import processes
-from support.apps import APP_SERVER_SCRIPT, REPO_ROOT, AppServer, start_listening_app
-from support.desk import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
+from support.apps import APP_SERVER_SCRIPT, LISTEN_TIMEOUT, REPO_ROOT, AppServer, start_listening_app
+from support.lifecycle import LAUNCH_REPLY_TIMEOUT, LAUNCH_TIMEOUT, Desk, app_info, desk  # noqa: F401 (the fixture)
 from support.processes import INITIALIZED, bridge_error_reason, initialize
 from support.squatter import Squatter
 
@@ -112,7 +112,7 @@ def test_the_app_is_launched_on_its_socket_and_a_stale_socket_is_replaced(desk: 
         with desk.bridge(*args) as bridge:
             bridge.send(initialize(0))
             reply = bridge.read_reply(0, LAUNCH_REPLY_TIMEOUT)
-            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "demo-app", f"{reply}\n{bridge.stderr_tail()}"
+            assert reply.get("result", {}).get("serverInfo", {}).get("name") == "example-app", f"{reply}\n{bridge.stderr_tail()}"
             bridge.send(INITIALIZED)
             assert app_info(bridge, 1)["pid"] == desk.launches()[-1]
         assert json.loads(desk.discovery.read_text())["url"] == first.url, "the stale socket was replaced at its place"
@@ -290,3 +290,86 @@ def test_a_planted_symbolic_link_gets_nothing(running: tuple[Desk, AppServer, Pa
         socket_path.unlink()
     assert received == [], "the bridge connected through the link"
     assert_got_nothing(received, token, here.secret)
+
+
+# -- a restart while the old server still shuts down ----------------------------------------
+
+#: An AppServer on the socket path given (argv 1), no token, answering its pid, whose
+#: shutdown (the app's lifespan) waits until the file argv 2 exists, at most 30 s: an app
+#: that takes its time to stop, after it stopped listening.
+_SLOW_STOP_APP = """
+import asyncio, os, sys
+from bridge.appserver import AppServer
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        for _ in range(1500):
+            if os.path.exists(sys.argv[2]):
+                break
+            await asyncio.sleep(0.02)
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": str(os.getpid()).encode()})
+
+def listening(server):
+    print("LISTENING", server.url, flush=True)
+    sys.stdout = sys.stderr
+
+AppServer(app, link="unix", socket_path=sys.argv[1], require_token=False, on_listening=listening).run()
+"""
+
+
+def _refused(path: Path) -> bool:
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
+
+
+def test_an_old_server_finishing_its_shutdown_leaves_the_new_instances_socket(tmp_path: Path) -> None:
+    """Issue 41, 1: the old server stopped listening (its socket reads as stale), a new one
+    replaced the socket (on ext4 it gets the old one's inode number), then the old one's
+    shutdown ends: the new socket stays, and is served."""
+    import httpx
+
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path, go = folder / "app.sock", tmp_path / "stop-now"
+    script = tmp_path / "slow_stop_app.py"
+    script.write_text(_SLOW_STOP_APP)
+
+    def start(n: int) -> AppServer:
+        command = [sys.executable, str(script), str(path), str(go)]
+        return start_listening_app(command, log_path=tmp_path / f"app-{n}.log", scheme="http+unix", what="the slow-stop app")
+
+    for restart in range(3):  # (ext4 mostly, not always, hands the new socket the old inode number)
+        old = start(2 * restart)
+        new: AppServer | None = None
+        try:
+            old.proc.terminate()  # it stops listening, then its shutdown waits for `go`
+            assert processes.wait_until(lambda: _refused(path), LISTEN_TIMEOUT), "the old server kept listening"
+            assert old.proc.poll() is None, "the old server is still shutting down"
+            new = start(2 * restart + 1)
+            go.touch()  # the old server's shutdown ends now, and it cleans up
+            old.proc.wait(timeout=LISTEN_TIMEOUT)
+            assert path.is_socket(), f"restart {restart}: the old server removed the new instance's socket"
+            with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=10) as client:
+                assert client.get("http://localhost/pid").text == str(new.proc.pid)
+        finally:
+            go.touch()
+            old.stop()
+            if new is not None:
+                new.stop()
+            go.unlink()
+        assert not path.exists(), "the new server removed its own socket on exit"

@@ -13,7 +13,8 @@ import pytest
 from support.helpers import RunBridge, request_line
 from support.mcp_app import McpApp
 
-from bridge.app.tokens import CommandTokenSource, DiscoveryTokenSource, EnvTokenSource, FileTokenSource, TokenSource
+from bridge.app.tokencommand import CommandTokenSource
+from bridge.app.tokens import DiscoveryTokenSource, EnvTokenSource, FileTokenSource, TokenSource
 from bridge.system.privatefile import write_private_file
 
 pytestmark = pytest.mark.anyio

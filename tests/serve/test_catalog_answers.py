@@ -48,24 +48,34 @@ async def test_a_2026_client_s_discover_and_list_come_from_the_catalog_and_a_cal
     assert starter.calls == 1
 
 
-async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: RunBridge) -> None:
+async def test_without_a_catalog_the_first_request_starts_the_app(run_bridge: RunBridge, caplog: pytest.LogCaptureFixture) -> None:
     app = McpApp(stateless=True)
     app.up = False
     starter = Starter(app)
+    caplog.set_level("INFO", logger="bridge")
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(modern(1, "tools/list"))
         await h.stdout.wait_for(1)
     assert starter.calls == 1
+    assert any("tools/list (id 1) needs it: starting it" in record.getMessage() for record in caplog.records), caplog.text
 
 
-async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
-    cache(initialize={**INITIALIZE, "protocolVersion": "2024-11-05"})
+async def initialize_and_list_with_the_app_down(run_bridge: RunBridge) -> tuple[list[Any], Starter]:
+    """A 2025-06-18 client's ``initialize`` then ``tools/list``, the app down until started:
+    the two replies, and the starter (how often it started the app)."""
     app = McpApp()
     app.up = False
     starter = Starter(app)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
         h.stdin.feed(request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
-        (reply,) = await h.stdout.wait_for(1)
+        await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/list"))
+        return list(await h.stdout.wait_for(2)), starter
+
+
+async def test_a_catalog_for_another_protocol_version_does_not_answer_initialize(run_bridge: RunBridge) -> None:
+    cache(initialize={**INITIALIZE, "protocolVersion": "2024-11-05"})
+    (reply, _), starter = await initialize_and_list_with_the_app_down(run_bridge)
     assert "result" in reply and starter.calls == 1
 
 
@@ -106,3 +116,122 @@ async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts
         replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
     assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
     assert starter.calls == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"initializeByVersion": 5},
+        {"initializeByVersion": "2025-06-18"},
+        {"initializeByVersion": {"2025-06-18": 5}},
+        {"lists": {"tools/list": "x"}},
+        {"initialize": ["x"]},
+        {"refusesInitialize": "yes"},
+        {"savedAtSeconds": "1"},
+    ],
+)
+async def test_a_catalog_this_version_cannot_read_is_ignored_whatever_its_types(run_bridge: RunBridge, odd: dict[str, Any]) -> None:
+    """Issue 41, 5: an initializeByVersion that was an int or a string gave bridge_error
+    with a traceback. Such a catalog is none: the app is started, as without one."""
+    cache(**{"initialize": INITIALIZE, "lists": {"tools/list": TOOLS}, **odd})
+    (reply, listed), starter = await initialize_and_list_with_the_app_down(run_bridge)
+    assert "result" in reply and "result" in listed, (reply, listed)
+    assert starter.calls == 1
+
+
+LEGACY_INIT = request_line(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "codex", "version": "0"}})
+
+
+async def test_a_list_a_tools_only_app_does_not_declare_is_refused_from_the_catalog_as_the_app_did(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, point 10: Codex asks ``resources/list`` and ``resources/templates/list`` at
+    every start. The app's ``initialize`` declares ``tools`` only: the catalog answers them
+    with the app's own error as it last gave it (``refusedLists``), and the app is not
+    started; the first call starts it, and the log line names that call."""
+    refused = {"code": -32601, "message": "method not found: resources/list"}
+    templates = {"code": -32601, "message": "Method not found"}
+    cache(
+        initialize=INITIALIZE,
+        lists={"tools/list": TOOLS},
+        refusedLists={"resources/list": refused, "resources/templates/list": templates, "prompts/list": templates},
+    )
+    app = McpApp(tools=TOOLS["tools"])
+    app.up = False
+    starter = Starter(app)
+    caplog.set_level("INFO", logger="bridge")
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(
+            LEGACY_INIT
+            + request_line(1, "resources/list")
+            + request_line(2, "resources/templates/list")
+            + request_line(3, "prompts/list")
+            + request_line(4, "tools/list")
+        )
+        replies = {reply["id"]: reply for reply in await h.stdout.wait_for(5)}
+        assert starter.calls == 0 and not app.up
+        h.stdin.feed(request_line(5, "tools/call", {"name": "cached", "arguments": {}}))
+        (*_, call) = await h.stdout.wait_for(6)
+    assert replies[0]["result"] == INITIALIZE
+    assert replies[1]["error"] == refused
+    assert replies[2]["error"] == templates and replies[3]["error"] == templates
+    assert replies[4]["result"] == TOOLS
+    assert call["id"] == 5 and "result" in call and starter.calls == 1, call
+    assert any("tools/call (id 5)" in record.getMessage() and "starting it" in record.getMessage() for record in caplog.records), caplog.text
+
+
+async def test_the_apps_own_refusal_of_an_undeclared_list_is_kept_in_the_catalog(run_bridge: RunBridge) -> None:
+    """The first day: the app is up, answers ``resources/list`` with its error; the catalog
+    keeps it (code and message only) because the app declares no ``resources`` capability."""
+    refused = {"code": -32601, "message": "method not found: resources/list", "data": {"x": 1}}
+
+    def on_request(message: dict[str, Any], request: Any) -> Any:
+        from support.helpers import json_response
+
+        if message["method"] == "resources/list":
+            return json_response({"jsonrpc": "2.0", "id": message["id"], "error": refused})
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": TOOLS})
+
+    app = McpApp(capabilities={"tools": {}}, on_request=on_request)
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(LEGACY_INIT + request_line(1, "resources/list"))
+        (_, reply) = await h.stdout.wait_for(2)
+    assert reply["error"] == refused
+    entry = ServedCatalog(DEFAULT_APP_NAME, URL).entry()
+    assert entry is not None and entry["refusedLists"] == {"resources/list": {"code": -32601, "message": "method not found: resources/list"}}
+
+
+async def test_the_trace_says_per_message_direction_method_id_size_time_and_who_answered(
+    run_bridge: RunBridge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, point 12: at ``--log-level debug`` one ``bridge.trace`` line per message:
+    direction, method, id, size, time, and who answered (the app, the catalog or the bridge);
+    never params or results."""
+    cache(initialize=INITIALIZE, lists={"tools/list": TOOLS})
+    secret_param, secret_result = "param-s3cr3t", "result-s3cr3t"
+
+    def on_request(message: dict[str, Any], request: Any) -> Any:
+        from support.helpers import json_response
+
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": secret_result}]}})
+
+    app = McpApp(capabilities={"tools": {}}, on_request=on_request)
+    app.up = False
+    starter = Starter(app)
+    caplog.set_level("DEBUG", logger="bridge.trace")
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(LEGACY_INIT + request_line(1, "tools/list") + b'{"jsonrpc":"2.0","id":2}\n')
+        await h.stdout.wait_for(3)
+        h.stdin.feed(request_line("c", "tools/call", {"name": "echo", "arguments": {"text": secret_param}}))
+        await h.stdout.wait_for(4)
+    lines = [record.getMessage() for record in caplog.records if record.name == "bridge.trace"]
+    text = "\n".join(lines)
+    assert secret_param not in text and secret_result not in text, text
+    assert any(line.startswith("client→app request initialize id 0 (") for line in lines), text
+    assert any(line.startswith("bridge→client reply to initialize id 0 (") and line.endswith("answered by the catalog") for line in lines), text
+    assert any(line.startswith("bridge→client reply to tools/list id 1 (") and "answered by the catalog" in line for line in lines), text
+    assert "client→app invalid message (24 bytes)" in lines, text
+    assert any(line.startswith("bridge→client reply id 2 (") and line.endswith("answered by the bridge") for line in lines), text
+    call = [line for line in lines if line.startswith('bridge→client reply to tools/call id "c" (')]
+    assert len(call) == 1 and " ms, answered by the app" in call[0] and " bytes) after " in call[0], text

@@ -139,6 +139,67 @@ async def test_without_the_mark_a_2025_client_of_a_2026_only_app_starts_it(run_b
     assert reply["result"]["serverInfo"] == SERVER_INFO and starter.calls == 1
 
 
+async def test_after_an_update_to_2026_only_a_session_answered_from_the_catalog_is_translated(run_bridge: RunBridge) -> None:
+    """Issue 41, 4: the catalog holds the 2025-era app's ``initialize``; the app, updated,
+    serves 2026-07-28 only. The replayed ``initialize`` is refused: before, that call and
+    every later one of the session got ``session_lost``. Now the bridge probes
+    ``server/discover``, translates from that call on, and marks the catalog."""
+    cache(initialize={**INITIALIZE, "protocolVersion": "2025-06-18"}, lists={"tools/list": TOOLS})
+    app = ModernOnlyApp()
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(init(0))
+        (reply,) = await h.stdout.wait_for(1)
+        assert reply["result"]["serverInfo"] == INITIALIZE["serverInfo"] and starter.calls == 0  # from the catalog
+        h.stdin.feed(NOTIF_INIT + request_line(1, "tools/call", {"name": "echo", "arguments": {}}))
+        (changed, first) = (await h.stdout.wait_for(3))[1:]
+        h.stdin.feed(request_line(2, "tools/call", {"name": "echo", "arguments": {}}) + request_line(3, "tools/list"))
+        later = {m["id"]: m for m in (await h.stdout.wait_for(5))[3:]}
+    # The live app lists "echo", not "cached": the client is told, before the call's reply.
+    assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert first["id"] == 1 and first["result"]["content"][0]["text"] == "called", first
+    assert later[2]["result"]["content"][0]["text"] == "called", later
+    assert [tool["name"] for tool in later[3]["result"]["tools"]] == ["echo"]
+    assert starter.calls == 1 and app.methods.count("initialize") == 2  # the replay, and the translation's own try
+    entry = cached()
+    assert entry["refusesInitialize"] is True and entry["discover"]["supportedVersions"] == [MODERN]
+
+
+class BrokenApp:
+    """Down until started; then refuses ``initialize`` with -32603 and knows no
+    ``server/discover``: no 2026-07-28 app either."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.methods: list[str] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            raise httpx.ConnectError("All connection attempts failed")
+        message = json.loads(request.content)
+        self.methods.append(str(message.get("method")))
+        if "id" not in message:
+            return httpx.Response(202)
+        error = {"code": -32603, "message": "broken"} if message["method"] == "initialize" else {"code": -32601, "message": "Method not found"}
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "error": error})
+
+
+async def test_an_app_that_refuses_the_replay_and_is_no_2026_app_gets_session_lost_each_time(run_bridge: RunBridge) -> None:
+    cache(initialize={**INITIALIZE, "protocolVersion": "2025-06-18"}, lists={"tools/list": TOOLS})
+    app = BrokenApp()
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        h.stdin.feed(init(0))
+        await h.stdout.wait_for(1)
+        h.stdin.feed(request_line(1, "tools/call", {"name": "echo", "arguments": {}}))
+        (first,) = (await h.stdout.wait_for(2))[1:]
+        h.stdin.feed(request_line(2, "tools/call", {"name": "echo", "arguments": {}}))
+        (second,) = (await h.stdout.wait_for(3))[2:]
+    assert first["error"]["data"]["reason"] == second["error"]["data"]["reason"] == "session_lost", (first, second)
+    assert app.methods.count("initialize") == 4 and "tools/call" not in app.methods  # each call: the replay, the translation's try
+    assert "refusesInitialize" not in cached()
+
+
 # -- a 2026-07-28 client with a legacy-only app --------------------------------------------
 
 

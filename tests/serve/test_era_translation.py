@@ -13,7 +13,7 @@ from support.helpers import RunBridge, json_response, request_line
 from support.legacy_app import CLIENT_INFO, META, MODERN, LegacyOnlyApp
 from support.mcp_app import McpApp
 
-from bridge.core.eramap import (
+from bridge.core.legacymap import (
     discover_result,
     initialize_params,
     is_legacy_refusal,

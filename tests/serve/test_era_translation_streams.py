@@ -16,8 +16,8 @@ import pytest
 from support.helpers import RunBridge, json_response, request_line
 from support.legacy_app import META, LegacyOnlyApp
 
-from bridge.core.eramap import (
-    SUBSCRIPTION_ID_META_KEY,
+from bridge.core.era import SUBSCRIPTION_ID_META_KEY
+from bridge.core.legacymap import (
     cancelled_notification,
     honored_filter,
     input_required_result,
@@ -115,6 +115,15 @@ class StreamingLegacyApp(LegacyOnlyApp):
                 yield event_bytes({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
             return sse_stream(ask())
+        if method == "tools/call" and name == "ask_many":  # 20 questions at once; done once the last is answered
+            questions = [{"jsonrpc": "2.0", "id": f"e-{request_id}-{n}", "method": "elicitation/create", "params": ELICIT} for n in range(20)]
+
+            async def ask_many() -> AsyncIterator[bytes]:
+                yield b"".join(event_bytes(question) for question in questions)  # one read: one round
+                answer = await asyncio.wait_for(asyncio.shield(self.answer_of(questions[-1]["id"])), WAIT)
+                yield event_bytes({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": json.dumps(answer)}]}})
+
+            return sse_stream(ask_many())
         if name == "slow":
             token = message["params"].get("_meta", {}).get("progressToken")
 
@@ -321,6 +330,30 @@ async def test_without_a_retry_the_apps_request_gets_an_error_and_the_call_is_ca
     assert answer["error"]["data"]["reason"] == "timeout"
     assert [body["params"]["requestId"] for body in app.posted("notifications/cancelled")] == [5]
     assert late["id"] == 6 and late["error"]["code"] == -32602 and "requestState" in late["error"]["message"]
+
+
+async def test_an_elicitation_the_client_did_not_declare_is_answered_to_the_app_as_an_error(run_bridge: RunBridge) -> None:
+    """Issue 41, 3: only with the capability in the request's ``_meta`` is the client asked."""
+    app = StreamingLegacyApp()
+    async with run_bridge(app, protocol_era="legacy") as h:
+        await discovered(h)
+        h.stdin.feed(modern(5, "tools/call", {"name": "ask", "arguments": {}}, **{"io.modelcontextprotocol/clientCapabilities": {"roots": {}}}))
+        reply = (await h.stdout.wait_for(2))[-1]
+        answer = await asyncio.wait_for(app.answer_of("e-5"), WAIT)
+    assert reply["id"] == 5 and reply["result"]["resultType"] == "complete"  # never input_required
+    assert "did not declare the elicitation capability" in answer["error"]["message"]
+    assert "did not declare the elicitation capability" in reply["result"]["content"][0]["text"]
+
+
+async def test_at_most_sixteen_questions_a_round_go_to_the_client_the_rest_are_refused(run_bridge: RunBridge) -> None:
+    app = StreamingLegacyApp()
+    async with run_bridge(app, protocol_era="legacy") as h:
+        await discovered(h)
+        h.stdin.feed(modern(5, "tools/call", {"name": "ask_many", "arguments": {}}))
+        first = (await h.stdout.wait_for(2))[-1]
+        refused = [await asyncio.wait_for(app.answer_of(f"e-5-{n}"), WAIT) for n in range(16, 20)]
+    assert first["result"]["resultType"] == "input_required" and len(first["result"]["inputRequests"]) == 16
+    assert all("more than 16 questions in one round" in answer["error"]["message"] for answer in refused)
 
 
 async def test_a_server_request_outside_any_call_is_refused_with_its_name(run_bridge: RunBridge) -> None:

@@ -522,6 +522,66 @@ async def test_a_stop_after_eof_answers_open_requests_with_shutting_down_at_once
     assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "sess-A"
 
 
+async def test_after_eof_a_call_that_never_completes_is_answered_and_cancelled_after_the_drain_timeout(
+    run_bridge: RunBridge,
+) -> None:
+    """Issue 41, point 11: the end of input has its own bound (``--drain-timeout``), not
+    ``--request-timeout`` plus ``--launch-timeout``. A call that never completes is then
+    answered ``shutting_down``, naming the bound, and the app gets ``notifications/cancelled``
+    for it; the call that finished in time got the app's own reply."""
+    stuck = anyio.Event()
+
+    async def answer(message: dict[str, Any], request: httpx.Request) -> Any:
+        if message["params"]["name"] == "never":
+            stuck.set()
+            await anyio.sleep(600)
+        return json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}})
+
+    async with run_bridge(app(answer), drain_timeout_seconds=0.5) as h:
+        await h.handshake()
+        h.stdin.feed(request_line(30, "tools/call", {"name": "never"}) + request_line(31, "tools/call", {"name": "quick"}))
+        await stuck.wait()
+        h.stdin.close()
+        with anyio.fail_after(20):  # (a hang: the old bound was 330 s)
+            while h.exit_status is None:
+                await anyio.sleep(0.01)
+    replies = {m["id"]: m for m in h.stdout.messages() if "id" in m}
+    assert replies[31]["result"] == {"content": []}
+    assert replies[30]["error"]["data"]["reason"] == "shutting_down", replies[30]
+    assert "--drain-timeout of 0.5 s passed" in replies[30]["error"]["message"], replies[30]
+    cancels = [json.loads(r.content) for r in h.requests("POST") if b"notifications/cancelled" in r.content]
+    assert [c["params"]["requestId"] for c in cancels] == [30], cancels
+    assert h.exit_status == 0
+
+
+@pytest.mark.httpx_only  # (the app sees its exchange closed: the in-process transport's cancellation)
+async def test_after_eof_a_2026_call_that_never_completes_is_cancelled_by_closing_its_exchange(run_bridge: RunBridge) -> None:
+    """The same for a 2026-07-28 call: no ``notifications/cancelled`` (its revision cancels
+    by closing the exchange), the exchange is closed, the reply is ``shutting_down``."""
+    stuck = anyio.Event()
+    closed = anyio.Event()
+
+    async def answer(message: dict[str, Any], request: httpx.Request) -> Any:
+        stuck.set()
+        try:
+            await anyio.sleep(600)
+        finally:
+            closed.set()
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}
+    async with run_bridge(app(answer), drain_timeout_seconds=0.5) as h:
+        h.stdin.feed(request_line(40, "tools/call", {"name": "never", "_meta": meta}))
+        await stuck.wait()
+        h.stdin.close()
+        with anyio.fail_after(20):  # (a hang: the old bound was 330 s)
+            await closed.wait()
+            while h.exit_status is None:
+                await anyio.sleep(0.01)
+    (reply,) = [m for m in h.stdout.messages() if m.get("id") == 40]
+    assert reply["error"]["data"]["reason"] == "shutting_down", reply
+    assert not [r for r in h.requests("POST") if b"notifications/cancelled" in r.content]
+
+
 async def test_closed_stdout_ends_the_run_quietly(run_bridge: RunBridge) -> None:
     async def slow(message: dict[str, Any], request: httpx.Request) -> Any:
         await anyio.sleep(0.3)

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from support.helpers import NOTIF_INIT, RunBridge, event, init, json_response, request_line, sse
+from support.helpers import NOTIF_INIT, RunBridge, event, json_response, request_line, sse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 MODERN = "2026-07-28"
@@ -33,6 +33,7 @@ class ModernOnlyApp:
         self.other: list[str] = []
         self.listen_events: list[dict[str, Any]] = [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
         self.capabilities: dict[str, Any] = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
+        self.asked: Any = {"who": ELICIT}  # the inputRequests of ``ask``
 
     def methods(self) -> list[str]:
         return [str(body.get("method")) for body in self.bodies]
@@ -60,7 +61,7 @@ class ModernOnlyApp:
         elif method == "tools/list":
             result = {**done, "tools": [{"name": "ask", "inputSchema": {"type": "object"}}], "ttlMs": 0, "cacheScope": "private"}
         elif method == "tools/call" and params["name"] == "ask" and "inputResponses" not in params:
-            result = {"resultType": "input_required", "inputRequests": {"who": ELICIT}, "requestState": "round-1"}
+            result = {"resultType": "input_required", "inputRequests": self.asked, "requestState": "round-1"}
         elif method == "tools/call" and params["name"] == "ask":
             name = params["inputResponses"]["who"]["content"]["name"]
             result = {**done, "content": [{"type": "text", "text": f"hello {name} ({params['requestState']})"}]}
@@ -84,8 +85,18 @@ class ModernOnlyApp:
         return json_response({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
 
-async def handshake(h: Any) -> dict[str, Any]:
-    h.stdin.feed(init(0))
+#: The client features a legacy client declares in its ``initialize``: the app's questions
+#: are put to it only with these (MCP client/elicitation, client/sampling, client/roots).
+ASKABLE: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+
+
+def init_declaring(capabilities: dict[str, Any]) -> bytes:
+    params = {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "test-client", "version": "0"}}
+    return request_line(0, "initialize", params)
+
+
+async def handshake(h: Any, capabilities: dict[str, Any] = ASKABLE) -> dict[str, Any]:
+    h.stdin.feed(init_declaring(capabilities))
     (reply,) = await h.stdout.wait_for(1)
     assert isinstance(reply, dict)
     return reply
@@ -105,7 +116,7 @@ async def test_initialize_is_answered_from_server_discover(run_bridge: RunBridge
     assert app.methods() == ["initialize", "server/discover"]
     discover_meta = app.bodies[1]["params"]["_meta"]
     assert discover_meta["io.modelcontextprotocol/clientInfo"] == {"name": "test-client", "version": "0"}
-    assert discover_meta["io.modelcontextprotocol/clientCapabilities"] == {}
+    assert discover_meta["io.modelcontextprotocol/clientCapabilities"] == ASKABLE
 
 
 async def test_requests_go_in_the_2026_form_with_the_clients_log_level(run_bridge: RunBridge) -> None:
@@ -325,3 +336,49 @@ async def test_a_client_that_never_answers_gets_an_error_within_the_request_time
     assert "did not answer elicitation/create within 0.5 s" in reply["error"]["message"]
     assert reply["error"]["code"] == -32603 and reply["error"]["data"] == {"source": "bridge", "reason": "timeout"}
     assert {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": messages[1]["id"]}} in messages
+
+
+@pytest.mark.parametrize(
+    ("asked", "declared", "why"),
+    [
+        ({"x": {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}}}, ASKABLE, "initialize is not a request for input"),
+        ({"x": {"method": "tools/call", "params": {"name": "t"}}}, ASKABLE, "tools/call is not a request for input"),
+        ({"x": {"method": "ping"}}, ASKABLE, "ping is not a request for input"),
+        ({"who": ELICIT}, {"roots": {}}, "did not declare the elicitation capability"),
+        ({"x": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}}, {"elicitation": {}}, "did not declare the sampling capability"),
+        ({"x": {"method": "roots/list"}}, {}, "did not declare the roots capability"),
+        ({"x": {"method": "elicitation/create", "params": {"requestedSchema": {}}}}, ASKABLE, "lacks params.message"),
+        ({"x": {"method": "elicitation/create", "params": "name?"}}, ASKABLE, "params that are not an object"),
+        ({"x": "elicitation/create"}, ASKABLE, "it is not an object"),
+        ({f"q{n}": ELICIT for n in range(5000)}, ASKABLE, "it asks 5000 questions in one round"),
+        (["who"], ASKABLE, "inputRequests is not an object"),
+    ],
+)
+async def test_questions_the_client_may_not_be_asked_end_the_request_at_once(
+    run_bridge: RunBridge, asked: Any, declared: dict[str, Any], why: str
+) -> None:
+    """Issue 41, 3: every kind went to the client (``initialize`` and ``tools/call`` as
+    requests), whatever it declared, and 5,000 questions in one round; a malformed one waited
+    out the timeout. Only elicitation, sampling and roots go, each with its capability, at
+    most 16 a round; anything else ends the request at once, and the client is asked nothing."""
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    app.asked = asked
+    async with run_bridge(app, request_timeout_seconds=60) as h:
+        await handshake(h, declared)
+        h.stdin.feed(request_line(5, "tools/call", {"name": "ask", "arguments": {}}))
+        (reply,) = (await h.stdout.wait_for(2, timeout_seconds=10))[1:]
+    assert reply["id"] == 5 and why in reply["error"]["message"], reply
+    assert reply["error"]["data"] == {"source": "bridge", "reason": "bad_upstream_response"}
+    assert sum(b.get("method") == "tools/call" for b in app.bodies) == 1
+
+
+async def test_the_declared_kinds_go_to_the_client_and_sixteen_fit_one_round(run_bridge: RunBridge) -> None:
+    app = ModernOnlyApp()
+    app.capabilities = {"tools": {}}
+    app.asked = {"who": ELICIT, **{f"r{n}": {"method": "roots/list"} for n in range(15)}}
+    async with run_bridge(app) as h:
+        await handshake(h, {"elicitation": {}, "roots": {}})
+        h.stdin.feed(request_line(5, "tools/call", {"name": "ask", "arguments": {}}))
+        questions = (await h.stdout.wait_for(17))[1:]
+    assert sorted(q["method"] for q in questions) == ["elicitation/create"] + ["roots/list"] * 15

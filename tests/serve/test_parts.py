@@ -13,7 +13,7 @@ from bridge.app.tokens import FixedTokenSource, token_source_for
 from bridge.core.config import BridgeConfig
 from bridge.core.jsonrpc import Request, classify
 from bridge.serve.driver import Driver
-from bridge.serve.parts import build_parts
+from bridge.serve.parts import build_parts, build_stack
 
 pytestmark = pytest.mark.anyio
 
@@ -47,23 +47,38 @@ def request(line: bytes) -> Request:
     return message
 
 
-async def test_a_driver_given_its_parts_forwards_through_them_and_answers_for_them() -> None:
+async def test_a_driver_given_its_parts_forwards_through_them() -> None:
     app = RecordingApp()
     transport = httpx.MockTransport(app)
     parts = build_parts(BridgeConfig(url=URL, token=TOKEN), http_transport=transport)
-    driver = Driver(parts.upstream, parts.tokens, parts.launcher, parts.endpoint, app_name="Desk")
+    driver = Driver(parts.upstream, parts.launcher, app_name="Desk")
     try:
-        reply = json.loads(await driver.request(request(init(1)), ignore))
+        reply = json.loads((await driver.forward(request(init(1)), ignore)).line)
         assert reply["id"] == 1 and reply["result"]["protocolVersion"] == "2025-06-18"
-        await driver.request(request(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'), ignore)
+        await driver.forward(request(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'), ignore)
         assert app.requests[-1].headers["mcp-session-id"] == "s1"  # the upstream part holds the session
         assert app.requests[-1].headers["authorization"] == f"Bearer {TOKEN}"  # through the token part
-        assert await driver.current_token() == TOKEN
-        assert driver.token_source_description == "configured token"
-        assert not driver.can_launch and driver.endpoint is parts.endpoint
         assert driver.list_changed_notifications() == [b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n']
     finally:
         await driver.aclose()
+        await transport.aclose()
+
+
+async def test_the_stack_calls_down_through_its_layers_and_check_reads_the_parts() -> None:
+    app = RecordingApp()
+    transport = httpx.MockTransport(app)
+    stack = build_stack(BridgeConfig(url=URL, token=TOKEN, app_name="Desk"), http_transport=transport)
+    try:
+        reply = json.loads(await stack.top.request(request(init(1)), ignore))
+        assert reply["id"] == 1 and reply["result"]["protocolVersion"] == "2025-06-18"
+        await stack.top.request(request(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'), ignore)
+        assert app.requests[-1].headers["mcp-session-id"] == "s1"
+        assert (await stack.parts.tokens.current(stack.parts.upstream.token_context()))[0] == TOKEN
+        assert stack.parts.tokens.source_description == "configured token"
+        assert not stack.parts.launcher.configured and stack.lazy.catalog is None
+        assert stack.top.list_changed_notifications() == [b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n']
+    finally:
+        await stack.top.aclose()
         await transport.aclose()
 
 

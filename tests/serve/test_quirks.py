@@ -106,6 +106,18 @@ async def test_a_retry_after_beyond_60_seconds_is_answered_at_once(run_bridge: R
     assert "Retry-After: 120" in message and "60 s" in message
 
 
+@pytest.mark.parametrize("digits", [309, 4301, 6000])
+async def test_a_retry_after_of_any_length_gets_the_http_status_answer(run_bridge: RunBridge, digits: int) -> None:
+    """Issue 41, 2: 309 digits overflowed a float, 4,301 broke int(); both were a
+    bridge_error with a traceback. More than ten significant digits read as 2**31 s."""
+    app = Refusing(429, {"retry-after": "0" + "9" * (digits - 1)})
+    async with run_bridge(app, request_timeout_seconds=3600) as h:
+        h.stdin.feed(request_line(1, "tools/list"))
+        (reply,) = await h.stdout.wait_for(1)
+    assert app.posts == 1 and reply["error"]["data"]["httpStatus"] == 429, reply
+    assert "60 s" in reply["error"]["message"] and "wait 2147483648 s" in reply["error"]["message"]
+
+
 async def test_a_retry_after_beyond_the_request_timeout_is_answered_at_once(run_bridge: RunBridge) -> None:
     app = Refusing(503, {"retry-after": "30"})
     async with run_bridge(app, request_timeout_seconds=10) as h:

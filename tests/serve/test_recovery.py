@@ -16,7 +16,8 @@ import pytest
 from support.helpers import NOTIF_INIT, URL, CountingSource, RunBridge, init, json_response, request_line
 from support.mcp_app import McpApp
 
-from bridge.app.tokens import CommandTokenSource, TokenContext
+from bridge.app.tokencommand import CommandTokenSource
+from bridge.app.tokens import TokenContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("wire")]
 

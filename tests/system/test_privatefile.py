@@ -204,7 +204,52 @@ def test_state_file_digest_is_stable_and_spreads_keys() -> None:
     from bridge.system.privatefile import state_file_digest
 
     assert state_file_digest("app|http://127.0.0.1:1/mcp") == state_file_digest("app|http://127.0.0.1:1/mcp")
-    assert state_file_digest("app|http://127.0.0.1:1/mcp") == "4702971d70ea07a5"  # CRC-32 + Adler-32, any platform
+    assert state_file_digest("app|http://127.0.0.1:1/mcp") == "b42b1043f6634a9b"  # BLAKE2b, 8 bytes, any platform
     names = {state_file_digest(f"app|http://127.0.0.1:{port}/mcp") for port in range(1000, 3000)}
     assert len(names) == 2000
     assert all(len(name) == 16 and int(name, 16) >= 0 for name in names)
+
+
+def _crc_adler_twins(prefix: str, suffix: str = "") -> tuple[str, str]:
+    """Two texts ``prefix + …`` whose keys (``prefix`` and ``suffix`` around them) have the
+    same CRC-32 and the same Adler-32: made in milliseconds, as issue 41 found. Each block
+    "bccb" → "cbbc" keeps both Adler-32 sums (the byte sum, and the sum weighted by place)
+    and flips the lowest bit of 4 bytes, a linear change of the CRC-32; 40 blocks give a
+    set whose changes cancel (Gaussian elimination over GF(2))."""
+    import zlib
+
+    blocks = 40
+    head, tail = (prefix).encode(), suffix.encode()
+    size = len(head) + 4 * blocks + len(tail)
+    zero = zlib.crc32(bytes(size))
+    basis: dict[int, tuple[int, int]] = {}
+    chosen = 0
+    for block in range(blocks):
+        mask = bytearray(size)
+        mask[len(head) + 4 * block : len(head) + 4 * block + 4] = b"\x01" * 4
+        change, combo = zlib.crc32(bytes(mask)) ^ zero, 1 << block
+        for bit in sorted(basis, reverse=True):
+            if change >> bit & 1:
+                change, combo = change ^ basis[bit][0], combo ^ basis[bit][1]
+        if change == 0:
+            chosen = combo
+            break
+        basis[change.bit_length() - 1] = (change, combo)
+    assert chosen
+    twin = "".join("cbbc" if chosen >> block & 1 else "bccb" for block in range(blocks))
+    return prefix + "bccb" * blocks, prefix + twin
+
+
+def test_two_endpoints_never_share_a_catalog_or_a_launch_lock() -> None:
+    """Issue 41, 6: two URLs with the same CRC-32 + Adler-32 name were found in
+    milliseconds; each then overwrote the other's catalog and took its launch lock."""
+    import zlib
+
+    from bridge.app.launcher import default_lock_path
+    from bridge.app.servedcatalog import default_catalog_path
+
+    one, two = _crc_adler_twins("mcp-app-bridge\0http://127.0.0.1:8000/mcp?x=")
+    assert one != two and zlib.crc32(one.encode()) == zlib.crc32(two.encode()) and zlib.adler32(one.encode()) == zlib.adler32(two.encode())
+    url_one, url_two = one.split("\0", 1)[1], two.split("\0", 1)[1]
+    assert default_catalog_path("mcp-app-bridge", url_one) != default_catalog_path("mcp-app-bridge", url_two)
+    assert default_lock_path(one) != default_lock_path(two)

@@ -129,6 +129,42 @@ def test_a_folder_killed_while_unpacking_goes_after_the_grace_period(tmp: Path, 
 
 
 @pytest.mark.process
+def test_an_empty_folder_of_a_gone_bootloader_goes_at_once(tmp: Path, own: Path) -> None:
+    """A run emptied its own folder, and Codex's SIGKILL came between the bootloader's
+    removal of the lock file and its rmdir: nothing can start from an empty folder."""
+    empty = unpack_folder(tmp, dead_pid(), "Empt01", files=())
+    assert sweep_dead_folders(str(own)) == [empty.name]
+    assert not empty.exists()
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        starting = unpack_folder(tmp, sibling.pid, "Live02", files=())  # its bootloader is about to unpack
+        assert sweep_dead_folders(str(own)) == [] and starting.exists()
+    finally:
+        sibling.kill()
+        sibling.wait()
+
+
+@pytest.mark.process
+def test_a_run_empties_its_own_folder_but_its_lock_and_the_next_sweep_takes_the_rest_at_once(tmp: Path, own: Path) -> None:
+    ending = unpack_folder(tmp, dead_pid(), "Endg01", files=("libpython.so", "lib/a.so", "lib/deep/b.so"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from bridge.system.unpacksweep import empty_own_folder, hold_own_folder; "
+         "lock = hold_own_folder(sys.argv[1]); empty_own_folder(sys.argv[1]); print('emptied', flush=True); sys.stdin.read()",
+         str(ending)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"emptied\n"
+        assert sorted(path.name for path in ending.iterdir()) == [LOCK_NAME]
+        assert sweep_dead_folders(str(own)) == []  # its Python process still holds the lock
+    finally:
+        holder.kill()  # as Codex's SIGKILL: the bootloader (dead here) never cleans up
+        holder.wait()
+    assert sweep_dead_folders(str(own)) == [ending.name]  # no grace period to wait
+    assert not ending.exists()
+
+
+@pytest.mark.process
 def test_another_programs_folder_without_our_lock_is_never_removed(tmp: Path, own: Path) -> None:
     other = unpack_folder(tmp, dead_pid(), "Othr01", files=("libpython.so", "their_app.so"))
     age(other, 3600)

@@ -113,3 +113,30 @@ def test_the_process_calls_get_a_typed_kernel32_of_their_own(fake_windows: None)
         assert kernel32.functions[name].argtypes[0] is ctypes.c_void_p, f"{name} takes the handle pointer-sized"
     for path in ("app/discovery.py", "stdio/fds.py", "system/winapi.py"):
         assert "windll.kernel32." not in (ROOT / "bridge" / path).read_text(encoding="utf-8"), path
+
+
+def test_the_package_calls_get_a_typed_kernel32_of_their_own(fake_windows: None) -> None:
+    """GetCurrentPackageFullName and the breakaway start (bridge/system/msix.py): every
+    function called is declared, handles and pointers pointer-sized, as Microsoft documents
+    them (appmodel.h, processthreadsapi.h)."""
+    from bridge.system import msix
+
+    msix.package_kernel32.cache_clear()
+    kernel32 = msix.package_kernel32()
+    msix.package_kernel32.cache_clear()
+    assert kernel32.name == "kernel32" and kernel32.use_last_error
+    called = called_win32_functions(ROOT / "bridge" / "system" / "msix.py")
+    assert called == set(kernel32.functions), called ^ set(kernel32.functions)
+    declared = kernel32.functions
+    for name, function in declared.items():
+        assert function.argtypes is not None, name
+    pointer = ctypes.c_void_p
+    assert declared["GetCurrentPackageFullName"].restype is ctypes.c_long
+    assert declared["GetCurrentPackageFullName"].argtypes[1] is ctypes.c_wchar_p
+    update = declared["UpdateProcThreadAttribute"].argtypes
+    assert len(update) == 7 and update[2] is ctypes.c_size_t and update[4] is ctypes.c_size_t, "DWORD_PTR, SIZE_T"
+    create = declared["CreateProcessW"].argtypes
+    assert len(create) == 10 and create[1] is ctypes.c_wchar_p and create[5] is ctypes.c_uint32
+    assert declared["DeleteProcThreadAttributeList"].restype is None
+    for name in ("WaitForSingleObject", "GetExitCodeProcess", "TerminateProcess", "CloseHandle"):
+        assert declared[name].argtypes[0] is pointer, f"{name} takes the handle pointer-sized"

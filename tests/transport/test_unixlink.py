@@ -147,6 +147,36 @@ def test_the_socket_file_and_its_folder_are_checked(folder: Path, tmp_path: Path
         sock.close()
 
 
+@pytest.mark.parametrize("owner", ["open", pytest.param("another user", marks=pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="needs root"))])
+def test_every_folder_above_the_socket_is_checked(tmp_path: Path, owner: str) -> None:
+    """Issue 41, 8: another user who owns (or may write to) a folder above the socket's own
+    folder can swap that folder's content; the bridge then refused its own app now and then
+    (424 of 752 requests). The whole chain is checked, as OpenSSH does: a steady refusal
+    that names the folder."""
+    above = tmp_path / "above"
+    above.mkdir()
+    mine = above / "mine"
+    mine.mkdir(mode=0o700)
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(mine / "app.sock"))
+        check_socket_file(str(mine / "app.sock"))  # a safe chain
+        if owner == "open":
+            above.chmod(0o777)
+            why = "mode 0777: others may write to it"
+        else:
+            os.chown(above, 54_321, 54_321)
+            why = "owned by uid 54321"
+        with pytest.raises(ListenerUnverifiedError, match=f"bad ownership or modes for directory {above} \\({why}"):
+            check_socket_file(str(mine / "app.sock"))
+        above.chmod(0o1777)  # sticky, as /tmp: nobody else may rename our folder
+        if owner == "open":
+            check_socket_file(str(mine / "app.sock"))
+    finally:
+        above.chmod(0o755)
+        sock.close()
+
+
 async def test_a_stale_socket_is_a_connection_failure_and_the_probe_says_no(folder: Path) -> None:
     stale = folder / "stale.sock"
     sock = socket.socket(socket.AF_UNIX)

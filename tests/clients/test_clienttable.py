@@ -359,7 +359,7 @@ def test_an_installed_entry_whose_paths_have_spaces_starts_the_bridge(app_server
         env={**os.environ, **entry.get("env", {})},
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "demo-app"
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "example-app"
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -420,6 +420,10 @@ NEXT_STEPS = {
     "gemini-cli": ("trust the folder you start it in", "gemini mcp list"),
     "qwen-code": ("restart Qwen Code to use it", "qwen mcp list"),
     "copilot-cli": ("trust the folder you start it in", "copilot mcp list"),
+    "antigravity": ("restart Antigravity CLI (agy) to use it", "/mcp"),
+    "antigravity-project": ("start Antigravity CLI (agy) in the folder that holds", "/mcp"),
+    "vscode-agent": ("restart VS Code's agent", "Copilot CLI reads this file too"),
+    "vscode-agent-project": ("start its agent there", "Copilot CLI read this file too"),
 }
 
 
@@ -432,7 +436,7 @@ def test_install_names_the_clients_own_next_step(tmp_path: Path, client: str) ->
          "--url", "http://127.0.0.1:9/mcp"],
     )
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"added 'my-app' in {target}; ")
+    assert result.stdout.startswith(f"added 'my-app' in {target}; ")  # (stderr may warn first)
     for words in NEXT_STEPS.get(client, (f"restart {CLIENT_INFO[client].title} to use it",)):
         assert words in result.output
     if client == "claude-code":
@@ -445,7 +449,7 @@ def test_serving_never_loads_the_config_file_code_and_the_package_reaches_it() -
     writers load only for a `config` command. `bridge.clients` works after `import bridge`."""
     code = (
         "import sys, bridge, bridge.cli\n"
-        "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.catalog', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"
+        "loaded = [m for m in ('tomlkit', 'bridge.clients', 'bridge.clients.clienttable', 'bridge.clients.files', 'bridge.clients.jsonc') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "import bridge.clients\n"
         "assert 'claude-desktop' in bridge.clients.CLIENTS\n"

@@ -1,7 +1,7 @@
 """Era translation, the pure part: a 2026-07-28 client with an app that speaks only a
 legacy revision (2025-11-25 and earlier: ``initialize`` and an MCP session).
 
-Pure: imports only the standard library. ``bridge/serve/eras.py`` performs it.
+Pure: imports only the standard library. ``bridge/serve/legacyapp.py`` performs it.
 
 The client probes with ``server/discover``. An app of the legacy era refuses it: with
 -32601 (Method not found), with the "missing session" error a stateful server gives any
@@ -33,15 +33,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .era import PROTOCOL_VERSION_META_KEY
+from .era import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    SUBSCRIPTION_ID_META_KEY,
+)
+from .methods import CACHEABLE_METHODS, LISTS_THAT_CHANGE
 
 __all__ = [
     "LEGACY_PROTOCOL_VERSION",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "METHOD_NOT_FOUND",
-    "CLIENT_INFO_META_KEY",
-    "CLIENT_CAPABILITIES_META_KEY",
-    "SERVER_INFO_META_KEY",
     "is_legacy_refusal",
     "initialize_params",
     "discover_result",
@@ -49,10 +54,11 @@ __all__ = [
     "modern_result",
     "legacy_result",
     "MODERN_RESULT_MEMBERS",
-    "LOG_LEVEL_META_KEY",
-    "SUBSCRIPTION_ID_META_KEY",
     "INPUT_REQUEST_METHODS",
-    "INPUT_CAPABLE_METHODS",
+    "INPUT_CAPABILITIES",
+    "MAX_INPUT_REQUESTS",
+    "input_request_problem",
+    "capabilities_of",
     "log_level_of",
     "log_admitted",
     "input_required_result",
@@ -72,27 +78,28 @@ LEGACY_PROTOCOL_VERSION = "2025-11-25"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 #: JSON-RPC 2.0: the method does not exist / is not available.
 METHOD_NOT_FOUND = -32601
-#: 2026-07-28 request ``_meta`` keys (per request, where a session once kept them).
-CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
-CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
-#: 2026-07-28 request ``_meta`` key: the request's log level (absent: no log messages for it).
-LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
-#: 2026-07-28: the ``_meta`` key on every frame of a ``subscriptions/listen`` stream (the
-#: listen request's id).
-SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
-#: 2026-07-28 result ``_meta`` key: the server's ``Implementation``.
-SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 _ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY})
 
 #: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).
 INPUT_REQUEST_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-#: The requests whose result may be ``input_required`` (2026-07-28, multi-round-trip requests).
-INPUT_CAPABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: The client capability each of them needs (MCP client features: a server sends these
+#: only to a client that declared the capability; MCP 2025-11-25 client/elicitation,
+#: client/sampling, client/roots).
+INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+#: The most questions (requests for input) one round may put to the client; the app's
+#: further ones in that round are refused.
+MAX_INPUT_REQUESTS = 16
+#: Each one's params members the schema requires, with their JSON type.
+_INPUT_REQUIRED_PARAMS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "elicitation/create": (("message", str),),
+    "sampling/createMessage": (("messages", list), ("maxTokens", int)),
+    "roots/list": (),
+}
 #: RFC 5424 severities, the order of MCP's ``LoggingLevel``.
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: JSON-RPC 2.0: invalid method parameter(s).
 INVALID_PARAMS = -32602
-_LISTS = (("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources"))
+_LISTS = tuple((f"{name}ListChanged", name) for name in LISTS_THAT_CHANGE)
 _LIST_CHANGED = {f"notifications/{name}/list_changed": key for key, name in _LISTS}
 
 
@@ -124,17 +131,12 @@ def initialize_params(discover_params: Any, bridge_version: str) -> dict[str, An
     }
 
 
-#: 2026-07-28 results that carry caching advice (``ttlMs``, ``cacheScope``): the lists,
-#: ``resources/read`` and ``server/discover``.
-_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover"})
-
-
 def modern_result(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A legacy app's result to ``method`` as a 2026-07-28 result must be: ``resultType``
     ``"complete"``, and for a cacheable result ``ttlMs`` 0 and ``cacheScope`` ``"private"``
     (do not cache: the legacy app gave no advice), each only where the app set none."""
     added: dict[str, Any] = {"resultType": "complete"}
-    if method in _CACHEABLE:
+    if method in CACHEABLE_METHODS:
         added.update(ttlMs=0, cacheScope="private")
     return {**added, **result}
 
@@ -172,6 +174,35 @@ def legacy_params(params: Any) -> Any:
     meta = {key: value for key, value in params["_meta"].items() if key not in _ERA_META_KEYS}
     rest = {key: value for key, value in params.items() if key != "_meta"}
     return {**rest, "_meta": meta} if meta else rest
+
+
+def capabilities_of(params: Any) -> dict[str, Any]:
+    """A 2026-07-28 request's client capabilities (``_meta``
+    ``io.modelcontextprotocol/clientCapabilities``; ``{}`` when it sends none)."""
+    capabilities = _meta_of(params).get(CLIENT_CAPABILITIES_META_KEY)
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
+def input_request_problem(method: Any, params: Any, capabilities: Any) -> str | None:
+    """Why a request for input from the app (``method``, ``params``) may not be put to a
+    client that declared ``capabilities``, or ``None`` when it may: only
+    :data:`INPUT_REQUEST_METHODS`, each only when the client declared its capability
+    (:data:`INPUT_CAPABILITIES`), with the params members its schema requires
+    (``ElicitRequestParams.message``; ``CreateMessageRequestParams.messages``,
+    ``maxTokens``)."""
+    if method not in INPUT_CAPABILITIES:
+        shown = method if isinstance(method, str) else "a request without a method name"
+        return f"{shown} is not a request for input (only {', '.join(sorted(INPUT_CAPABILITIES))} are)"
+    capability = INPUT_CAPABILITIES[method]
+    if not isinstance(capabilities, dict) or not isinstance(capabilities.get(capability), dict):
+        return f"the client did not declare the {capability} capability {method} needs"
+    if params is not None and not isinstance(params, dict):
+        return f"its {method} has params that are not an object"
+    for member, kind in _INPUT_REQUIRED_PARAMS[method]:
+        value = (params or {}).get(member)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"its {method} lacks params.{member} (or it is not of the schema's type)"
+    return None
 
 
 def log_level_of(params: Any) -> str | None:

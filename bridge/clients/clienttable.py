@@ -4,11 +4,13 @@ client keeps its file, and a safe edit of it.
 Each client's format, as its own documentation gives it (the URL is in :data:`CLIENT_INFO`
 and in the tests' golden files, ``tests/golden/clients/``):
 
-- Claude Desktop, Cursor, Windsurf, LM Studio, Gemini CLI, Qwen Code:
-  ``{"mcpServers": {NAME: {"command", "args", "env"}}}``;
-- Claude Code (project ``.mcp.json``, user ``~/.claude.json``): the same, with ``"type": "stdio"``;
-- Copilot CLI (``~/.copilot/mcp-config.json``): the same, with ``"type": "local"`` and
-  ``"tools": ["*"]``, as its own ``copilot mcp add`` writes it;
+- Claude Desktop, Cursor, Windsurf, LM Studio, Gemini CLI, Qwen Code, Antigravity CLI:
+  ``{"mcpServers": {NAME: {"command", "args", "env"}}}`` (Antigravity CLI exits on a JSON
+  syntax error, so its file is written as strict JSON only, checked before it is replaced);
+- Claude Code (project ``.mcp.json``, user ``~/.claude.json``) and VS Code's agent (workspace
+  ``.mcp.json``): the same, with ``"type": "stdio"``;
+- Copilot CLI and VS Code's agent (``~/.copilot/mcp-config.json``): the same, with
+  ``"type": "local"`` and ``"tools": ["*"]``, as its own ``copilot mcp add`` writes it;
 - VS Code (``mcp.json``): ``{"servers": {NAME: {"type": "stdio", "command", "args", "env"}}}``;
 - Zed (``settings.json``): ``{"context_servers": {NAME: {"command", "args", "env"}}}``;
 - Codex (``config.toml``): ``[mcp_servers.NAME]`` with ``command``, ``args``, ``env``.
@@ -44,6 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .devicenames import is_device_name
+from .location import AmbiguousLocation, ConfigLocation, claude_desktop_location
+
 __all__ = [
     "CLIENTS",
     "CLIENT_INFO",
@@ -61,6 +66,7 @@ __all__ = [
     "tool_timeout_for",
     "STARTUP_MARGIN_SECONDS",
     "config_path",
+    "config_location",
     "entry_object",
     "entry_document",
     "read_servers",
@@ -106,6 +112,9 @@ class ClientInfo:
         next_step: what the user does after ``config install`` before the client starts the
             bridge; ``{title}``, ``{name}`` and ``{folder}`` (the config file's folder) are
             filled in.
+        exits_on_bad_json: a JSON syntax error in the file makes the client exit (Antigravity
+            CLI): a file with comments or trailing commas is refused, and the text written is
+            parsed as strict JSON before it replaces the file.
     """
 
     title: str
@@ -120,6 +129,7 @@ class ClientInfo:
     stdio_type_name: str = "stdio"
     extra_members: tuple[tuple[str, object], ...] = ()
     next_step: str = "restart {title} to use it"
+    exits_on_bad_json: bool = False
 
 
 _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
@@ -140,6 +150,28 @@ _CLAUDE_CODE_DOC = "https://code.claude.com/docs/en/mcp"
 #   that changed it (41226: ~/.copilot; 44236: the workspace .mcp.json, loaded only in a trusted
 #   folder); @github/copilot 1.0.102's own `copilot mcp add` writes "type": "local" and
 #   "tools": ["*"] there, and COPILOT_HOME moves the whole ~/.copilot folder.
+
+# - Antigravity CLI (`agy`, which replaced Gemini CLI for personal accounts in June 2026):
+#   antigravity.google/docs/cli/mcp, as cited in google-antigravity/antigravity-cli issue 272 and
+#   by the clients that moved (gleanwork/mcp-config 110, mrgoonie/claudekit-cli 902, speakeasy-api/
+#   gram 5732): ~/.gemini/config/mcp_config.json, per workspace .agents/mcp_config.json,
+#   "mcpServers" with command/args/env, "serverUrl" for a remote one. It is not on npm.
+# - VS Code's agent (its Agent Host): code.visualstudio.com/docs/agent-customization/mcp-servers,
+#   as quoted in neon-solutions/add-mcp issue 108 and Chemaclass/agnostic-ai issue 610: it reads a
+#   workspace .mcp.json and the user's ~/.copilot/mcp-config.json natively (Copilot CLI's files
+#   and format), not .vscode/mcp.json.
+
+_ANTIGRAVITY_DOC = "https://antigravity.google/docs/cli/mcp"
+_VSCODE_AGENT_DOC = "https://code.visualstudio.com/docs/agent-customization/mcp-servers"
+
+_ANTIGRAVITY = ClientInfo(
+    "Antigravity CLI (~/.gemini/config/mcp_config.json)",
+    _ANTIGRAVITY_DOC,
+    remote_keys=("serverUrl", "url"),
+    rival_key="servers",
+    exits_on_bad_json=True,
+    next_step="restart Antigravity CLI (agy) to use it; its /mcp shows the server",
+)
 
 #: Every client ``config`` knows, by its ``--client`` id.
 CLIENT_INFO: dict[str, ClientInfo] = {
@@ -216,6 +248,28 @@ CLIENT_INFO: dict[str, ClientInfo] = {
         "Zed", "https://zed.dev/docs/ai/mcp", syntax="jsonc", servers_key="context_servers", bare_entries=True
     ),
     "lm-studio": ClientInfo("LM Studio", "https://lmstudio.ai/docs/app/mcp", rival_key="servers"),
+    "antigravity": _ANTIGRAVITY,
+    "antigravity-project": replace(
+        _ANTIGRAVITY,
+        title="Antigravity CLI (workspace .agents/mcp_config.json)",
+        next_step="start Antigravity CLI (agy) in the folder that holds {folder}; its /mcp shows the server",
+    ),
+    "vscode-agent": ClientInfo(
+        "VS Code agent (~/.copilot/mcp-config.json)",
+        _VSCODE_AGENT_DOC,
+        stdio_type=True,
+        stdio_type_name="local",
+        extra_members=(("tools", ("*",)),),
+        rival_key="servers",
+        next_step="restart VS Code's agent to use it (Copilot CLI reads this file too)",
+    ),
+    "vscode-agent-project": ClientInfo(
+        "VS Code agent (workspace .mcp.json)",
+        _VSCODE_AGENT_DOC,
+        stdio_type=True,
+        rival_key="servers",
+        next_step="open {folder} in VS Code and start its agent there; Claude Code and Copilot CLI read this file too",
+    ),
 }
 
 #: Client ids accepted by ``--client``.
@@ -307,6 +361,30 @@ CLIENT_RUNS: dict[str, ClientRun] = {
 }
 
 
+#: The clients that read only a list's first page (they ignore ``nextCursor``): their entry
+#: needs ``--merge-list-pages`` for an app that sends a list in pages. docs/clients.md, "Lists
+#: in pages", has the measurements and reports these come from.
+DROPS_LIST_PAGES: dict[str, str] = {
+    "gemini-cli": "Gemini CLI reads only the first page of a list (0.61.0, measured)",
+    "claude-desktop": "Claude Desktop reads only the first page of a list (reported: anthropics/claude-code#66537)",
+    "copilot-cli": "GitHub Copilot CLI read only the first page of a list (1.0.68: github/copilot-cli#4006)",
+}
+
+
+def list_pages_remark(client: str, bridge_args: list[str] | tuple[str, ...]) -> str | None:
+    """What to tell a user installing ``client``'s entry with ``bridge_args`` when the client
+    drops a list's later pages (:data:`DROPS_LIST_PAGES`) and the entry lacks
+    ``--merge-list-pages``; ``None`` otherwise."""
+    why = DROPS_LIST_PAGES.get(client)
+    if why is None or "--merge-list-pages" in bridge_args:
+        return None
+    return (
+        f"{why}: if the app sends its tools (or prompts, resources) in pages, the later pages' are missing there; "
+        "add --merge-list-pages to this entry (mcp-app-bridge check says whether the app pages its tools; "
+        "docs/clients.md, \"Lists in pages\")"
+    )
+
+
 def client_run(client: str) -> ClientRun:
     """How ``client`` runs the bridge (:data:`CLIENT_RUNS`, else the defaults).
 
@@ -377,19 +455,50 @@ class ServerEntry:
     tool_timeout_seconds: float | None = None
 
 
-def config_path(
+def config_location(
     client: str,
     *,
-    platform: str = sys.platform,
+    platform: str | None = None,
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
     cwd: Path | None = None,
+) -> ConfigLocation:
+    """:func:`config_path`, with why the client reads that file (``reason``, empty where the
+    client's documented place is the only one) and the files beside it it ignores.
+
+    Raises:
+        ClientConfigError: an unknown client; on Windows, several packaged Claude Desktop
+            folders that do not tell which is in use (the message lists them).
+    """
+    platform = sys.platform if platform is None else platform
+    environ = os.environ if environ is None else environ
+    home = Path.home() if home is None else home
+    if client == "claude-desktop" and platform == "win32":
+        try:
+            return claude_desktop_location(environ, home)
+        except AmbiguousLocation as exc:
+            raise ClientConfigError(str(exc)) from None
+    return ConfigLocation(config_path(client, platform=platform, environ=environ, home=home, cwd=cwd, packaged=False), "")
+
+
+def config_path(
+    client: str,
+    *,
+    platform: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    packaged: bool = True,
 ) -> Path:
     """Where ``client`` keeps its MCP configuration on this OS (each client's docs).
 
     - Claude Desktop: ``~/Library/Application Support/Claude/claude_desktop_config.json``
-      (macOS), ``%APPDATA%\\Claude\\claude_desktop_config.json`` (Windows),
-      ``~/.config/Claude/claude_desktop_config.json`` (Linux).
+      (macOS), ``~/.config/Claude/claude_desktop_config.json`` (Linux); on Windows the
+      packaged (MSIX) app's own file,
+      ``%LOCALAPPDATA%\\Packages\\Claude_<publisher id>\\LocalCache\\Roaming\\Claude\\claude_desktop_config.json``,
+      when a ``Claude_*`` package folder exists (``bridge/clients/location.py``), else the
+      unpackaged install's ``%APPDATA%\\Claude\\claude_desktop_config.json``
+      (``packaged=False``: always that one).
     - Claude Code: the project's ``.mcp.json`` in the current folder; user scope
       ``~/.claude.json`` (every OS).
     - VS Code: the user profile's ``mcp.json`` (``…/Code/User/mcp.json``).
@@ -399,11 +508,18 @@ def config_path(
     - Qwen Code: ``$QWEN_HOME/settings.json``, ``~/.qwen/settings.json`` by default.
     - Copilot CLI: ``$COPILOT_HOME/mcp-config.json``, ``~/.copilot/mcp-config.json`` by
       default (its workspace ``.mcp.json`` is Claude Code's format too: ``--path .mcp.json``).
+    - Antigravity CLI: ``~/.gemini/config/mcp_config.json``; its workspace file
+      ``.agents/mcp_config.json`` in the current folder (``antigravity-project``).
+    - VS Code's agent: ``$COPILOT_HOME/mcp-config.json`` (``~/.copilot``, Copilot CLI's file);
+      its workspace file ``.mcp.json`` in the current folder (``vscode-agent-project``).
     - Cursor ``~/.cursor/mcp.json``; Gemini CLI ``~/.gemini/settings.json``; Windsurf
       ``~/.codeium/windsurf/mcp_config.json``; LM Studio ``~/.lmstudio/mcp.json`` (every
       OS, ``~`` being ``%USERPROFILE%`` on Windows).
     """
     _info(client)
+    platform = sys.platform if platform is None else platform
+    if packaged and client == "claude-desktop" and platform == "win32":
+        return config_location(client, platform=platform, environ=environ, home=home, cwd=cwd).path
     environ = os.environ if environ is None else environ
     home = Path.home() if home is None else home
     cwd = Path.cwd() if cwd is None else cwd
@@ -414,15 +530,19 @@ def config_path(
         "windsurf": (".codeium", "windsurf", "mcp_config.json"),
         "lm-studio": (".lmstudio", "mcp.json"),
     }
-    if client == "claude-code":
+    if client in ("claude-code", "vscode-agent-project"):
         return cwd / ".mcp.json"
+    if client == "antigravity-project":
+        return cwd / ".agents" / "mcp_config.json"
+    if client == "antigravity":
+        return home / ".gemini" / "config" / "mcp_config.json"
     if client in in_home:
         return home.joinpath(*in_home[client])
     if client == "codex":
         return Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
     if client == "qwen-code":
         return Path(environ.get("QWEN_HOME") or home / ".qwen") / "settings.json"
-    if client == "copilot-cli":
+    if client in ("copilot-cli", "vscode-agent"):
         return Path(environ.get("COPILOT_HOME") or home / ".copilot") / "mcp-config.json"
     if platform == "darwin":
         base = home / "Library" / "Application Support"
@@ -466,10 +586,16 @@ def next_step(client: str, name: str, path: Path) -> str:
 
 
 def check_name(client: str, name: str) -> None:
-    """Raises ClientConfigError when the client would not accept ``name``."""
+    """Raises ClientConfigError when the client would not accept ``name``, or it is a Windows
+    device name (``devicenames.is_device_name``), refused on every OS."""
     info = _info(client)
     if not name:
         raise ClientConfigError("the server's name is empty")
+    if is_device_name(name):
+        raise ClientConfigError(
+            f"{name!r} is a Windows device name (CON, PRN, AUX, NUL, COM0-COM9, LPT0-LPT9, with or without "
+            "an extension), which clients may use as a file name; give --name another name"
+        )
     if info.name_pattern and re.fullmatch(info.name_pattern, name) is None:
         raise ClientConfigError(
             f"{info.title} accepts only letters, digits, '-' and '_' in a server's name, not {name!r}; "

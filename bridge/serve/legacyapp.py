@@ -1,13 +1,13 @@
 """A 2026-07-28 client with a legacy-only app: the bridge answers ``server/discover`` from
 the app's ``initialize``, and sends the client's requests within that legacy session.
 
-The rules, and the table of what maps, are pure (``bridge/core/eramap.py``); this module
+The rules, and the table of what maps, are pure (``bridge/core/legacymap.py``); this module
 performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "Protocol eras").
 
 - **The probe.** The first 2026-07-28 request probes: a ``server/discover`` goes to the app
   (for a client that pinned its version and sends something else first, the bridge sends
   its own ``server/discover`` first, with that request's ``_meta``). When the app refuses
-  it as a legacy app does (:func:`~bridge.core.eramap.is_legacy_refusal`, or an HTTP 4xx
+  it as a legacy app does (:func:`~bridge.core.legacymap.is_legacy_refusal`, or an HTTP 4xx
   status), the bridge sends ``initialize`` itself (under a private id whose reply never
   reaches stdout), POSTs ``notifications/initialized``, opens the session's GET stream and
   answers the probe from that result. If the app refuses the ``initialize`` too, the client
@@ -30,14 +30,17 @@ performs them for one :class:`~bridge.serve.driver.Driver` (docs/behaviour.md, "
   ``input_required``). A retry that does not come within the request timeout: the app's
   requests get an error, the app gets ``notifications/cancelled`` and the exchange ends.
   Any other server→client request is answered with an error naming it (``ping`` with
-  ``{}``).
+  ``{}``); so is one of those three whose capability the client's request did not declare
+  (its ``_meta`` ``clientCapabilities``), a malformed one, and each beyond
+  :data:`~bridge.core.legacymap.MAX_INPUT_REQUESTS` in one round
+  (:func:`~bridge.core.legacymap.input_request_problem`).
 - **Cancellation.** The 2026-07-28 client cancels by closing (the dispatcher stops the
   request's task); the legacy app hears of it by ``notifications/cancelled`` with the
   legacy request id, POSTed within :data:`CANCEL_NOTICE_SECONDS`. So does a request the
   bridge gave up on after its timeout.
 - **subscriptions/listen.** ``resources/subscribe`` for each URI the client lists (when the
   app declared resources; a URI it refuses is not honored), the acknowledgment with what is honored
-  (:func:`~bridge.core.eramap.honored_filter`), then the app's ``notifications/*/list_changed``
+  (:func:`~bridge.core.legacymap.honored_filter`), then the app's ``notifications/*/list_changed``
   and ``notifications/resources/updated`` (from the GET stream, or from any translated
   request's stream) as the listen stream's events, stamped with its id. The request stays
   open, with no read timeout, until the client closes it or it is lost (then
@@ -54,18 +57,28 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..core.eramap import (
-    INPUT_CAPABLE_METHODS,
+from ..core.errors import (
+    INTERNAL_ERROR,
+    HTTPStatusError,
+    ProtocolEraError,
+    StreamClosedError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
+from ..core.legacymap import (
     INPUT_REQUEST_METHODS,
     INVALID_PARAMS,
+    MAX_INPUT_REQUESTS,
     cancelled_notification,
+    capabilities_of,
     discover_result,
     honored_filter,
     initialize_params,
+    input_request_problem,
     input_required_result,
     is_legacy_refusal,
     legacy_params,
@@ -79,71 +92,34 @@ from ..core.eramap import (
     unmapped_server_request,
     without_retry,
 )
-from ..core.errors import (
-    INTERNAL_ERROR,
-    HTTPStatusError,
-    ProtocolEraError,
-    StreamClosedError,
-    UpstreamError,
-    UpstreamTimeoutError,
-)
-from ..core.jsonrpc import Request, encode_message
-from ..core.policy import MAX_LISTEN_FAILURES
+from ..core.methods import INPUT_CAPABLE_METHODS
+from ..core.policy import GET_STREAM_BACKOFF, MAX_LISTEN_FAILURES
 from ..streamable.upstream import Emit
 from ..system.cancelscope import move_on_after
+from .driver import drop
 
-__all__ = ["LegacyAppEras", "Forwarder", "CANCEL_NOTICE_SECONDS"]
+if TYPE_CHECKING:
+    from .lazy import LazyLaunch
+
+__all__ = ["LegacyAppEras", "CANCEL_NOTICE_SECONDS"]
 
 log = logging.getLogger("bridge")
 
-_INITIALIZED = encode_message({"jsonrpc": "2.0", "method": "notifications/initialized"})[:-1]
 #: How long the ``notifications/cancelled`` for a cancelled translated request may take
 #: (seconds); as the dispatcher's bound for a legacy client's cancellation.
 CANCEL_NOTICE_SECONDS = 1.0
-#: The GET stream's reconnect delay, first and at most (seconds), while it fails.
-_GET_RETRY_SECONDS = 1.0
-_GET_RETRY_MAX_SECONDS = 30.0
 #: How long :meth:`LegacyAppEras.aclose` waits for its tasks to end (seconds).
 _CLOSE_SECONDS = 0.05
-
-
-class Forwarder(Protocol):
-    """What the translation needs of the driver (``Driver`` is one)."""
-
-    async def forward(self, request: Request, emit: Emit) -> bytes:
-        """Forward a request as it is, in its own era; return its stdout line."""
-        ...
-
-    async def deliver(self, body: bytes, what: str) -> None:
-        """Forward a notification or a response (no reply is owed)."""
-        ...
-
-    async def get_stream(self, emit: Emit, on_open: Callable[[], None] | None = None) -> None:
-        """Relay one GET stream of the MCP session until it ends (raises ``UpstreamError``)."""
-        ...
-
-    async def rebuild_session(self, lost_generation: int | None) -> None:
-        """Rebuild the MCP session (raises ``SessionLostError``)."""
-        ...
-
-    @property
-    def rebuilds(self) -> int:
-        """How many session rebuilds succeeded."""
-        ...
-
-    @property
-    def request_timeout_seconds(self) -> float:
-        """The bound of one request (seconds)."""
-        ...
 
 
 class _Call:
     """The legacy exchange of one translated ``tools/call``, ``prompts/get`` or
     ``resources/read``, which may outlive the client's request (``input_required``)."""
 
-    def __init__(self, legacy_id: Any, level: str | None, progress_token: Any) -> None:
+    def __init__(self, legacy_id: Any, level: str | None, progress_token: Any, capabilities: dict[str, Any]) -> None:
         self.legacy_id = legacy_id
         self.level = level
+        self.capabilities = capabilities  # the client's, from its request's _meta
         self.first_token = progress_token
         self.progress_token = progress_token
         self.asked: dict[str, dict[str, Any]] = {}  # the app's requests not yet put to the client
@@ -154,9 +130,16 @@ class _Call:
         self.expiry: asyncio.TimerHandle | None = None
         self.keys = itertools.count(1)
 
-    def ask(self, message: dict[str, Any]) -> None:
-        self.asked[f"{message['method']}#{next(self.keys)}"] = message
-        self.changed.set()
+    def ask(self, message: dict[str, Any]) -> str | None:
+        """Keep the app's request for input for the client's next round; or, when it may
+        not be put to the client, say why (it is then the app's to answer)."""
+        problem = input_request_problem(message["method"], message.get("params"), self.capabilities)
+        if problem is None and len(self.asked) >= MAX_INPUT_REQUESTS:
+            problem = f"the app asked more than {MAX_INPUT_REQUESTS} questions in one round"
+        if problem is None:
+            self.asked[f"{message['method']}#{next(self.keys)}"] = message
+            self.changed.set()
+        return problem
 
 
 class _Listen:
@@ -176,8 +159,8 @@ class LegacyAppEras:
     ``initialize`` result the probe is answered from, and what lives beyond one request
     (parked ``input_required`` exchanges, open listens, the GET stream)."""
 
-    def __init__(self, driver: Forwarder, *, ask_app: bool = True) -> None:
-        self._driver = driver
+    def __init__(self, below: LazyLaunch, *, ask_app: bool = True, private_ids: PrivateIds | None = None) -> None:
+        self._below = below
         #: Whether the probe goes to the app first (``False``: ``--protocol-era legacy``, the
         #: legacy session is opened at once, whatever the app would answer).
         self._ask_app = ask_app
@@ -186,8 +169,7 @@ class LegacyAppEras:
         #: Whether the app answered a probe as a 2026-07-28 app does (nothing to translate).
         self._modern = False
         self._probing: asyncio.Lock = asyncio.Lock()
-        self._opened = 0
-        self._private = itertools.count(1)
+        self._ids = private_ids if private_ids is not None else PrivateIds()
         self._tasks: set[asyncio.Task[None]] = set()
         self._relay: Emit | None = None  # where messages for no request go (stdout)
         self._calls: set[_Call] = set()  # input-capable exchanges not finished
@@ -229,18 +211,18 @@ class LegacyAppEras:
         if self.initialize_result is None and not self._modern:
             async with self._probing:
                 if self.initialize_result is None and not self._modern:
-                    if self._legacy_refused is not None and self._legacy_refused[0] == self._driver.rebuilds:
+                    if self._legacy_refused is not None and self._legacy_refused[0] == self._below.rebuilds:
                         raise self._legacy_refused[1]
                     if request.method == "server/discover":
                         return await self._probe(request, emit)
                     try:
-                        await self._probe(_discover_like(request), _drop)
+                        await self._probe(self._discover_like(request), drop)
                     except UpstreamError as exc:
                         if not self._ask_app:  # legacy: a request the bridge cannot translate is not sent as is
                             raise
                         log.info("the bridge's server/discover probe failed: %s", exc.message)  # the request says why
         if self.initialize_result is None:
-            return await self._driver.forward(request, emit)  # a 2026-07-28 app, or the probe failed
+            return (await self._below.forward(request, emit)).line  # a 2026-07-28 app, or the probe failed
         if request.method == "server/discover":
             return self._discover_line(request)
         self._notice_rebuilds()
@@ -253,11 +235,11 @@ class LegacyAppEras:
             return await self._retry(request, *retry)
         legacy = _legacy_request(request.id, request.method, without_retry(legacy_params(request.params)))
         if request.method in INPUT_CAPABLE_METHODS:
-            call = _Call(request.id, level, _progress_token(request.params))
+            call = _Call(request.id, level, _progress_token(request.params), capabilities_of(request.params))
             self._start(call, legacy)
             return await self._outcome(call, request)
         try:
-            line = await self._driver.forward(legacy, self._request_emit(level))
+            line = (await self._below.forward(legacy, self._request_emit(level))).line
         except UpstreamTimeoutError:
             self._tell_cancelled(request.id, "The bridge timed out waiting for the response.")
             raise
@@ -323,11 +305,11 @@ class LegacyAppEras:
                     "The app refused the bridge's initialize (--protocol-era legacy): it may serve MCP 2026-07-28 "
                     "only; try --protocol-era auto."
                 )
-                self._legacy_refused = (self._driver.rebuilds, refused)
+                self._legacy_refused = (self._below.rebuilds, refused)
                 raise refused
             return self._session_opened(request, result)
         try:
-            line = await self._driver.forward(request, emit)
+            line = (await self._below.forward(request, emit)).line
         except HTTPStatusError as exc:
             if not 400 <= exc.http_status < 500:
                 raise
@@ -345,28 +327,31 @@ class LegacyAppEras:
             raise refusal
         return self._session_opened(request, result)
 
+    def _discover_like(self, request: Request) -> Request:
+        """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
+        version, client info and capabilities)."""
+        meta = request.params.get("_meta") if isinstance(request.params, dict) else None
+        return self._ids.request("era-probe", "server/discover", {"_meta": meta if isinstance(meta, dict) else {}})
+
     def _session_opened(self, probe: Request, result: dict[str, Any]) -> bytes:
         """Keep the app's ``initialize`` result, keep its GET stream open (the listens'
         source), and answer the probe from it."""
         self.initialize_result = result
-        self._rebuilds_seen = self._driver.rebuilds
+        self._rebuilds_seen = self._below.rebuilds
         self.start_get_stream()
         return self._discover_line(probe)
 
     async def _open_session(self, probe: Request) -> dict[str, Any] | None:
         """``initialize`` + ``notifications/initialized``; the result, or ``None`` (logged)."""
-        self._opened += 1
         self._session_failure = None
-        init_id = f"mcp-app-bridge-era-init-{self._opened}"
-        params = initialize_params(probe.params, __version__)
-        body = encode_message({"jsonrpc": "2.0", "id": init_id, "method": "initialize", "params": params})[:-1]
+        initialize = self._ids.request("era-init", "initialize", initialize_params(probe.params, __version__))
         try:
-            reply = json.loads(await self._driver.forward(Request(init_id, "initialize", params, body), _drop))
+            reply = json.loads((await self._below.forward(initialize, drop)).line)
             result = reply.get("result") if isinstance(reply, dict) else None
             if not isinstance(result, dict):
                 log.warning("the app refused the bridge's initialize for a 2026-07-28 client: %s", _error_text(reply))
                 return None
-            await self._driver.deliver(_INITIALIZED, "notification notifications/initialized")
+            await self._below.deliver(INITIALIZED_BODY, "notification notifications/initialized")
         except Exception as exc:  # an UpstreamError, or an unusable reply: the probe's refusal stands
             log.warning("opening a legacy session for a 2026-07-28 client failed: %s", getattr(exc, "message", exc))
             if isinstance(exc, UpstreamError) and not (isinstance(exc, HTTPStatusError) and 400 <= exc.http_status < 500):
@@ -389,7 +374,8 @@ class LegacyAppEras:
                 return
             if "id" in message and isinstance(message.get("method"), str):
                 if call is not None and message["method"] in INPUT_REQUEST_METHODS:
-                    call.ask(message)
+                    if (problem := call.ask(message)) is not None:
+                        self._answer_unmapped(message, problem)
                 else:
                     self._answer_unmapped(message, "it asks for input only within a tools/call, prompts/get or resources/read")
                 return
@@ -419,8 +405,8 @@ class LegacyAppEras:
     async def _post(self, message: dict[str, Any], what: str, bound_seconds: float | None = None) -> None:
         """POST a notification or a response to the app (failures logged)."""
         try:
-            with move_on_after(self._driver.request_timeout_seconds if bound_seconds is None else bound_seconds):
-                await self._driver.deliver(encode_message(message)[:-1], what)
+            with move_on_after(self._below.request_timeout_seconds if bound_seconds is None else bound_seconds):
+                await self._below.deliver(encode_message(message)[:-1], what)
         except UpstreamError as exc:
             log.warning("%s not delivered: %s", what, exc.message)
 
@@ -450,18 +436,18 @@ class LegacyAppEras:
         if level is None or "logging" not in self._capabilities:
             return
         async with self._level_lock:
-            generation = self._driver.rebuilds
+            generation = self._below.rebuilds
             if self._level == (generation, level):
                 return
             params = {"level": level}
-            request = _legacy_request(f"mcp-app-bridge-era-level-{next(self._private)}", "logging/setLevel", params)
+            request = self._ids.request("era-level", "logging/setLevel", params)
             try:
-                reply = json.loads(await self._driver.forward(request, _drop))
+                reply = json.loads((await self._below.forward(request, drop)).line)
             except UpstreamError as exc:
                 log.warning("logging/setLevel %s failed: %s", level, exc.message)
                 return
             if isinstance(reply, dict) and "result" in reply:
-                self._level = (self._driver.rebuilds, level)
+                self._level = (self._below.rebuilds, level)
             else:
                 log.warning("the app refused logging/setLevel %s: %s", level, str(reply)[:200])
 
@@ -472,7 +458,7 @@ class LegacyAppEras:
 
         async def run() -> None:
             try:
-                line = await self._driver.forward(legacy, self._request_emit(call.level, call))
+                line = (await self._below.forward(legacy, self._request_emit(call.level, call))).line
             except UpstreamError as exc:
                 if isinstance(exc, UpstreamTimeoutError):
                     self._tell_cancelled(call.legacy_id, "The bridge timed out waiting for the response.")
@@ -513,7 +499,7 @@ class LegacyAppEras:
         call.asked.clear()
         self._parked[state] = call
         loop = asyncio.get_running_loop()
-        call.expiry = loop.call_later(self._driver.request_timeout_seconds, self._expire, state)
+        call.expiry = loop.call_later(self._below.request_timeout_seconds, self._expire, state)
         log.info("request %r: the app asks for input (%s); the client answers in its retry", request.id, ", ".join(call.waiting))
         result = input_required_result(call.waiting, state)
         return encode_message({"jsonrpc": "2.0", "id": request.id, "result": result})
@@ -523,13 +509,13 @@ class LegacyAppEras:
         if call is None:
             message = (
                 f"{request.method}: the requestState is not one mcp-app-bridge gave out, or it expired "
-                f"({self._driver.request_timeout_seconds:g} s after the input_required result); send the request again without it."
+                f"({self._below.request_timeout_seconds:g} s after the input_required result); send the request again without it."
             )
-            error = {"code": INVALID_PARAMS, "message": message, "data": {"source": "bridge"}}
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+            return bridge_error_line(request.id, INVALID_PARAMS, message)
         if call.expiry is not None:
             call.expiry.cancel()
         call.level = log_level_of(request.params)
+        call.capabilities = capabilities_of(request.params)
         call.progress_token = _progress_token(request.params)
         for key, asked in call.waiting.items():
             answer = responses.get(key)
@@ -548,7 +534,7 @@ class LegacyAppEras:
         call = self._parked.pop(state, None)
         if call is None:
             return
-        seconds = self._driver.request_timeout_seconds
+        seconds = self._below.request_timeout_seconds
         log.warning("the client did not answer the app's requests for input within %g s; cancelling request %r", seconds, call.legacy_id)
         for asked in call.waiting.values():
             why = f"the client did not answer within {seconds:g} s (mcp-app-bridge, --request-timeout)"
@@ -584,7 +570,7 @@ class LegacyAppEras:
             elif uris:
                 log.info("subscriptions/listen: the app declares no resources; resource subscriptions not honored")
             honored = honored_filter(wanted, self._capabilities, subscribed)
-            listen = _Listen(request.id, honored, emit, self._driver.rebuilds)
+            listen = _Listen(request.id, honored, emit, self._below.rebuilds)
             key = json.dumps(request.id)
             self._listens[key] = listen
             self.start_get_stream()
@@ -601,9 +587,9 @@ class LegacyAppEras:
     async def _subscribe(self, uri: str) -> bool:
         """``resources/subscribe`` for ``uri`` (once for all listens); whether it holds."""
         if self._subscribed.get(uri, 0) == 0:
-            request = _legacy_request(f"mcp-app-bridge-era-subscribe-{next(self._private)}", "resources/subscribe", {"uri": uri})
+            request = self._ids.request("era-subscribe", "resources/subscribe", {"uri": uri})
             try:
-                reply = json.loads(await self._driver.forward(request, _drop))
+                reply = json.loads((await self._below.forward(request, drop)).line)
             except UpstreamError as exc:
                 log.warning("resources/subscribe %s failed: %s", uri, exc.message)
                 return False
@@ -620,12 +606,12 @@ class LegacyAppEras:
             self._subscribed[uri] = held
             return
         self._subscribed.pop(uri, None)
-        request = _legacy_request(f"mcp-app-bridge-era-unsubscribe-{next(self._private)}", "resources/unsubscribe", {"uri": uri})
+        request = self._ids.request("era-unsubscribe", "resources/unsubscribe", {"uri": uri})
 
         async def unsubscribe() -> None:
-            with move_on_after(self._driver.request_timeout_seconds):
+            with move_on_after(self._below.request_timeout_seconds):
                 try:
-                    await self._driver.forward(request, _drop)
+                    await self._below.forward(request, drop)
                 except UpstreamError as exc:
                     log.info("resources/unsubscribe %s failed: %s", uri, exc.message)
 
@@ -656,7 +642,7 @@ class LegacyAppEras:
 
     def _notice_rebuilds(self) -> None:
         """After a session rebuild, the listens of the old session are lost."""
-        rebuilds = self._driver.rebuilds
+        rebuilds = self._below.rebuilds
         if rebuilds != self._rebuilds_seen:
             self._rebuilds_seen = rebuilds
             self._lose_listens("the app's MCP session was lost and rebuilt", before_generation=rebuilds)
@@ -679,9 +665,8 @@ class LegacyAppEras:
         405 (none offered) or :data:`MAX_LISTEN_FAILURES` failures in a row stop it (a later
         listen, or a rebuild, starts it again). Each end loses the open listens."""
         failures = 0
-        delay = _GET_RETRY_SECONDS
         while True:
-            generation = self._driver.rebuilds
+            generation = self._below.rebuilds
             opened = False
 
             def on_open() -> None:
@@ -690,7 +675,7 @@ class LegacyAppEras:
 
             why = "the app ended its GET stream"
             try:
-                await self._driver.get_stream(self._from_get, on_open)
+                await self._below.get_stream(self._from_get, on_open)
             except HTTPStatusError as exc:
                 if exc.http_status == 405:
                     log.info("the app offers no GET stream (HTTP 405): listen events come from request streams only")
@@ -699,9 +684,9 @@ class LegacyAppEras:
                 if exc.http_status == 404 and failures == 0:
                     self._lose_listens("the app no longer knows the MCP session")
                     failures += 1
-                    if self._driver.rebuilds == generation:
+                    if self._below.rebuilds == generation:
                         try:
-                            await self._driver.rebuild_session(None)
+                            await self._below.rebuild_session(None)
                         except UpstreamError as rebuild_failed:
                             log.warning("GET stream: %s", rebuild_failed.message)
                             return
@@ -714,8 +699,7 @@ class LegacyAppEras:
             if failures >= MAX_LISTEN_FAILURES:
                 log.warning("GET stream: giving up after %d tries in a row that failed", failures)
                 return
-            delay = _GET_RETRY_SECONDS if opened else min(delay * 1.5, _GET_RETRY_MAX_SECONDS)
-            await asyncio.sleep(delay)
+            await asyncio.sleep(GET_STREAM_BACKOFF.seconds(failures))
 
     async def _from_get(self, line: bytes, message: Any) -> None:
         if message is None:
@@ -775,19 +759,3 @@ def _error_text(reply: Any) -> str:
     if isinstance(error, dict):
         return f"JSON-RPC error {error.get('code')}: {str(error.get('message'))[:200]}"
     return "a reply with no result"
-
-
-def _discover_like(request: Request) -> Request:
-    """The bridge's own ``server/discover`` probe, with ``request``'s ``_meta`` (its
-    version, client info and capabilities)."""
-    meta = request.params.get("_meta") if isinstance(request.params, dict) else None
-    params = {"_meta": meta if isinstance(meta, dict) else {}}
-    probe_id = "mcp-app-bridge-era-probe"
-    body = encode_message({"jsonrpc": "2.0", "id": probe_id, "method": "server/discover", "params": params})[:-1]
-    return Request(probe_id, "server/discover", params, body)
-
-
-async def _drop(line: bytes, message: Any = None) -> None:
-    """Where messages on the bridge's own requests' streams go: nowhere."""
-    log.debug("dropped a message from the bridge's own request (%d bytes)", len(line))
-
