@@ -44,6 +44,7 @@ def test_the_folder_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch, state_h
         assert user_state_path(name) == expected
 
 
+@pytest.mark.process
 @pytest.mark.linux_only("platformdirs is imported elsewhere")
 def test_linux_loads_neither_platformdirs_nor_tempfile(tmp_path: Path) -> None:
     code = "import sys; from bridge.app.statefolder import user_state_path; user_state_path('x'); " \

@@ -69,6 +69,7 @@ def test_a_temp_folder_that_is_a_link_or_open_is_refused(tmp_path: Path) -> None
         socket_path_for(deep, temp_root=str(other), runtime_root=str(tmp_path / "none"))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("squat", ["link", pytest.param("another user", marks=as_root)])
 def test_a_temp_folder_made_by_someone_else_sends_the_socket_to_the_runtime_folder(tmp_path: Path, squat: str) -> None:
     """Issue 41, 8: another user who made ``$TMPDIR/mcp-app-bridge-<uid>`` first pushed the

@@ -281,6 +281,7 @@ def test_an_app_name_that_cannot_be_one_is_refused_without_being_repeated(name: 
     BridgeConfig(url="http://127.0.0.1:9/mcp", app_name="My App 2.0 (beta)")
 
 
+@pytest.mark.process
 @pytest.mark.posix_only("bash completion")
 def test_shell_completion_as_docs_usage_md_shows_it_completes_commands_and_clients() -> None:
     """Issue 41, point 13: docs/usage.md, "Shell completion" (click's own), through the

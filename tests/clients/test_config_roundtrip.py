@@ -188,6 +188,7 @@ def report(client: str, files: list[ConfigFile], counts: Counts) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.process
 @pytest.mark.timeout(TIMEOUT_SECONDS)
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_install_then_remove_gives_back_every_generated_file(client: str, tmp_path: Path) -> None:
@@ -198,6 +199,7 @@ def test_install_then_remove_gives_back_every_generated_file(client: str, tmp_pa
     assert not counts.failures(), report(client, files, counts)
 
 
+@pytest.mark.process
 @pytest.mark.timeout(TIMEOUT_SECONDS)
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_without_the_backup_remove_gives_back_a_file_install_makes_the_same(client: str, tmp_path: Path) -> None:
@@ -207,6 +209,7 @@ def test_without_the_backup_remove_gives_back_a_file_install_makes_the_same(clie
     assert not counts.failures(), report(client, files, counts)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_install_then_remove_through_the_cli_gives_back_the_file(client: str, tmp_path: Path) -> None:
     files = generated(client, 12)

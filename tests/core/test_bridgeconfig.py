@@ -72,6 +72,7 @@ def test_still_checked() -> None:
         BridgeConfig(url=URL, max_concurrent_requests=0)
 
 
+@pytest.mark.process
 def test_building_one_loads_no_dataclasses() -> None:
     code = "import sys; from bridge.core.config import BridgeConfig; BridgeConfig(url='http://127.0.0.1:1/mcp'); " \
            "print(sorted({'dataclasses', 'inspect', 'ast'} & set(sys.modules)))"

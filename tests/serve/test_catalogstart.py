@@ -190,6 +190,7 @@ main()
 """
 
 
+@pytest.mark.process
 @pytest.mark.linux_only("platformdirs (and tempfile) are imported on other systems")
 @pytest.mark.parametrize("first", ["initialize", "server/discover"])
 def test_a_catalog_answered_start_loads_nothing_it_does_not_use(tmp_path: Path, first: str) -> None:

@@ -13,8 +13,8 @@ from the caller's session:
 - ``XDG_STATE_HOME``, ``XDG_CONFIG_HOME``, ``XDG_CACHE_HOME``, ``XDG_DATA_HOME`` and
   ``XDG_RUNTIME_DIR``: unset, as in a plain login, so the XDG folders are the private HOME's
   (``config install`` writes a set ``XDG_STATE_HOME`` into the entry it makes);
-- the clients' own folder variables (``CODEX_HOME``, ``QWEN_HOME``, ``COPILOT_HOME``,
-  ``CLAUDE_CONFIG_DIR``, read by ``bridge.clients.catalog``): unset;
+- the clients' own folder variables (``CODEX_HOME``, ``QWEN_HOME`` and ``COPILOT_HOME``,
+  read by ``bridge.clients.clienttable``; Claude Code's ``CLAUDE_CONFIG_DIR``): unset;
 - every ``MCP_APP_BRIDGE_*`` variable, and every variable a bridge option reads, except
   :data:`HARNESS_VARIABLES`, which CI sets on purpose: unset.
 
