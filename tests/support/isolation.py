@@ -7,9 +7,11 @@ from the caller's session:
 - ``HOME`` (on Windows also ``USERPROFILE``, ``APPDATA`` and ``LOCALAPPDATA``, and
   platformdirs' ``WIN_PD_OVERRIDE_APPDATA``/``_LOCAL_APPDATA``, as platformdirs asks
   Windows itself otherwise): a fresh folder of this run's, removed at its end;
-- ``TMPDIR``: a short folder of this user's (POSIX: ``/tmp/mcp-app-bridge-tests-<uid>``, 0755
-  like a home folder: the tests that play another user need to reach a folder inside; a
-  Unix socket path must fit in 104 bytes), where pytest's own numbered (0700) folders go;
+- ``TMPDIR``: a short folder of this user's (POSIX: ``/tmp/mab-<uid>``, "mcp-app-bridge",
+  0755 like a home folder: the tests that play another user need to reach a folder inside),
+  where pytest's own numbered (0700) folders go. Short, because a Unix socket path must fit
+  in 104 bytes (macOS) or 108 (Linux), and the tests put sockets in ``tmp_path``: with a
+  longer root, ``<tmp_path>/state/mcp-endpoint.sock`` no longer fits;
 - ``XDG_STATE_HOME``, ``XDG_CONFIG_HOME``, ``XDG_CACHE_HOME``, ``XDG_DATA_HOME`` and
   ``XDG_RUNTIME_DIR``: unset, as in a plain login, so the XDG folders are the private HOME's
   (``config install`` writes a set ``XDG_STATE_HOME`` into the entry it makes);
@@ -79,14 +81,14 @@ def dropped_variables(environ: Mapping[str, str]) -> list[str]:
 
 
 def private_temp_root() -> Path:
-    """This user's temporary folder for the suite: on POSIX ``/tmp/mcp-app-bridge-tests-<uid>``
+    """This user's temporary folder for the suite: on POSIX ``/tmp/mab-<uid>``
     (made 0755; when it is a link, another user's or open to others' writes, a fresh one beside it);
-    on Windows ``mcp-app-bridge-tests`` in the user's own ``TEMP``."""
+    on Windows ``mab`` in the user's own ``TEMP``."""
     if sys.platform == "win32":
-        folder = Path(tempfile.gettempdir()) / "mcp-app-bridge-tests"
+        folder = Path(tempfile.gettempdir()) / "mab"
         folder.mkdir(exist_ok=True)
         return folder
-    folder = Path("/tmp") / f"mcp-app-bridge-tests-{os.geteuid()}"  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    folder = Path("/tmp") / f"mab-{os.geteuid()}"  # type: ignore[attr-defined,unused-ignore]  # POSIX only
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o755)
     status = os.lstat(folder)
