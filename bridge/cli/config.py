@@ -443,22 +443,18 @@ def config_install(
 def _warn_what_the_client_loses(client: str, name: str, args: list[str]) -> None:
     """Warn when the client will not be shown the app's tools whole: the tool filter leaves
     none, or a tool is past the client's limits (a name too long with this entry's name, and
-    then a shorter ``--name`` to use). The app is asked only if it runs (nothing is started,
-    and a ``--token-command`` entry is not asked at all: installing runs none of its
-    programs), else its catalog; when neither can be read, nothing is said (``check --client``
-    asks again later). docs/clients.md, "What each client sees"."""
-    import asyncio
-
-    from .toolreport import filter_report, limits_report, list_app_tools
+    then a shorter ``--name`` to use). The app is never asked: installing edits a file and
+    connects to nothing (a client's own trust step comes before anything reaches the app, and
+    installing runs none of an entry's programs). The list the app's catalog keeps is read
+    when there is one; else nothing is said, and ``check --client`` asks the app.
+    docs/clients.md, "What each client sees"."""
+    from .toolreport import cataloged_tools, filter_report, limits_report
 
     try:
-        options = parse_bridge_args(args)
-        if options["token_command"] is not None:
-            return  # installing an entry runs none of its programs
-        config = build_config(options)
+        config = build_config(parse_bridge_args(args))
     except click.ClickException:
         return  # (an unset --token-env here: the app could not be asked as the client will)
-    listing = asyncio.run(list_app_tools(config))
+    listing = cataloged_tools(config, "no catalog")
     if listing.problem is not None:
         return
     _lines, shown, problem = filter_report(config, listing.tools)

@@ -130,7 +130,7 @@ async def list_app_tools(config: BridgeConfig) -> ToolListing:
             return ToolListing(tuple(tools), "the app", repeated)
         except (UpstreamError, ValueError) as exc:
             reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
-            return _from_catalog(config, reason)
+            return cataloged_tools(config, reason)
     finally:
         try:
             await stack.terminate_session()
@@ -138,7 +138,10 @@ async def list_app_tools(config: BridgeConfig) -> ToolListing:
             await stack.aclose()
 
 
-def _from_catalog(config: BridgeConfig, reason: str) -> ToolListing:
+def cataloged_tools(config: BridgeConfig, reason: str) -> ToolListing:
+    """The tool list the app's catalog keeps for ``config`` (bridge/app/servedcatalog.py),
+    read from the file alone: no connection is made. With no such list, ``problem`` is
+    ``reason``."""
     from ..app.servedcatalog import ServedCatalog
 
     entry = ServedCatalog(config.app_name, config.url or str(config.discovery_file)).entry()

@@ -62,9 +62,20 @@ def test_read_only_through_the_process(many_tools_app: AppServer) -> None:
 
 def test_check_client_claude_code_names_the_tool_claude_code_drops(many_tools_app: AppServer, tmp_path: Path) -> None:
     """A 70-character tool name passes Claude Code's 64 whatever the entry's name: ``check
-    --client claude-code`` names it, exits 1, and ``config install`` warned of it already.
-    Hidden with ``--deny-tool``, the check passes. Cursor, which reads 40 tools, loses ten."""
-    installed = _bridge("config", "install", "--client", "claude-code", "--name", "docs-app", "--url", many_tools_app.url, cwd=tmp_path)
+    --client claude-code`` names it and exits 1. ``config install`` connects to nothing (the
+    client's trust step comes first): with no catalog it says nothing; once a bridge with a
+    launcher has cached the app's list, it warns of the same tools from the catalog. Hidden
+    with ``--deny-tool``, the check passes. Cursor, which reads 40 tools, loses ten."""
+    entry = ["--url", many_tools_app.url, "--launch", "true"]  # (a launcher: the bridge keeps a catalog)
+    installed = _bridge("config", "install", "--client", "claude-code", "--name", "docs-app", *entry, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr
+    assert "loses" not in installed.stderr, installed.stderr  # no catalog yet, and the app was not asked
+
+    with start_bridge(many_tools_app.url, "--launch", "true", env=isolated_env(tmp_path)) as bridge:
+        handshake(bridge)
+        bridge.send(request(1, "tools/list"))
+        assert len(bridge.read_reply(1)["result"]["tools"]) == TOOL_COUNT  # now in the catalog
+    installed = _bridge("config", "install", "--client", "claude-code", "--name", "docs-app", "--force", *entry, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
     assert f"Claude Code loses {LONG_NAME!r}: mcp__docs-app__{LONG_NAME} is 85 characters, over Claude Code's 64" in installed.stderr
     assert f"Claude Code loses {MEDIUM_NAME!r}" in installed.stderr  # 5 + 8 + 2 + 52 = 67
@@ -84,7 +95,7 @@ def test_check_client_claude_code_names_the_tool_claude_code_drops(many_tools_ap
     assert f"✓ docs: {TOOL_COUNT - 1} of {TOOL_COUNT} tools shown (from the app), none past Claude Code's limits" in done.stdout
     assert f"the tool filter hides 1 of {TOOL_COUNT}: by --deny-tool: {LONG_NAME}" in done.stdout
 
-    cursor = _bridge("config", "install", "--client", "cursor", "--name", "d", "--url", many_tools_app.url, cwd=tmp_path)
+    cursor = _bridge("config", "install", "--client", "cursor", "--name", "d", *entry, cwd=tmp_path)
     assert cursor.returncode == 0
     assert f"Cursor loses {tool_names()[40]!r}: tool 41 of {TOOL_COUNT}, past Cursor's 40" in cursor.stderr, cursor.stderr
     assert os.path.exists(tmp_path / "home" / ".cursor" / "mcp.json")
