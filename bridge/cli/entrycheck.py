@@ -59,7 +59,7 @@ def read_entries(path: Path, client: str) -> dict[str, dict[str, Any]]:
         import tomllib
 
         try:
-            document = tomllib.loads(text)
+            document = tomllib.loads(text.removeprefix("\ufeff"))  # (a byte order mark Codex reads past)
         except tomllib.TOMLDecodeError as exc:
             raise ClientConfigError(f"{path} is not valid TOML ({exc})") from None
     else:

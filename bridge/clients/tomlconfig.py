@@ -85,7 +85,17 @@ def entries(path: Path, client: str, text: str) -> dict[str, dict[str, Any]]:
 
     Raises:
         ClientConfigError: not TOML, or entries that are not valid."""
-    return _parse(path, text, client)[1]
+    return _parse(path, _split_bom(text)[1], client)[1]
+
+
+#: A UTF-8 byte order mark, as Windows Notepad and PowerShell 5.1 write one: Codex reads a
+#: file that starts with it, tomllib and tomlkit do not. It is set aside while the file is
+#: edited and written back in front.
+_BOM = "\ufeff"
+
+
+def _split_bom(text: str) -> tuple[str, str]:
+    return (_BOM, text[1:]) if text.startswith(_BOM) else ("", text)
 
 
 _HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)
@@ -151,12 +161,18 @@ def _same_but(text: str, new: str, key: str, name: str, entry: dict[str, Any] | 
 
 def install(path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool) -> tuple[str, bool]:
     """The text with the entry ``name`` added (or, with ``force``, replaced), and whether it
-    replaced one.
+    replaced one. A leading byte order mark is kept.
 
     Raises:
         EntryExistsError: there is one and not ``force``.
         ClientConfigError: not TOML, or a construct this editor cannot add to (named).
     """
+    bom, text = _split_bom(text)
+    new, replaced = _install(path, client, text, name, entry, force)
+    return bom + new, replaced
+
+
+def _install(path: Path, client: str, text: str, name: str, entry: dict[str, Any], force: bool) -> tuple[str, bool]:
     key = CLIENT_INFO[client].servers_key
     document, entries = _parse(path, text, client)
     replaced = name in entries
@@ -217,6 +233,11 @@ def uninstall(path: Path, client: str, text: str, name: str, previous: str | Non
     Raises:
         ClientConfigError: not TOML, or the removal would change more than the entry.
     """
+    bom, text = _split_bom(text)
+    return bom + _uninstall(path, client, text, name, None if previous is None else _split_bom(previous)[1])
+
+
+def _uninstall(path: Path, client: str, text: str, name: str, previous: str | None) -> str:
     key = CLIENT_INFO[client].servers_key
     document, _entries = _parse(path, text, client)
     entry = document.unwrap()[key][name]
@@ -279,6 +300,7 @@ def _bases(text: str, key: str, name: str, entry: dict[str, Any]) -> list[str]:
 def redacted(path: Path, client: str, text: str, name: str, value: str) -> str:
     """The text with the entry's ``env`` and ``http_headers`` values replaced by ``value``
     (a backup with no copy of its secrets)."""
+    bom, text = _split_bom(text)
     key = CLIENT_INFO[client].servers_key
 
     def blank(document: Any) -> None:
@@ -292,4 +314,4 @@ def redacted(path: Path, client: str, text: str, name: str, value: str) -> str:
     new = _through_tomlkit(text, blank)
     if new is None:
         raise ClientConfigError(f"{path}: this editor cannot blank the entry {name!r}'s values for the backup")
-    return new
+    return bom + new

@@ -228,6 +228,7 @@ EDGES = [
     ("codex", '# settings\r\nmodel = "gpt-5"\r\n\r\n[mcp_servers.a]\r\ncommand = "/a"\r\n\r\n# tools\r\n[tools]\r\n'),
     ("codex", 'model = "gpt-5" # no final line end'),
     ("codex", 'mcp_servers = { a = { command = "/a" } } # inline\n[tui]\n'),
+    ("codex", '\ufeff# saved by Notepad\r\nmodel = "gpt-5"\r\n'),  # a byte order mark, which Codex reads past
 ]
 
 
@@ -242,7 +243,7 @@ def test_each_edge_is_given_back_byte_for_byte(tmp_path: Path, client: str, text
     installed = path.read_bytes()
     assert line_ends_kept(text, installed.decode())
     if client == "codex":
-        assert tomllib.loads(installed.decode())["mcp_servers"][NAME]["command"] == ENTRY.command
+        assert tomllib.loads(installed.decode().removeprefix("\ufeff"))["mcp_servers"][NAME]["command"] == ENTRY.command
         assert installed.index(b"my-app") < installed.index(b"[tools]") if b"[tools]" in installed else True
     if not backup:
         path.with_name("file.bak").unlink()
