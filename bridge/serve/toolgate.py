@@ -31,7 +31,14 @@ from typing import Any
 from ..core.errors import ToolFilteredError
 from ..core.jsonrpc import Request, encode_message, error_line
 from ..core.ledger import id_key
-from ..core.toolfilter import READ_ONLY_OPTION, ToolFilter, filter_tools_result, hidden_on_purpose, is_read_only
+from ..core.toolfilter import (
+    DENY_OPTION,
+    READ_ONLY_OPTION,
+    ToolFilter,
+    filter_tools_result,
+    hidden_on_purpose,
+    is_read_only,
+)
 from ..streamable.upstream import Emit
 
 __all__ = ["ToolGate"]
@@ -115,9 +122,9 @@ class ToolGate:
         elif option == READ_ONLY_OPTION:
             why = "only tools the app annotates readOnlyHint: true are allowed"
         else:
-            why = f"the bridge's {option} option hides it"
+            why = "its name matches a glob given there" if option == DENY_OPTION else "its name matches none of the globs given there"
         log.info("tools/call %r: %r is hidden by %s; not sent to %s", request.id, shown, option, self._app)
-        message = f"The tool {shown!r} is not available to this client: {why} (the bridge's {option} option)."
+        message = f"The tool {shown!r} is not available to this client: the bridge's {option} option hides it ({why})."
         return error_line(request.id, ToolFilteredError(message, option))
 
     def _filtered(self, line: bytes, *, whole: bool) -> bytes:

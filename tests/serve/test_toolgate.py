@@ -272,6 +272,10 @@ async def test_a_list_from_the_catalog_is_filtered_and_the_catalog_keeps_the_who
         (live,) = await take(h, 1)
     assert names(cached) == names(live) == ["get_doc", "delete_doc", "list_docs"]
     assert refused["error"]["data"]["option"] == "--deny-tool" and calls(app) == ["get_doc"]
+    assert refused["error"]["message"] == (
+        "The tool 'send_payment' is not available to this client: the bridge's --deny-tool option hides it "
+        "(its name matches a glob given there)."
+    )  # the option named once
     kept = ServedCatalog(DEFAULT_APP_NAME, URL).entry()
     assert kept is not None and [t["name"] for t in kept["lists"]["tools/list"]["tools"]] == NAMES
 
