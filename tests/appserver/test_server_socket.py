@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import sys
+import tempfile
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -69,13 +71,26 @@ def test_a_temp_folder_that_is_a_link_or_open_is_refused(tmp_path: Path) -> None
         socket_path_for(deep, temp_root=str(other), runtime_root=str(tmp_path / "none"))
 
 
+@pytest.fixture
+def short_root() -> Iterator[Path]:
+    """A folder with a short path: ``<root>/run/mcp-app-bridge/<16 hex>.sock`` must fit the
+    OS's limit on a socket path (107 bytes on Linux), which a test's own ``tmp_path`` may not."""
+    root = Path(tempfile.mkdtemp(prefix="sq"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.process
 @pytest.mark.parametrize("squat", ["link", pytest.param("another user", marks=as_root)])
-def test_a_temp_folder_made_by_someone_else_sends_the_socket_to_the_runtime_folder(tmp_path: Path, squat: str) -> None:
+def test_a_temp_folder_made_by_someone_else_sends_the_socket_to_the_runtime_folder(
+    tmp_path: Path, short_root: Path, squat: str
+) -> None:
     """Issue 41, 8: another user who made ``$TMPDIR/mcp-app-bridge-<uid>`` first pushed the
     app onto TCP; the socket goes to the user's runtime folder instead."""
     deep = tmp_path / ("x" * 120) / "mcp-endpoint.json"
-    temp, runtime = tmp_path / "tmp", tmp_path / "run"
+    temp, runtime = short_root / "tmp", short_root / "run"
     temp.mkdir()
     runtime.mkdir(mode=0o700)
     squatted = temp / f"mcp-app-bridge-{os.geteuid()}"
@@ -88,7 +103,7 @@ def test_a_temp_folder_made_by_someone_else_sends_the_socket_to_the_runtime_fold
     assert path.parent == runtime / "mcp-app-bridge" and stat.S_IMODE(os.lstat(path.parent).st_mode) == 0o700
     assert socket_path_for(deep, temp_root=str(temp), runtime_root=str(runtime)) == path, "the same discovery file, the same socket"
     with pytest.raises(UnsafeFileError, match="symbolic link" if squat == "link" else f"belongs to uid {OTHER_UID}"):
-        socket_path_for(deep, temp_root=str(temp), runtime_root=str(tmp_path / "none"))  # no runtime folder: the first refusal
+        socket_path_for(deep, temp_root=str(temp), runtime_root=str(short_root / "none"))  # no runtime folder: the first refusal
 
 
 def test_a_stale_socket_is_replaced_a_live_one_and_anything_else_left_alone(tmp_path: Path) -> None:
