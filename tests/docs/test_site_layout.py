@@ -242,6 +242,7 @@ def pages(site: Path) -> list[Path]:
     return sorted(p for p in site.rglob("index.html") if not {"search", "assets"} & set(p.relative_to(site).parts))
 
 
+@pytest.mark.process  # (it starts Chromium)
 @pytest.mark.posix_only("Chromium's DevTools pipe is file descriptors 3 and 4")
 @pytest.mark.timeout(300)
 def test_no_code_block_or_table_scrolls_sideways_at_1280_and_390_px(tmp_path: Path) -> None:
