@@ -154,8 +154,9 @@ def socket_path_for(discovery_file: Path | None, *, temp_root: str | None = None
             continue
         if len(os.fsencode(str(folder / name))) <= MAX_SOCKET_PATH_BYTES:
             return folder / name
-    assert first is not None or not places
-    raise first if first is not None else OSError(f"no socket folder fits the OS's limit of {MAX_SOCKET_PATH_BYTES} bytes")
+    if first is not None:
+        raise first
+    raise OSError(errno.ENAMETOOLONG, f"no socket folder gives a path within the OS's limit of {MAX_SOCKET_PATH_BYTES} bytes", str(places[-1] / name))
 
 
 def _runtime_root() -> str | None:

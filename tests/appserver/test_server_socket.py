@@ -4,6 +4,7 @@ a private folder, mode 0600, a stale socket of a dead run replaced and nothing e
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -45,15 +46,26 @@ async def inner(scope: MutableMapping[str, Any], receive: Any, send: Any) -> Non
 
 
 @pytest.mark.process
-def test_the_socket_goes_beside_the_discovery_file_or_in_a_private_temp_folder(tmp_path: Path) -> None:
-    discovery = tmp_path / "state" / "mcp-endpoint.json"
+def test_the_socket_goes_beside_the_discovery_file_or_in_a_private_temp_folder(short_root: Path) -> None:
+    discovery = short_root / "state" / "mcp-endpoint.json"
     path = socket_path_for(discovery)
     assert path == discovery.with_name(SOCKET_FILE_NAME)
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
-    deep = tmp_path / ("x" * 120) / "mcp-endpoint.json"  # too long for sun_path
-    far = socket_path_for(deep, temp_root=str(tmp_path))
-    assert far.parent == tmp_path / f"mcp-app-bridge-{os.geteuid()}" and stat.S_IMODE(os.stat(far.parent).st_mode) == 0o700
-    assert socket_path_for(deep, temp_root=str(tmp_path)) == far, "the same discovery file, the same socket"
+    deep = short_root / ("x" * 120) / "mcp-endpoint.json"  # too long for sun_path
+    far = socket_path_for(deep, temp_root=str(short_root))
+    assert far.parent == short_root / f"mcp-app-bridge-{os.geteuid()}" and stat.S_IMODE(os.stat(far.parent).st_mode) == 0o700
+    assert socket_path_for(deep, temp_root=str(short_root)) == far, "the same discovery file, the same socket"
+
+
+def test_a_temp_folder_too_deep_for_any_socket_path_is_a_clear_error(short_root: Path) -> None:
+    """Every folder usable but none short enough (a long ``TMPDIR`` and runtime folder): an
+    ``OSError`` that names the limit, which the app reports at start; not an assertion."""
+    deep = short_root / ("x" * 120) / "mcp-endpoint.json"
+    long_temp = short_root / ("t" * 100)
+    long_temp.mkdir()
+    with pytest.raises(OSError, match="limit of 10[0-9] bytes") as raised:
+        socket_path_for(deep, temp_root=str(long_temp), runtime_root=str(long_temp))
+    assert raised.value.errno == errno.ENAMETOOLONG
 
 
 def test_a_temp_folder_that_is_a_link_or_open_is_refused(tmp_path: Path) -> None:
