@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
+from ..core.config import DEFAULT_APP_NAME, DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppLaunchFailedError, AppUnreachableError
 from ..core.policy import LAUNCH_RETRY_BACKOFF
 from ..system.cancelscope import current_time
@@ -194,7 +194,7 @@ class Launcher:
         command: Sequence[str] | None = None,
         ensure_running: EnsureRunningCallable | None = None,
         timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
-        app_name: str = "The app",
+        app_name: str = DEFAULT_APP_NAME,
         lock_path: Path | None = None,
         log_file: Path | None = None,
         probe: Callable[[str], Awaitable[bool]],

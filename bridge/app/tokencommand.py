@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core.config import DEFAULT_TOKEN_TIMEOUT_SECONDS
 from .tokens import TokenContext, TokenSourceError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class CommandTokenSource:
     it failed to use.
     """
 
-    def __init__(self, argv: Sequence[str], timeout_seconds: float = 10.0) -> None:
+    def __init__(self, argv: Sequence[str], timeout_seconds: float = DEFAULT_TOKEN_TIMEOUT_SECONDS) -> None:
         self.argv = list(argv)
         self.timeout_seconds = timeout_seconds
         self.description = "token command"

@@ -147,7 +147,6 @@ def _entry(
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
     nothing of this machine's environment goes in."""
     from ..clients.clienttable import (
-        DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
@@ -157,7 +156,7 @@ def _entry(
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
     from ..clients.stablepath import stable_path
-    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
 
     args, remarks = _stable_launch(list(bridge_args))
     for remark in remarks:
