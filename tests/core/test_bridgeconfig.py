@@ -98,7 +98,7 @@ def test_every_default_app_name_is_the_one_constant() -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 arguments = node.args.args + node.args.kwonlyargs
                 defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults + node.args.kw_defaults
-                for argument, default in zip(arguments, defaults):
+                for argument, default in zip(arguments, defaults, strict=True):
                     if argument.arg == "app_name" and default is not None and ast.unparse(default) not in ("DEFAULT_APP_NAME", "None"):
                         by_value.append(f"{path.relative_to(package)}:{node.lineno} {ast.unparse(default)}")
     assert not literal and not by_value, (literal, by_value)
