@@ -55,6 +55,8 @@ class CommandTokenSource:
     async def fetch(self, context: TokenContext) -> str | None:
         import asyncio  # not at import time: the serving start imports asyncio first, without ssl (cli/diagnostics.py)
 
+        from ..system.cancelscope import fail_after  # (its asyncio: not at import time, as above)
+
         stdout = bytearray()
         stderr = bytearray()
         try:
@@ -66,7 +68,7 @@ class CommandTokenSource:
         token = None
         try:
             assert process.stdout is not None and process.stderr is not None
-            async with asyncio.timeout(self.timeout_seconds):
+            with fail_after(self.timeout_seconds):
                 await asyncio.gather(
                     _collect(process.stdout, stdout, MAX_TOKEN_OUTPUT_BYTES, keep_end=False),
                     _collect(process.stderr, stderr, MAX_COMMAND_STDERR_BYTES, keep_end=True),

@@ -71,6 +71,7 @@ from ..core.modernmap import (
 )
 from ..core.policy import INPUT_POLL_BACKOFF, SUBSCRIPTIONS_LISTEN_BACKOFF
 from ..streamable.upstream import Emit
+from ..system.cancelscope import fail_after, move_on_after
 from .driver import drop
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class ModernAppEras:
                 message["params"] = asked["params"]
             await emit(encode_message(message), message)
         try:
-            async with asyncio.timeout(self._answer_timeout_seconds):
+            with fail_after(self._answer_timeout_seconds):
                 responses: dict[str, Any] = {}
                 for key, (_, future) in waiting.items():
                     answer = await future
@@ -309,10 +310,9 @@ class ModernAppEras:
         if self._acknowledged.is_set():  # (else another change waits for the same new stream)
             self._acknowledged = asyncio.Event()
         self._reopen.set()
-        try:
-            async with asyncio.timeout(ACKNOWLEDGE_SECONDS):
-                await self._acknowledged.wait()
-        except TimeoutError:
+        with move_on_after(ACKNOWLEDGE_SECONDS) as waiting:
+            await self._acknowledged.wait()
+        if waiting.cancelled_caught:
             return error_line(
                 request.id,
                 UpstreamTimeoutError(f"{self._app} did not acknowledge the subscriptions/listen stream within {ACKNOWLEDGE_SECONDS:g} s."),
@@ -347,11 +347,8 @@ class ModernAppEras:
             if self._reopen.is_set():
                 step = 0
                 continue
-            try:
-                async with asyncio.timeout(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
-                    await self._reopen.wait()
-            except TimeoutError:
-                pass
+            with move_on_after(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
+                await self._reopen.wait()
             step += 1
 
     async def _listen_once(self, wanted: dict[str, Any], emit: Emit, on_open: Callable[[], None] | None) -> None:
