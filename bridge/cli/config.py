@@ -542,12 +542,15 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
 @config.command("list", context_settings=_CONTEXT, short_help="List every client entry that runs the bridge.")
 def config_list() -> None:
     """List every entry, in every client's file at its usual place, that runs the bridge:
-    the client, the file, the name and the bridge arguments (no env values). An app's own
-    entry (--command … -- --mcp-stdio) is listed as such. `check --all` walks each."""
+    the clients that read the file, the name, the bridge arguments (no env values) and the
+    file. An entry in a file two clients read (a project's .mcp.json: claude-code and
+    vscode-agent-project) is one row naming both. An app's own entry (--command … --
+    --mcp-stdio) is listed as such. `check --all` walks each."""
     from .entrywalk import bridge_args_of, bridge_entries
 
     shown = 0
-    for client, path, name, entry, problem in bridge_entries():
+    for clients, path, name, entry, problem in bridge_entries():
+        client = ", ".join(clients)
         if problem is not None:
             _warn(f"{client}: {problem}")
             continue
