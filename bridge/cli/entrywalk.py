@@ -64,6 +64,7 @@ def bridge_entries() -> Iterator[tuple[tuple[str, ...], Path, str, dict[str, Any
     for path, clients in readers.items():
         rows: list[tuple[list[str], str, dict[str, Any], str | None]] = []
         for client in clients:
+            found: list[tuple[str, dict[str, Any], str | None]]
             try:
                 found = [(name, entry, None) for name, entry in read_entries(path, client).items() if "command" in entry]
             except ClientConfigError as exc:
