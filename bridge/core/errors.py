@@ -46,6 +46,7 @@ __all__ = [
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
     "REASONS",
     "BridgeError",
     "InboundError",
@@ -76,6 +77,8 @@ __all__ = [
 PARSE_ERROR = -32700
 #: JSON-RPC 2.0: the JSON sent is not a valid Request object.
 INVALID_REQUEST = -32600
+#: JSON-RPC 2.0: the method does not exist / is not available.
+METHOD_NOT_FOUND = -32601
 #: JSON-RPC 2.0: invalid method parameter(s); MCP's code for a ``tools/call`` of an unknown
 #: tool (server/tools, "Error Handling").
 INVALID_PARAMS = -32602

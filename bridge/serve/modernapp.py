@@ -48,6 +48,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     BadUpstreamResponseError,
     HTTPStatusError,
     ProtocolEraError,
@@ -133,7 +135,7 @@ class ModernAppEras:
         if method == "logging/setLevel":
             level = request.params.get("level") if isinstance(request.params, dict) else None
             if not isinstance(level, str):
-                return bridge_error_line(request.id, -32602, "logging/setLevel needs a level (a string).")
+                return bridge_error_line(request.id, INVALID_PARAMS, "logging/setLevel needs a level (a string).")
             self._client = self._client._replace(log_level=level)
             return result_line(request.id, {})
         if method == "ping":
@@ -297,10 +299,10 @@ class ModernAppEras:
     async def _subscribe(self, request: Request) -> bytes:
         uri = request.params.get("uri") if isinstance(request.params, dict) else None
         if not isinstance(uri, str):
-            return bridge_error_line(request.id, -32602, f"{request.method} needs a uri (a string).")
+            return bridge_error_line(request.id, INVALID_PARAMS, f"{request.method} needs a uri (a string).")
         resources = self._discover.get("capabilities", {}).get("resources")
         if not (isinstance(resources, dict) and resources.get("subscribe") is True):
-            return bridge_error_line(request.id, -32601, f"{self._app} does not offer resource subscriptions.")
+            return bridge_error_line(request.id, METHOD_NOT_FOUND, f"{self._app} does not offer resource subscriptions.")
         if request.method == "resources/subscribe" and uri not in self._uris:
             self._uris.append(uri)
         elif request.method == "resources/unsubscribe" and uri in self._uris:
