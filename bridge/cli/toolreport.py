@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.config import BridgeConfig
-from ..core.errors import AppUnreachableError, UpstreamError
+from ..core.errors import AppNotRunningError, UpstreamError
 from ..core.jsonrpc import INITIALIZED_BODY, Request, encode_message
 from ..core.quirks import MAX_LIST_PAGES
 from ..core.toolfilter import ToolFilter, filter_tools_result, hidden_on_purpose
@@ -51,8 +51,8 @@ class ToolListing:
         repeated_cursor: a ``nextCursor`` the app gave twice (its list loops): the pages
             after it were not read.
         problem: why nothing could be listed (``tools`` is then empty).
-        not_running: nothing could be listed because the app is not running (nothing
-            accepted the connection, and the listing starts nothing).
+        not_running: nothing could be listed because the app is not running (the listing
+            starts nothing), rather than for a reason starting it would not mend.
     """
 
     tools: tuple[Any, ...] = ()
@@ -134,7 +134,7 @@ async def list_app_tools(config: BridgeConfig) -> ToolListing:
         except (UpstreamError, ValueError) as exc:
             reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
             listing = cataloged_tools(config, reason)
-            if listing.problem is not None and isinstance(exc, AppUnreachableError):
+            if listing.problem is not None and isinstance(exc, AppNotRunningError):
                 return replace(listing, not_running=True)
             return listing
     finally:
