@@ -84,16 +84,16 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def _logging_restored() -> Iterator[None]:
     """Give the next test the logging this one found: a test that runs a command in process
     (click's runner, ``run_stdio``) configures logging as the bridge does at start
-    (bridge/cli/diagnostics.py: the root logger's level and handlers, httpcore's level,
-    ``logging.captureWarnings``), and a root level left at ERROR would hide a later test's
-    warnings from ``caplog``."""
+    (bridge/cli/diagnostics.py: the root logger's level and handlers, the ``bridge``
+    logger's level, ``logging.captureWarnings``), and a level left at ERROR would hide a
+    later test's warnings from ``caplog``."""
     root = logging.getLogger()
-    httpcore = logging.getLogger("httpcore")
-    saved = (root.level, root.handlers[:], httpcore.level)
+    own = logging.getLogger("bridge")
+    saved = (root.level, root.handlers[:], own.level)
     yield
     root.setLevel(saved[0])
     root.handlers[:] = saved[1]
-    httpcore.setLevel(saved[2])
+    own.setLevel(saved[2])
     logging.captureWarnings(False)
 
 

@@ -44,8 +44,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
-from ..core.errors import AppLaunchFailedError, AppUnreachableError
+from ..core.config import DEFAULT_APP_NAME, DEFAULT_LAUNCH_TIMEOUT_SECONDS, in_sentence
+from ..core.errors import AppLaunchFailedError, AppNotRunningError, AppUnreachableError
 from ..core.policy import LAUNCH_RETRY_BACKOFF
 from ..system.cancelscope import current_time
 from ..system.logsink import open_log_file
@@ -194,7 +194,7 @@ class Launcher:
         command: Sequence[str] | None = None,
         ensure_running: EnsureRunningCallable | None = None,
         timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
-        app_name: str = "The app",
+        app_name: str = DEFAULT_APP_NAME,
         lock_path: Path | None = None,
         log_file: Path | None = None,
         probe: Callable[[str], Awaitable[bool]],
@@ -248,7 +248,7 @@ class Launcher:
                 # A refused discovery file: a second instance would overwrite it and hide why.
                 raise AppUnreachableError(f"{self._app} cannot be reached: {problem}.", recoverable=False)
             if not self.configured:
-                raise AppUnreachableError(
+                raise AppNotRunningError(
                     f"{self._app} is not running. Start it and try again"
                     f"{self._why_unreachable()}.",
                     recoverable=False,

@@ -49,6 +49,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.config import DEFAULT_APP_NAME
 from ..core.errors import AppUnreachableError, ListenerUnverifiedError
 from .procnet import LISTEN, Address, TcpEntry, find_listeners, normal_address, parse_proc_net_tcp
 
@@ -78,7 +79,7 @@ class ListenerCheck:
         self,
         expected_pid: Callable[[int], int | None],
         *,
-        app_name: str = "The app",
+        app_name: str = DEFAULT_APP_NAME,
         backend: str | None = None,
         proc_root: str = "/proc",
     ) -> None:

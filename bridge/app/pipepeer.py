@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.config import DEFAULT_APP_NAME
 from ..core.errors import ListenerUnverifiedError
 from ..system.namedpipe import PipeServer, PipeServerRefused, PipeUnavailable, check_pipe_server
 from .discovery import Discovery, pid_is_the_apps
@@ -66,7 +67,7 @@ class PipePeerCheck:
         self,
         expected: Callable[[str], Discovery | None],
         *,
-        app_name: str = "The app",
+        app_name: str = DEFAULT_APP_NAME,
         identify: Callable[[int], PipeServer] = _windows_identify,
         own_sid: Callable[[], str] = _windows_own_sid,
         refresh: Callable[[], None] | None = None,

@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core.config import DEFAULT_TOKEN_TIMEOUT_SECONDS
 from .tokens import TokenContext, TokenSourceError
 
 if TYPE_CHECKING:
@@ -46,13 +47,15 @@ class CommandTokenSource:
     it failed to use.
     """
 
-    def __init__(self, argv: Sequence[str], timeout_seconds: float = 10.0) -> None:
+    def __init__(self, argv: Sequence[str], timeout_seconds: float = DEFAULT_TOKEN_TIMEOUT_SECONDS) -> None:
         self.argv = list(argv)
         self.timeout_seconds = timeout_seconds
         self.description = "token command"
 
     async def fetch(self, context: TokenContext) -> str | None:
         import asyncio  # not at import time: the serving start imports asyncio first, without ssl (cli/diagnostics.py)
+
+        from ..system.cancelscope import fail_after  # (its asyncio: not at import time, as above)
 
         stdout = bytearray()
         stderr = bytearray()
@@ -65,7 +68,7 @@ class CommandTokenSource:
         token = None
         try:
             assert process.stdout is not None and process.stderr is not None
-            async with asyncio.timeout(self.timeout_seconds):
+            with fail_after(self.timeout_seconds):
                 await asyncio.gather(
                     _collect(process.stdout, stdout, MAX_TOKEN_OUTPUT_BYTES, keep_end=False),
                     _collect(process.stderr, stderr, MAX_COMMAND_STDERR_BYTES, keep_end=True),

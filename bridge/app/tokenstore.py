@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..core.config import in_sentence
+from ..core.config import DEFAULT_APP_NAME, DEFAULT_TOKEN_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppUnreachableError, AuthRejectedError
 from ..system.cancelscope import current_time, fail_after
 from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError
@@ -30,7 +30,7 @@ class TokenStore:
             the generation it used so that N requests rejected together cause one refresh.
     """
 
-    def __init__(self, source: TokenSource | None, *, timeout_seconds: float = 10.0, app_name: str = "The app") -> None:
+    def __init__(self, source: TokenSource | None, *, timeout_seconds: float = DEFAULT_TOKEN_TIMEOUT_SECONDS, app_name: str = DEFAULT_APP_NAME) -> None:
         self._source = source
         self._timeout_seconds = timeout_seconds
         self._app = app_name

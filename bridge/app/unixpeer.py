@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..core.config import DEFAULT_APP_NAME
 from ..core.errors import ListenerUnverifiedError
 from ..system.peercred import PeerCredentials, PeerCredentialsUnavailable, peer_credentials
 from .discovery import Discovery, pid_is_the_apps
@@ -56,7 +57,7 @@ class UnixPeerCheck:
         self,
         expected: Callable[[str], Discovery | None],
         *,
-        app_name: str = "The app",
+        app_name: str = DEFAULT_APP_NAME,
         credentials: Callable[[Any], PeerCredentials] = peer_credentials,
         euid: int | None = None,
         proc_root: str = "/proc",

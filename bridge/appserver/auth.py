@@ -38,8 +38,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 AUTH_PATH = "/auth/token"
 #: Largest auth-route body read, in bytes.
 MAX_AUTH_BODY_BYTES = 64 * 1024
-#: Largest credential file read, in bytes.
-MAX_CREDENTIAL_FILE_BYTES = 64 * 1024
 
 
 # -- credential files ------------------------------------------------------------------------
@@ -99,7 +97,7 @@ def _create_with_content(path: Path, content: bytes) -> bool:
 
 
 def _read_private(path: Path, what: str) -> str:
-    return credential_text(read_private_file(path, what, max_bytes=MAX_CREDENTIAL_FILE_BYTES), path, what)
+    return credential_text(read_private_file(path, what), path, what)
 
 
 # -- the middleware --------------------------------------------------------------------------

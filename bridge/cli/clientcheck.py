@@ -368,7 +368,8 @@ def check_all_command() -> None:
     from .entrywalk import bridge_args_of, bridge_entries, walk_entry
 
     ok, walked = True, 0
-    for client, _file, name, entry, problem in bridge_entries():
+    for clients, _file, name, entry, problem in bridge_entries():
+        client = " and ".join(clients)  # (a file two clients read is walked once)
         if problem is not None:
             click.echo(f"{click.style('✗', fg='red', bold=True)} {client}: {problem}")
             ok = False

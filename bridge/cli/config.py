@@ -46,6 +46,10 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
+def _stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
 def _client_option(choices: tuple[str, ...] = _CLIENTS) -> Callable[[F], F]:
     return click.option("--client", type=click.Choice(choices), required=True, help="Which AI client.")
 
@@ -141,13 +145,15 @@ def _entry(
     link: bool = False,
     startup_timeout: float | None = None,
     wsl: tuple[str, str] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Any:
     """The server entry for these bridge arguments, validated like the bridge would
     (``bridge.clients.clienttable.client_entry`` decides what the client's entry carries). For a
     link, every --token-env variable is named in ``env`` with a placeholder, set or not, and
-    nothing of this machine's environment goes in."""
+    nothing of this machine's environment goes in. ``say`` gets each line for stderr (a
+    warning, a note) instead of stderr itself: ``config install`` shows them only once the
+    entry is written, so that a refusal is all a refused install prints."""
     from ..clients.clienttable import (
-        DEFAULT_REQUEST_TIMEOUT_SECONDS,
         ClientConfigError,
         ServerEntry,
         client_entry,
@@ -157,30 +163,35 @@ def _entry(
     )
     from ..clients.command import bridge_command, command_warnings, isolate_python, resolve_command
     from ..clients.stablepath import stable_path
-    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS
+    from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
+
+    say = say if say is not None else _stderr
+
+    def warn(message: str) -> None:
+        say(f"warning: {message}")
 
     args, remarks = _stable_launch(list(bridge_args))
     for remark in remarks:
-        _warn(remark)
+        warn(remark)
     if command_path is None:
         options = parse_bridge_args(args)
         build_config(options, require_env=False)
         pages = list_pages_remark(client, args)
         if pages is not None and not link:
-            _warn(pages)
+            warn(pages)
         if options["url"] is None and options["discovery_file"] is None and options["app_name"] and options["launch"] is None:
             from ..app.discovery import default_discovery_path, unpublished_app_hint
 
             hint = unpublished_app_hint(options["app_name"], default_discovery_path(options["app_name"]))
             if hint is not None:
-                _warn(f"{hint}: check the spelling of --app-name, or start the app once and run `mcp-app-bridge check` with these options")
+                warn(f"{hint}: check the spelling of --app-name, or start the app once and run `mcp-app-bridge check` with these options")
         if options["launch"] is not None:
             for warning in _launch_warnings(options["launch"]):
-                _warn(warning)
+                warn(warning)
         command = bridge_command()
         command[0], remarks = stable_path(command[0], what="the bridge")
         for remark in remarks:
-            _warn(remark)
+            warn(remark)
         if startup_timeout is None and options["launch"] is not None:
             startup_timeout = startup_timeout_for(options["launch_timeout_seconds"])
         tool_timeout = tool_timeout_for(
@@ -197,7 +208,7 @@ def _entry(
         remarks = [*remarks, *absolute]
         warnings += remarks + command_warnings([path, *args])
         for warning in warnings:
-            _warn(warning)
+            warn(warning)
         if startup_timeout is None:  # an app's own entry may launch the app (its default bound)
             startup_timeout = startup_timeout_for(DEFAULT_LAUNCH_TIMEOUT_SECONDS)
         tool_timeout = tool_timeout_for(DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_LAUNCH_TIMEOUT_SECONDS)
@@ -207,13 +218,12 @@ def _entry(
         from ..clients.wsl import windows_entry, windows_path
 
         argv, _env, wsl_remarks = windows_entry(wsl[0], args, {}, (), wsl[1])
-        click.echo(
+        say(
             f"inside WSL ({wsl[1]}): the entry runs the Windows bridge {windows_path(wsl[0], wsl[1])} through WSL "
-            "interop, so that it runs beside the Windows app (--linux-bridge for an app inside WSL)",
-            err=True,
+            "interop, so that it runs beside the Windows app (--linux-bridge for an app inside WSL)"
         )
     for remark in wsl_remarks:
-        _warn(remark)
+        warn(remark)
     variables = _token_variables(args)
     if link:
         placeholders = {variable: f"<the value of {variable}>" for variable in variables}
@@ -233,7 +243,7 @@ def _entry(
         launch_timeout_fix=fix,
     )
     for remark in remarks:
-        _warn(remark)
+        warn(remark)
     if wsl is not None and command_path is None:
         from ..clients.wsl import windows_entry
 
@@ -421,13 +431,16 @@ def config_install(
         _warn(f"--force after -- goes to {command_path} as its own argument; to replace an existing entry, put --force before --")
     wsl = _wsl_side(windows_exe, linux_bridge)
     _refuse_unset_token_variables(client, target, list(bridge_args))
+    said: list[str] = []  # shown once the entry is written: a refused install prints only the refusal
     try:
-        entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout, wsl=wsl)
-        replaced = install_entry(target, client, name, entry, force=force, warn=_warn)
+        entry = _entry(client, command_path, bridge_args, reveal=True, startup_timeout=startup_timeout, wsl=wsl, say=said.append)
+        replaced = install_entry(target, client, name, entry, force=force, warn=lambda message: said.append(f"warning: {message}"))
     except EntryExistsError as exc:
         raise _fail(ClientConfigError(f"an entry called {exc.name!r} exists already; replace it with --force"), target) from None
     except ClientConfigError as exc:
         raise _fail(exc, target) from None
+    for line in said:
+        _stderr(line)
     click.echo(f"{'replaced' if replaced else 'added'} {name!r} in {target}; {next_step(client, name, target)}")
     from .statefolder import current_package, prepare_state_folder
 
@@ -543,12 +556,15 @@ def config_link(client: str, name: str, command_path: str | None, bridge_args: t
 @config.command("list", context_settings=_CONTEXT, short_help="List every client entry that runs the bridge.")
 def config_list() -> None:
     """List every entry, in every client's file at its usual place, that runs the bridge:
-    the client, the file, the name and the bridge arguments (no env values). An app's own
-    entry (--command … -- --mcp-stdio) is listed as such. `check --all` walks each."""
+    the clients that read the file, the name, the bridge arguments (no env values) and the
+    file. An entry in a file two clients read (a project's .mcp.json: claude-code and
+    vscode-agent-project) is one row naming both. An app's own entry (--command … --
+    --mcp-stdio) is listed as such. `check --all` walks each."""
     from .entrywalk import bridge_args_of, bridge_entries
 
     shown = 0
-    for client, path, name, entry, problem in bridge_entries():
+    for clients, path, name, entry, problem in bridge_entries():
+        client = ", ".join(clients)
         if problem is not None:
             _warn(f"{client}: {problem}")
             continue

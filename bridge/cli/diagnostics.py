@@ -84,7 +84,10 @@ def import_asyncio_without_tls() -> None:
 
 
 def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
-    """Send diagnostics to stderr (or ``log_file``), never stdout, at ``level``.
+    """Send diagnostics to stderr (or ``log_file``), never stdout: the bridge's own (the
+    ``bridge`` logger and those below it) at ``level``, every other library's (asyncio,
+    filelock, httpx…) at ``warning`` or above (``level`` when that is higher), so that
+    ``--log-level debug`` is the bridge's own trace, not its dependencies'.
 
     Records are written by a daemon thread (:class:`~bridge.system.logsink.ThreadedHandler`), so
     the event loop never waits on a stderr the client does not read.
@@ -105,10 +108,11 @@ def setup_logging(level: str = "warning", log_file: Path | None = None) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s mcp-app-bridge %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [ThreadedHandler(handler)]
-    root.setLevel(level.upper())
-    # httpcore's debug trace is noise at our level of detail; it never shows header values,
-    # but keeping it quiet keeps the log readable.
-    logging.getLogger("httpcore").setLevel(max(logging.INFO, root.level))
+    own = logging.getLevelNamesMapping()[level.upper()]
+    # Others' records below warning are not even made (asyncio's "Using selector", filelock's
+    # every acquire, httpcore's trace); the bridge's logger passes its own to root's handler.
+    root.setLevel(max(own, logging.WARNING))
+    logging.getLogger("bridge").setLevel(own)
     logging.captureWarnings(True)
 
 

@@ -45,26 +45,38 @@ def bridge_args_of(entry: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def bridge_entries() -> Iterator[tuple[str, Path, str, dict[str, Any], str | None]]:
-    """Every stdio entry of every client's file at its default place, as ``(client, file,
-    name, entry, problem)``; ``problem`` says why a file could not be read (then ``name``
-    is empty and ``entry`` is ``{}``)."""
+def bridge_entries() -> Iterator[tuple[tuple[str, ...], Path, str, dict[str, Any], str | None]]:
+    """Every stdio entry of every client's file at its default place, once, as ``(clients,
+    file, name, entry, problem)``: ``clients`` are the ``--client`` values that read that
+    file (``claude-code`` and ``vscode-agent-project`` share a project's ``.mcp.json``,
+    ``copilot-cli`` and ``vscode-agent`` ``~/.copilot/mcp-config.json``), in the order of
+    the client table; ``problem`` says why a file could not be read (then ``name`` is empty
+    and ``entry`` is ``{}``)."""
     from ..clients.clienttable import CLIENTS, ClientConfigError, config_path
     from .entrycheck import read_entries
 
+    readers: dict[Path, list[str]] = {}
     for client in CLIENTS:
         try:
-            path = config_path(client)
+            readers.setdefault(config_path(client), []).append(client)
         except ClientConfigError:
             continue
-        try:
-            entries = read_entries(path, client)
-        except ClientConfigError as exc:
-            yield client, path, "", {}, str(exc)
-            continue
-        for name, entry in entries.items():
-            if "command" in entry:
-                yield client, path, name, entry, None
+    for path, clients in readers.items():
+        rows: list[tuple[list[str], str, dict[str, Any], str | None]] = []
+        for client in clients:
+            found: list[tuple[str, dict[str, Any], str | None]]
+            try:
+                found = [(name, entry, None) for name, entry in read_entries(path, client).items() if "command" in entry]
+            except ClientConfigError as exc:
+                found = [("", {}, str(exc))]
+            for name, entry, problem in found:
+                same = next((row for row in rows if row[1:] == (name, entry, problem)), None)
+                if same is not None:  # the same entry, read by another client of this file
+                    same[0].append(client)
+                else:
+                    rows.append(([client], name, entry, problem))
+        for row_clients, name, entry, problem in rows:
+            yield tuple(row_clients), path, name, entry, problem
 
 
 @contextmanager

@@ -246,7 +246,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _from_config("--deny-tool", "deny_tools", "Hide the tools whose names match GLOB from the client, and refuse their calls (repeatable; wins over --allow-tool; also spelled --ignore-tool).", convert=tool_glob, metavar="GLOB", multiple=True, aliases=("--ignore-tool",)),
     _switch("--read-only", "read_only", "Show the client only the tools the app annotates readOnlyHint: true, and refuse calls of the others."),
     _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
-    BridgeOption("--log-level", "log_level", f"Diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
+    BridgeOption("--log-level", "log_level", f"The bridge's diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout; other libraries log warnings and errors only).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),
 )
 

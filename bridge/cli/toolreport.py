@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.config import BridgeConfig
-from ..core.errors import UpstreamError
+from ..core.errors import AppNotRunningError, UpstreamError
 from ..core.jsonrpc import INITIALIZED_BODY, Request, encode_message
 from ..core.quirks import MAX_LIST_PAGES
 from ..core.toolfilter import ToolFilter, filter_tools_result, hidden_on_purpose
@@ -51,12 +51,15 @@ class ToolListing:
         repeated_cursor: a ``nextCursor`` the app gave twice (its list loops): the pages
             after it were not read.
         problem: why nothing could be listed (``tools`` is then empty).
+        not_running: nothing could be listed because the app is not running (the listing
+            starts nothing), rather than for a reason starting it would not mend.
     """
 
     tools: tuple[Any, ...] = ()
     source: str = "the app"
     repeated_cursor: str | None = None
     problem: str | None = None
+    not_running: bool = False
 
 
 async def follow_pages(ask: Ask, first: dict[str, Any]) -> tuple[list[Any], str | None]:
@@ -130,7 +133,10 @@ async def list_app_tools(config: BridgeConfig) -> ToolListing:
             return ToolListing(tuple(tools), "the app", repeated)
         except (UpstreamError, ValueError) as exc:
             reason = exc.message if isinstance(exc, UpstreamError) else str(exc)
-            return cataloged_tools(config, reason)
+            listing = cataloged_tools(config, reason)
+            if listing.problem is not None and isinstance(exc, AppNotRunningError):
+                return replace(listing, not_running=True)
+            return listing
     finally:
         try:
             await stack.terminate_session()
@@ -245,6 +251,11 @@ def run_limits_check(client: str, names: tuple[str, ...], echo: Callable[[str], 
             continue
         with _entry_environment(entry):
             listing = asyncio.run(list_app_tools(config))
+        if listing.problem is not None and listing.not_running and config.launch_command is not None:
+            # (not the launcher's "Start it": the entry's bridge starts the app itself)
+            echo(f"  {name}: its tools could not be listed: the app is not running, and this check starts nothing; "
+                 f"the bridge starts it itself (the entry's --launch) when {title} first needs it: run this again after that")
+            continue
         if listing.problem is not None:
             echo(f"  {name}: its tools could not be listed ({listing.problem}); run this again once the app runs")
             continue

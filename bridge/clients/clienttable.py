@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
 from .devicenames import is_device_name
 from .location import AmbiguousLocation, ConfigLocation, claude_desktop_location
 
@@ -665,13 +666,6 @@ def read_servers(document: Any, client: str | None = None) -> tuple[str, dict[st
 #: start (a frozen one unpacks first), a token, the connection and ``initialize`` once the
 #: app listens.
 STARTUP_MARGIN_SECONDS = 15.0
-
-#: How long the bridge gives a launched app by default (``--launch-timeout``, and
-#: ``BridgeConfig.launch_timeout_seconds``), in seconds.
-from ..core.config import DEFAULT_LAUNCH_TIMEOUT_SECONDS  # noqa: E402  (one default, kept beside BridgeConfig's)
-
-#: The bridge's default bound on each reply (``--request-timeout``), in seconds.
-DEFAULT_REQUEST_TIMEOUT_SECONDS = 300.0
 
 
 def startup_timeout_for(launch_timeout_seconds: float) -> float:

@@ -27,6 +27,8 @@ __all__ = [
     "parse_header",
     "DEFAULT_APP_NAME",
     "DEFAULT_LAUNCH_TIMEOUT_SECONDS",
+    "DEFAULT_REQUEST_TIMEOUT_SECONDS",
+    "DEFAULT_TOKEN_TIMEOUT_SECONDS",
     "LAUNCH_POLICIES",
     "PROTOCOL_ERAS",
     "check_app_name",
@@ -41,6 +43,15 @@ DEFAULT_APP_NAME = "The app"
 #: (``--launch-timeout``, :attr:`BridgeConfig.launch_timeout_seconds`, and the start-up
 #: budget ``config install`` writes for a client).
 DEFAULT_LAUNCH_TIMEOUT_SECONDS = 30.0
+
+#: The default bound on each reply, in seconds (``--request-timeout``,
+#: :attr:`BridgeConfig.request_timeout_seconds`, and the tool-call bound ``config install``
+#: writes for a client that has one).
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 300.0
+
+#: The default bound on getting one token, in seconds (``--token-timeout``,
+#: :attr:`BridgeConfig.token_timeout_seconds`).
+DEFAULT_TOKEN_TIMEOUT_SECONDS = 10.0
 
 #: When the bridge starts the app (``--launch-policy``, :attr:`BridgeConfig.launch_policy`):
 #: ``on-call`` answers a client's start-up probes from the catalog the app last served while
@@ -276,7 +287,7 @@ class BridgeConfig:
         headers: tuple[tuple[str, str], ...] = (),
         token: str | None = None,
         token_source: Any = None,
-        token_timeout_seconds: float = 10.0,
+        token_timeout_seconds: float = DEFAULT_TOKEN_TIMEOUT_SECONDS,
         launch_command: tuple[str, ...] | None = None,
         ensure_running: Callable[[], Any] | None = None,
         launch_timeout_seconds: float = DEFAULT_LAUNCH_TIMEOUT_SECONDS,
@@ -284,7 +295,7 @@ class BridgeConfig:
         launch_policy: str = "on-call",
         session_400_heuristic: bool = True,
         connect_timeout_seconds: float = 5.0,
-        request_timeout_seconds: float = 300.0,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_concurrent_requests: int = 32,
         shutdown_grace_seconds: float = 0.2,

@@ -61,6 +61,7 @@ __all__ = [
     "SUBSCRIPTION_ID_META_KEY",
     "SERVER_INFO_META_KEY",
     "HEADER_MISMATCH",
+    "CANCEL_NOTICE_SECONDS",
     "Era",
     "LEGACY",
     "era_of",
@@ -87,6 +88,10 @@ SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 #: 2026-07-28: the headers and the body disagree (the client should re-list and retry).
 HEADER_MISMATCH = -32020
+#: Before 2026-07-28 (the era that POSTs ``notifications/cancelled``: :attr:`Era.cancel_by_closing`
+#: false), how long that POST may take, in seconds: the client's cancellation
+#: (``bridge/serve/dispatch.py``) and a translated request's (``bridge/serve/legacyapp.py``).
+CANCEL_NOTICE_SECONDS = 1.0
 
 _NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _TOKEN = HTTP_TOKEN

@@ -15,6 +15,7 @@ Hierarchy (every class says what happens after it is raised)::
     ├── ToolFilteredError         -32602, reason "tool_filtered": the tool filter hides the tool
     └── UpstreamError             talking to the app failed: -32603, the request's id
         ├── AppUnreachableError       reason "app_unreachable"
+        │   └── AppNotRunningError    the same, when nothing is configured to start the app
         ├── TlsFailedError            reason "tls_failed"
         ├── AppLaunchFailedError      reason "app_launch_failed"
         ├── AuthRejectedError         reason "auth_rejected"
@@ -46,6 +47,7 @@ __all__ = [
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
     "REASONS",
     "BridgeError",
     "InboundError",
@@ -54,6 +56,7 @@ __all__ = [
     "LineTooLongError",
     "UpstreamError",
     "AppUnreachableError",
+    "AppNotRunningError",
     "AppLaunchFailedError",
     "AuthRejectedError",
     "UpstreamTimeoutError",
@@ -76,6 +79,8 @@ __all__ = [
 PARSE_ERROR = -32700
 #: JSON-RPC 2.0: the JSON sent is not a valid Request object.
 INVALID_REQUEST = -32600
+#: JSON-RPC 2.0: the method does not exist / is not available.
+METHOD_NOT_FOUND = -32601
 #: JSON-RPC 2.0: invalid method parameter(s); MCP's code for a ``tools/call`` of an unknown
 #: tool (server/tools, "Error Handling").
 INVALID_PARAMS = -32602
@@ -163,6 +168,13 @@ class AppUnreachableError(UpstreamError):
     """Nothing accepted the connection at the app's address (after any ensure_running)."""
 
     reason = "app_unreachable"
+
+
+class AppNotRunningError(AppUnreachableError):
+    """The app is not running and nothing is configured to start it (no ``--launch``, or
+    a configuration that starts nothing, as ``check --client``'s tool listing): someone
+    must start it. Not raised for an app that runs but could not be reached (a refused
+    discovery file)."""
 
 
 class TlsFailedError(UpstreamError):

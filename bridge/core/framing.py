@@ -24,11 +24,11 @@ start pointer), so returning many short lines from one big chunk stays linear to
 
 from __future__ import annotations
 
+from codecs import BOM_UTF8
 from typing import NamedTuple
 
 __all__ = ["NEED_DATA", "EOF", "OverlongLine", "LineFramer", "DEFAULT_HEAD_BYTES"]
 
-_BOM = b"\xef\xbb\xbf"
 _BLANK = b" \t\r"
 
 #: How many leading bytes of an over-long line are kept so its ``id`` can still be read.
@@ -114,10 +114,10 @@ class LineFramer:
         """
         while True:
             if self._at_stream_start:
-                if len(self._buffer) < len(_BOM) and _BOM.startswith(self._buffer) and not self._eof:
+                if len(self._buffer) < len(BOM_UTF8) and BOM_UTF8.startswith(self._buffer) and not self._eof:
                     return NEED_DATA
-                if self._buffer.startswith(_BOM):
-                    del self._buffer[: len(_BOM)]
+                if self._buffer.startswith(BOM_UTF8):
+                    del self._buffer[: len(BOM_UTF8)]
                 self._at_stream_start = False
             event: bytes | OverlongLine | type[NEED_DATA] | type[EOF] | None
             if self._discard_head is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from codecs import BOM_UTF8
 from collections.abc import Callable
 from typing import Any
 
@@ -494,7 +495,7 @@ def to_wire_line(raw: bytes, message: Any, *, twice: bool = False) -> bytes:
         and (b"\xe2" not in raw or (_LINE_SEPARATOR not in raw and _PARAGRAPH_SEPARATOR not in raw))
     ):
         return raw  # no copy: large replies are the reason
-    raw = raw.strip(b" \t\r\n").removeprefix(b"\xef\xbb\xbf")
+    raw = raw.strip(b" \t\r\n").removeprefix(BOM_UTF8)
     if b"\n" in raw or b"\r" in raw:
         return encode_message(message)
     # b"\xe2" first: a one-byte search is fast, the three-byte ones are not (16 MiB: 9 ms).

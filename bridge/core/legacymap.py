@@ -41,12 +41,12 @@ from .era import (
     SERVER_INFO_META_KEY,
     SUBSCRIPTION_ID_META_KEY,
 )
+from .errors import METHOD_NOT_FOUND
 from .methods import CACHEABLE_METHODS, LISTS_THAT_CHANGE
 
 __all__ = [
     "LEGACY_PROTOCOL_VERSION",
     "UNSUPPORTED_PROTOCOL_VERSION",
-    "METHOD_NOT_FOUND",
     "is_legacy_refusal",
     "initialize_params",
     "discover_result",
@@ -76,8 +76,6 @@ __all__ = [
 LEGACY_PROTOCOL_VERSION = "2025-11-25"
 #: 2026-07-28: the app supports none of the versions asked for (its ``data.supported`` names them).
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-#: JSON-RPC 2.0: the method does not exist / is not available.
-METHOD_NOT_FOUND = -32601
 _ERA_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY})
 
 #: The server→client requests a 2026-07-28 ``input_required`` result carries (its ``InputRequest``).
@@ -97,8 +95,6 @@ _INPUT_REQUIRED_PARAMS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...
 }
 #: RFC 5424 severities, the order of MCP's ``LoggingLevel``.
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-#: JSON-RPC 2.0: invalid method parameter(s).
-INVALID_PARAMS = -32602
 _LISTS = tuple((f"{name}ListChanged", name) for name in LISTS_THAT_CHANGE)
 _LIST_CHANGED = {f"notifications/{name}/list_changed": key for key, name in _LISTS}
 

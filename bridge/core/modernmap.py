@@ -41,6 +41,7 @@ from .era import (
     SERVER_INFO_META_KEY,
     SUBSCRIPTION_ID_META_KEY,
 )
+from .errors import METHOD_NOT_FOUND
 from .legacymap import (
     MAX_INPUT_REQUESTS,
     input_request_problem,
@@ -67,8 +68,6 @@ __all__ = [
 MODERN_PROTOCOL_VERSION = "2026-07-28"
 #: The revisions of the ``initialize`` era a client may ask for (the answer keeps its choice).
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-#: The JSON-RPC error codes the bridge answers with.
-METHOD_NOT_FOUND = -32601
 #: 2026-07-28 result types (``resultType``).
 INPUT_REQUIRED = "input_required"
 _LIST_CHANGED = {

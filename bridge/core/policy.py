@@ -42,7 +42,7 @@ six; the others are performed where their state lives, with the bound named here
 | 401                                   | refresh the token, send again      | once per message                 | this flow    |
 | connection refused                    | ``ensure_running``, send again     | once per message                 | this flow    |
 | session gone (not 2026-07-28)         | replay ``initialize``, send again  | once per message                 | this flow    |
-| -32020 on a 2026-07-28 ``tools/call`` | list the tools, send again         | once; ``MAX_TOOL_PAGES`` pages   | this flow    |
+| -32020 on a 2026-07-28 ``tools/call`` | list the tools, send again         | once; ``MAX_LIST_PAGES`` pages   | this flow    |
 | 429/503 with ``Retry-After``          | wait, send again                   | once; ``MAX_RETRY_AFTER_SECONDS``| this flow    |
 | connection broke after sending        | send again (idempotent methods)    | once per message                 | this flow    |
 | SSE reply stream broke (with ids)     | GET with ``Last-Event-ID``         | ``MAX_RESUME_ATTEMPTS``          | replies.py   |
@@ -55,6 +55,8 @@ six; the others are performed where their state lives, with the bound named here
 | a named-pipe accept failed (the app)  | accept again after a growing delay | while the app serves             | pipeserver.py |
 
 Each growing delay is one :class:`Backoff` (first, factor, cap), named below.
+``MAX_LIST_PAGES`` is ``bridge/core/quirks.py``'s: the most pages of one list the bridge
+reads, merged for the client or listed again here.
 """
 
 from __future__ import annotations
@@ -91,7 +93,6 @@ __all__ = [
     "forward_flow",
     "MAX_RESUME_ATTEMPTS",
     "MAX_LISTEN_FAILURES",
-    "MAX_TOOL_PAGES",
     "MAX_RETRY_AFTER_SECONDS",
     "RETRY_AFTER_STATUSES",
     "retry_after_seconds",
@@ -111,8 +112,6 @@ __all__ = [
 MAX_RESUME_ATTEMPTS = 2
 #: Tries in a row that delivered nothing before the GET stream gives up (``bridge/streamable/listen.py``).
 MAX_LISTEN_FAILURES = 5
-#: Pages of ``tools/list`` read when the tools are listed again after a header mismatch.
-MAX_TOOL_PAGES = 50
 #: The longest ``Retry-After`` delay the bridge waits before sending once more (seconds).
 MAX_RETRY_AFTER_SECONDS = 60.0
 #: The statuses whose ``Retry-After`` is honoured: 429 Too Many Requests (RFC 6585 §4) and

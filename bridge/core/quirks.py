@@ -34,7 +34,7 @@ __all__ = ["MAX_LIST_PAGES", "ListMerge", "smoothed_request"]
 
 #: The most pages of one list merged into one reply (``--merge-list-pages``), the first
 #: page included; the bridge's own relisting after a header mismatch reads as many
-#: (``MAX_TOOL_PAGES``, ``bridge/core/policy.py``).
+#: (``bridge/core/policy.py``'s table of retries).
 MAX_LIST_PAGES = 50
 
 

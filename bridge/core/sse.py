@@ -47,12 +47,12 @@ chunk, and several lines are joined once, when the event ends.
 
 from __future__ import annotations
 
+from codecs import BOM_UTF8
 from collections import deque
 from typing import Any, NamedTuple
 
 __all__ = ["NEED_DATA", "EOF", "COMMENT", "Event", "EventTooLarge", "SSEDecoder"]
 
-_BOM = b"\xef\xbb\xbf"
 _LF = 0x0A
 _CR = 0x0D
 _COLON = 0x3A
@@ -178,11 +178,11 @@ class SSEDecoder:
             raise RuntimeError("received data after the end of the stream")
         if self._head is not None:
             head = self._head + data
-            if len(head) < len(_BOM) and _BOM.startswith(head):
+            if len(head) < len(BOM_UTF8) and BOM_UTF8.startswith(head):
                 self._head = head
                 return
             self._head = None
-            data = head[len(_BOM) :] if head.startswith(_BOM) else head
+            data = head[len(BOM_UTF8) :] if head.startswith(BOM_UTF8) else head
             if not data:
                 return
         self._chunks.append(data)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core.admission import Admission
 from ..core.config import BridgeConfig
+from ..core.era import CANCEL_NOTICE_SECONDS
 from ..core.errors import (
     BridgeError,
     BridgeInternalError,
@@ -62,7 +63,7 @@ from .taskset import TaskSet
 from .toolgate import ToolGate
 from .translate import EraRouter
 
-__all__ = ["Dispatcher", "CANCEL_NOTICE_SECONDS"]
+__all__ = ["Dispatcher"]
 
 log = logging.getLogger("bridge")
 #: One debug line per message (``bridge/core/trace.py``).
@@ -71,9 +72,6 @@ trace = logging.getLogger(LOGGER_NAME)
 #: Requests that never wait for a slot: a ping must not queue behind slow calls
 #: (docs/behaviour.md, "Concurrency"), and a subscription stays open for as long as the client listens.
 _OUTSIDE_THE_LIMIT = frozenset({"ping", "subscriptions/listen"})
-#: Before 2026-07-28, how long a cancelled request's exchange stays open at most while the
-#: app is told with ``notifications/cancelled`` (seconds).
-CANCEL_NOTICE_SECONDS = 1.0
 #: How long the shutdown answers may take to be queued for stdout (seconds).
 _CLOSE_ALL_TIMEOUT_SECONDS = 0.05
 

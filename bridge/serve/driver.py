@@ -43,7 +43,6 @@ from ..core.legacymap import cancelled_notification
 from ..core.methods import LIST_ITEMS, LISTS_THAT_CHANGE
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
-    MAX_TOOL_PAGES,
     AttemptOutcome,
     EnsureRunning,
     RebuildSession,
@@ -54,7 +53,7 @@ from ..core.policy import (
     forward_flow,
     is_idempotent,
 )
-from ..core.quirks import ListMerge
+from ..core.quirks import MAX_LIST_PAGES, ListMerge
 from ..streamable.headers import SSE_MEDIA_TYPE, StreamState, media_type
 from ..streamable.upstream import Emit, Upstream, map_transport_errors
 from ..system.cancelscope import current_time, move_on_after
@@ -313,7 +312,7 @@ class Driver:
         meta = {key: value for key, value in call.params["_meta"].items() if key != "progressToken"}
         cursor: Any = None
         try:
-            for _ in range(MAX_TOOL_PAGES):
+            for _ in range(MAX_LIST_PAGES):
                 list_params: dict[str, Any] = {"_meta": meta}
                 if cursor is not None:
                     list_params["cursor"] = cursor
@@ -328,7 +327,7 @@ class Driver:
         except UpstreamError as exc:
             log.warning("listing the tools again failed: %s", exc.message)
             raise
-        log.warning("tools/list: stopped after %d pages", MAX_TOOL_PAGES)
+        log.warning("tools/list: stopped after %d pages", MAX_LIST_PAGES)
 
     async def deliver(self, body: bytes, what: str) -> None:
         """Forward a notification or a client response (no reply is owed).

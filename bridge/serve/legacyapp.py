@@ -60,8 +60,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..core.era import CANCEL_NOTICE_SECONDS
 from ..core.errors import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     HTTPStatusError,
     ProtocolEraError,
     StreamClosedError,
@@ -71,7 +73,6 @@ from ..core.errors import (
 from ..core.jsonrpc import INITIALIZED_BODY, PrivateIds, Request, bridge_error_line, encode_message
 from ..core.legacymap import (
     INPUT_REQUEST_METHODS,
-    INVALID_PARAMS,
     MAX_INPUT_REQUESTS,
     cancelled_notification,
     capabilities_of,
@@ -101,13 +102,10 @@ from .driver import drop
 if TYPE_CHECKING:
     from .lazy import LazyLaunch
 
-__all__ = ["LegacyAppEras", "CANCEL_NOTICE_SECONDS"]
+__all__ = ["LegacyAppEras"]
 
 log = logging.getLogger("bridge")
 
-#: How long the ``notifications/cancelled`` for a cancelled translated request may take
-#: (seconds); as the dispatcher's bound for a legacy client's cancellation.
-CANCEL_NOTICE_SECONDS = 1.0
 #: How long :meth:`LegacyAppEras.aclose` waits for its tasks to end (seconds).
 _CLOSE_SECONDS = 0.05
 

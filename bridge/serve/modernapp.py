@@ -48,6 +48,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     BadUpstreamResponseError,
     HTTPStatusError,
     ProtocolEraError,
@@ -71,6 +73,7 @@ from ..core.modernmap import (
 )
 from ..core.policy import INPUT_POLL_BACKOFF, SUBSCRIPTIONS_LISTEN_BACKOFF
 from ..streamable.upstream import Emit
+from ..system.cancelscope import fail_after, move_on_after
 from .driver import drop
 
 if TYPE_CHECKING:
@@ -132,7 +135,7 @@ class ModernAppEras:
         if method == "logging/setLevel":
             level = request.params.get("level") if isinstance(request.params, dict) else None
             if not isinstance(level, str):
-                return bridge_error_line(request.id, -32602, "logging/setLevel needs a level (a string).")
+                return bridge_error_line(request.id, INVALID_PARAMS, "logging/setLevel needs a level (a string).")
             self._client = self._client._replace(log_level=level)
             return result_line(request.id, {})
         if method == "ping":
@@ -252,7 +255,7 @@ class ModernAppEras:
                 message["params"] = asked["params"]
             await emit(encode_message(message), message)
         try:
-            async with asyncio.timeout(self._answer_timeout_seconds):
+            with fail_after(self._answer_timeout_seconds):
                 responses: dict[str, Any] = {}
                 for key, (_, future) in waiting.items():
                     answer = await future
@@ -296,10 +299,10 @@ class ModernAppEras:
     async def _subscribe(self, request: Request) -> bytes:
         uri = request.params.get("uri") if isinstance(request.params, dict) else None
         if not isinstance(uri, str):
-            return bridge_error_line(request.id, -32602, f"{request.method} needs a uri (a string).")
+            return bridge_error_line(request.id, INVALID_PARAMS, f"{request.method} needs a uri (a string).")
         resources = self._discover.get("capabilities", {}).get("resources")
         if not (isinstance(resources, dict) and resources.get("subscribe") is True):
-            return bridge_error_line(request.id, -32601, f"{self._app} does not offer resource subscriptions.")
+            return bridge_error_line(request.id, METHOD_NOT_FOUND, f"{self._app} does not offer resource subscriptions.")
         if request.method == "resources/subscribe" and uri not in self._uris:
             self._uris.append(uri)
         elif request.method == "resources/unsubscribe" and uri in self._uris:
@@ -309,10 +312,9 @@ class ModernAppEras:
         if self._acknowledged.is_set():  # (else another change waits for the same new stream)
             self._acknowledged = asyncio.Event()
         self._reopen.set()
-        try:
-            async with asyncio.timeout(ACKNOWLEDGE_SECONDS):
-                await self._acknowledged.wait()
-        except TimeoutError:
+        with move_on_after(ACKNOWLEDGE_SECONDS) as waiting:
+            await self._acknowledged.wait()
+        if waiting.cancelled_caught:
             return error_line(
                 request.id,
                 UpstreamTimeoutError(f"{self._app} did not acknowledge the subscriptions/listen stream within {ACKNOWLEDGE_SECONDS:g} s."),
@@ -347,11 +349,8 @@ class ModernAppEras:
             if self._reopen.is_set():
                 step = 0
                 continue
-            try:
-                async with asyncio.timeout(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
-                    await self._reopen.wait()
-            except TimeoutError:
-                pass
+            with move_on_after(SUBSCRIPTIONS_LISTEN_BACKOFF.seconds(step)):
+                await self._reopen.wait()
             step += 1
 
     async def _listen_once(self, wanted: dict[str, Any], emit: Emit, on_open: Callable[[], None] | None) -> None:

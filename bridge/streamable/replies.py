@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from codecs import BOM_UTF8
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -68,7 +69,6 @@ Emit = Callable[[bytes, Any], Awaitable[None]]
 SSE_END_WAIT_SECONDS = 0.002
 SSE_END_SKIPS = 64
 
-_BYTE_ORDER_MARK = "\ufeff".encode()
 
 class ReplyReader:
     """Reads one ``Upstream``'s replies: ``config`` gives the app's name, the message cap
@@ -94,7 +94,7 @@ class ReplyReader:
         the value, and whether ``raw`` names a top-level member twice (then it is
         re-encoded, never forwarded as it is: ``to_wire_line``)."""
         try:
-            if raw.lstrip(b" \t\r\n").startswith(_BYTE_ORDER_MARK):
+            if raw.lstrip(b" \t\r\n").startswith(BOM_UTF8):
                 raw = raw.lstrip(b" \t\r\n")[3:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
             value, twice = loads_message_bytes(raw)
         except (UnicodeDecodeError, ValueError, RecursionError):

@@ -50,6 +50,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .winapi import (
+    CREATE_BREAKAWAY_FROM_JOB,
+    CREATE_NEW_PROCESS_GROUP,
+    DETACHED_PROCESS,
+    ERROR_INSUFFICIENT_BUFFER,
+    STILL_ACTIVE,
+)
+
 __all__ = [
     "BREAKAWAY_POLICY",
     "OutsideChild",
@@ -64,7 +72,6 @@ __all__ = [
 
 #: ``GetCurrentPackageFullName``'s results (winerror.h).
 ERROR_SUCCESS = 0
-ERROR_INSUFFICIENT_BUFFER = 122
 APPMODEL_ERROR_NO_PACKAGE = 15700
 #: ``PACKAGE_FULL_NAME_MAX_LENGTH`` (appmodel.h), without the terminating null.
 PACKAGE_FULL_NAME_MAX_LENGTH = 127
@@ -79,17 +86,13 @@ PROCESS_CREATION_DESKTOP_APP_BREAKAWAY_DISABLE_PROCESS_TREE = 0x02
 PROCESS_CREATION_DESKTOP_APP_BREAKAWAY_OVERRIDE = 0x04
 #: What :func:`spawn_outside_package` asks for (see the module).
 BREAKAWAY_POLICY = PROCESS_CREATION_DESKTOP_APP_BREAKAWAY_OVERRIDE | PROCESS_CREATION_DESKTOP_APP_BREAKAWAY_ENABLE_PROCESS_TREE
-#: Process-creation flags and the startup flag (winbase.h).
+#: Process-creation flags and the startup flag (winbase.h), beside winapi's.
 EXTENDED_STARTUPINFO_PRESENT = 0x00080000
 CREATE_UNICODE_ENVIRONMENT = 0x00000400
-CREATE_NEW_PROCESS_GROUP = 0x00000200
-DETACHED_PROCESS = 0x00000008
-CREATE_BREAKAWAY_FROM_JOB = 0x01000000
 STARTF_USESTDHANDLES = 0x00000100
-#: Waits (winbase.h) and the exit code of a running process.
+#: Waits (winbase.h); the exit code of a running process is winapi's ``STILL_ACTIVE``.
 WAIT_OBJECT_0 = 0
 WAIT_TIMEOUT = 0x102
-STILL_ACTIVE = 259
 
 _DWORD = ctypes.c_uint32
 _HANDLE = ctypes.c_void_p

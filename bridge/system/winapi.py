@@ -46,6 +46,8 @@ SYNCHRONIZE = 0x00100000
 PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
 INFINITE = 0xFFFFFFFF
 STILL_ACTIVE = 259
+#: A call's buffer was too small; the length needed comes back (winerror.h).
+ERROR_INSUFFICIENT_BUFFER = 122
 
 
 def std_handles_to_adopt(

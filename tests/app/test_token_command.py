@@ -171,6 +171,28 @@ async def test_a_command_that_hangs_is_killed_and_reaped(ending: str, tmp_path: 
 
 
 @pytest.mark.process
+async def test_its_own_timeout_holds_in_a_task_that_carries_a_cancel_request() -> None:
+    """A fetch in a task that was cancelled once and went on (a clean-up after ^C) still
+    ends at its own bound, with its own message. (A bare ``asyncio.timeout`` there let its
+    own cancellation escape as ``CancelledError`` on Python 3.11.0-3.11.2,
+    python/cpython#102780: the caller got no error it could report.)"""
+    source = CommandTokenSource([sys.executable, "-c", "import time; time.sleep(60)"], timeout_seconds=0.5)
+
+    async def carried_on() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass  # carried on: the task's request stays counted
+        with pytest.raises(TokenSourceError, match="did not finish within 0.5 s"):
+            await source.fetch(_context())
+
+    task = asyncio.get_running_loop().create_task(carried_on())
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.process
 async def test_a_cancelled_fetch_bounds_the_reap_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

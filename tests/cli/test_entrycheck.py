@@ -112,3 +112,36 @@ def test_an_entry_whose_unix_socket_url_is_gone_gets_a_note(tmp_path: Path) -> N
     done = _bridge("check", "--client", "claude-code", cwd=tmp_path)
     assert f"its --url names the socket {str(sock_path)!r}, which does not exist now" in done.stdout, done.stdout
     assert "--app-name or --discovery-file" in done.stdout
+
+
+def test_an_entry_that_launches_its_app_is_not_told_to_start_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app of an entry with ``--launch`` is down: ``check --client`` lists nothing (it
+    starts nothing), and says the bridge starts the app itself when the client first needs
+    it, not the launcher's "Start it and try again", which reads as a step left to the
+    user (newcomer finding). An entry without ``--launch`` keeps that advice."""
+    from click.testing import CliRunner
+
+    from bridge.cli.commands import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    refused = tmp_path / "state" / "Other" / "mcp-endpoint.json"  # others may write it: refused
+    refused.parent.mkdir(parents=True, mode=0o700)
+    refused.write_text('{"url": "http://127.0.0.1:9/mcp"}')
+    refused.chmod(0o666)
+    program = _program(tmp_path / "MyApp" / "myapp")
+    runner = CliRunner()
+    entries = (
+        ("launched", ["--app-name", "MyApp", "--launch", str(program)]),
+        ("plain", ["--app-name", "MyApp"]),
+        ("refused", ["--app-name", "Other", "--launch", str(program)]),
+    )
+    for name, options in entries:
+        done = runner.invoke(main, ["config", "install", "--client", "cursor", "--name", name, *options])
+        assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["check", "--client", "cursor"])
+    lines = {line.split(":", 1)[0].strip(): line for line in done.stdout.splitlines() if "could not be listed" in line}
+    assert "Start it" not in lines["launched"] and "the bridge starts it itself (the entry's --launch) when Cursor first needs it" in lines["launched"], lines
+    assert "Start it and try again" in lines["plain"] and lines["plain"].endswith("run this again once the app runs"), lines
+    # a discovery file the bridge refuses: starting the app would not mend it, so the why stays
+    assert "Other cannot be reached" in lines["refused"] and "starts it itself" not in lines["refused"], lines

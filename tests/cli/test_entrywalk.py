@@ -70,3 +70,29 @@ def test_list_and_walk_each_entry_with_its_own_arguments_and_env(demo: DemoServe
     assert every.exit_code == 1, every.output
     assert "The walk of claude-desktop's 'good'" in every.output and "The walk of claude-desktop's 'bad'" in every.output
     assert "the check failed" in every.output
+
+
+def test_an_entry_in_a_file_two_clients_read_is_one_row_naming_both(
+    demo: DemoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A project's ``.mcp.json`` is both ``claude-code``'s and ``vscode-agent-project``'s
+    file, ``~/.copilot/mcp-config.json`` both ``copilot-cli``'s and ``vscode-agent``'s
+    (docs/clients.md): each entry there is one row of ``config list`` naming both
+    clients, and ``check --all`` walks it once (it was listed, and walked, twice)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    runner = CliRunner()
+    for client in ("claude-code", "vscode-agent"):
+        done = runner.invoke(main, ["config", "install", "--client", client, "--name", "shared", "--url", demo.url])
+        assert done.exit_code == 0, done.output
+
+    listed = runner.invoke(main, ["config", "list"])
+    assert listed.exit_code == 0, listed.output
+    rows = [line for line in listed.stdout.splitlines() if "\tshared\t" in line]
+    assert [row.split("\t")[0] for row in rows] == ["claude-code, vscode-agent-project", "copilot-cli, vscode-agent"], rows
+
+    every = runner.invoke(main, ["check", "--all"])
+    assert every.output.count("The walk of ") == 2, every.output
+    assert "The walk of claude-code and vscode-agent-project's 'shared'" in every.output
+    assert "The walk of copilot-cli and vscode-agent's 'shared'" in every.output

@@ -184,3 +184,24 @@ def test_install_warns_for_a_launch_program_that_is_missing_as_for_a_missing_com
     app.chmod(0o755)
     done = CliRunner().invoke(main, [*base, "--force", "--launch", f"{app} --serve"])
     assert done.exit_code == 0 and "warning" not in done.stderr, done.stderr
+
+
+@posix_only
+def test_a_refused_install_prints_only_the_refusal(tmp_path: Path) -> None:
+    """An entry of that name exists and no --force: nothing is written, so what the entry
+    would have warned of (here a --launch program missing) is not said; only the refusal
+    and its --force hint are. A written entry still gets its warnings, before the line
+    that says it was written."""
+    target = tmp_path / "settings.json"
+    base = ["config", "install", "--client", "cursor", "--path", str(target), "--name", "x", "--url", URL]
+    missing = ["--launch", f"{tmp_path / 'MyApp'} --serve"]
+    done = CliRunner().invoke(main, [*base, *missing])
+    assert done.exit_code == 0 and "does not exist (yet)" in done.stderr, done.output
+    before = target.read_bytes()
+    done = CliRunner().invoke(main, [*base, *missing])
+    assert done.exit_code == 1 and target.read_bytes() == before
+    assert done.stderr.splitlines() == [
+        f"Error: an entry called 'x' exists already; replace it with --force. {target} was not changed."
+    ], done.stderr
+    done = CliRunner().invoke(main, [*base, "--force", *missing])
+    assert done.exit_code == 0 and done.output.index("does not exist (yet)") < done.output.index("replaced 'x'"), done.output

@@ -78,6 +78,20 @@ def test_install_then_remove_gives_back_the_file_byte_for_byte(tmp_path: Path, c
     assert path.read_text() == before
 
 
+@pytest.mark.parametrize(("client", "left"), [("claude-code", "{\n}\n"), ("cursor", "{\n}\n"), ("codex", "")])
+def test_removing_the_last_entry_keeps_the_file_and_its_backup(tmp_path: Path, client: str, left: str) -> None:
+    """A file ``config install`` created is not deleted when its last entry goes: it is
+    left as the clients read it, with no servers, beside its backup (docs/clients.md, "A
+    file is never deleted"). Pinned: the behaviour was chosen, not left over."""
+    path = tmp_path / "config"
+    install_entry(path, client, "my-app", ENTRY)
+    uninstall_entry(path, "my-app", client)
+    assert sorted(every_file(tmp_path)) == ["config", "config.bak"]
+    assert path.read_text() == left
+    if left:
+        assert json.loads(left) == {}
+
+
 def test_codex_entry_is_its_own_table_and_reads_back(tmp_path: Path) -> None:
     import tomlkit
 

@@ -78,3 +78,27 @@ def test_building_one_loads_no_dataclasses() -> None:
            "print(sorted({'dataclasses', 'inspect', 'ast'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_every_default_app_name_is_the_one_constant() -> None:
+    """Every ``app_name`` parameter in the package defaults to ``DEFAULT_APP_NAME`` by name,
+    and the name's text is written once (bridge/core/config.py): a second ``"The app"``
+    would drift the first time the default's wording changes."""
+    import ast
+
+    from bridge.core.config import DEFAULT_APP_NAME
+
+    package = Path(__file__).resolve().parents[2] / "bridge"
+    literal, by_value = [], []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == DEFAULT_APP_NAME and path.name != "config.py":
+                literal.append(f"{path.relative_to(package)}:{node.lineno}")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args.args + node.args.kwonlyargs
+                defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults + node.args.kw_defaults
+                for argument, default in zip(arguments, defaults, strict=True):
+                    if argument.arg == "app_name" and default is not None and ast.unparse(default) not in ("DEFAULT_APP_NAME", "None"):
+                        by_value.append(f"{path.relative_to(package)}:{node.lineno} {ast.unparse(default)}")
+    assert not literal and not by_value, (literal, by_value)

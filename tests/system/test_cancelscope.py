@@ -307,3 +307,22 @@ def test_a_scope_that_fired_ignores_a_later_deadline_or_cancel() -> None:
         return scope.cancel_called, scope.cancelled_caught
 
     assert run(main()) == (True, True)
+
+
+def test_the_package_bounds_its_waits_with_this_adapter_only() -> None:
+    """Every bound in bridge/ is a :class:`CancelScope` (``move_on_after``, ``fail_after``):
+    a bare ``asyncio.timeout``, ``timeout_at`` or ``wait_for`` lets its own cancellation
+    escape on Python 3.11.0-3.11.2 in a task that already carries a cancel request
+    (python/cpython#102780; the test above), which this adapter takes back."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "bridge"
+    bare = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "system" / "cancelscope.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("timeout", "timeout_at", "wait_for") and ast.unparse(node.value) == "asyncio":
+                bare.append(f"{path.relative_to(package)}:{node.lineno} asyncio.{node.attr}")
+    assert not bare, bare

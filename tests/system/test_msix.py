@@ -17,7 +17,7 @@ import pytest
 
 from bridge.app import launcher
 from bridge.cli.statefolder import prepare_state_folder
-from bridge.system import msix
+from bridge.system import msix, winapi
 
 FULL_NAME = "Claude_1.1.3189.0_x64__pzs8sxrjxfjjc"
 
@@ -35,7 +35,7 @@ class PackageKernel32:
             return msix.APPMODEL_ERROR_NO_PACKAGE
         if buffer is None or length._obj.value < len(self.name) + 1:
             length._obj.value = len(self.name) + 1
-            return self.first if self.first is not None else msix.ERROR_INSUFFICIENT_BUFFER
+            return self.first if self.first is not None else winapi.ERROR_INSUFFICIENT_BUFFER
         buffer.value = self.name
         return msix.ERROR_SUCCESS
 
@@ -154,7 +154,7 @@ class SpawnKernel32:
     def __init__(self, refuse_job: bool = False, refuse_all: bool = False) -> None:
         self.refuse_job, self.refuse_all = refuse_job, refuse_all
         self.calls: list[tuple[Any, ...]] = []
-        self.exit_code = msix.STILL_ACTIVE
+        self.exit_code = winapi.STILL_ACTIVE
 
     def InitializeProcThreadAttributeList(self, attributes: Any, count: int, flags: int, size: Any) -> int:  # noqa: N802
         self.calls.append(("Initialize", attributes is None, count, flags))
@@ -176,7 +176,7 @@ class SpawnKernel32:
         info = startup._obj.StartupInfo
         self.calls.append(("Create", application, line.value, inherit, flags, block[:], cwd, info.dwFlags,
                            (info.hStdInput, info.hStdOutput, info.hStdError), startup._obj.lpAttributeList is not None))
-        if self.refuse_all or (self.refuse_job and flags & msix.CREATE_BREAKAWAY_FROM_JOB):
+        if self.refuse_all or (self.refuse_job and flags & winapi.CREATE_BREAKAWAY_FROM_JOB):
             return 0
         information._obj.hProcess, information._obj.hThread, information._obj.dwProcessId = 0x50, 0x54, 4321
         return 1
@@ -190,7 +190,7 @@ class SpawnKernel32:
 
     def WaitForSingleObject(self, handle: int, milliseconds: int) -> int:  # noqa: N802
         self.calls.append(("Wait", handle, milliseconds))
-        return msix.WAIT_TIMEOUT if self.exit_code == msix.STILL_ACTIVE else msix.WAIT_OBJECT_0
+        return msix.WAIT_TIMEOUT if self.exit_code == winapi.STILL_ACTIVE else msix.WAIT_OBJECT_0
 
     def GetExitCodeProcess(self, handle: int, code: Any) -> int:  # noqa: N802
         code._obj.value = self.exit_code
@@ -229,7 +229,7 @@ def test_a_job_that_forbids_breaking_away_gets_a_second_start_without_the_flag()
     kernel32 = SpawnKernel32(refuse_job=True)
     child = msix.spawn_outside_package(kernel32, COMMAND, {}, (1, 2, 3))
     creates = [call for call in kernel32.calls if call[0] == "Create"]
-    assert [bool(call[4] & msix.CREATE_BREAKAWAY_FROM_JOB) for call in creates] == [True, False]
+    assert [bool(call[4] & winapi.CREATE_BREAKAWAY_FROM_JOB) for call in creates] == [True, False]
     assert child.pid == 4321
 
 
