@@ -25,7 +25,7 @@ from bridge.stdio.fds import is_onefile_child
 SPEC = Path(__file__).resolve().parents[2] / "build" / "mcp-app-bridge.spec"
 
 frozen = pytest.mark.skipif(not os.environ.get(BRIDGE_EXE_VAR), reason=f"{BRIDGE_EXE_VAR} names no frozen executable")
-posix = pytest.mark.posix_only("POSIX signals, pgrep and TMPDIR")
+posix = pytest.mark.posix_only("POSIX signals, pgrep, ps and TMPDIR")
 
 
 def test_build_spec_bakes_in_utf8_mode_unbuffered_io_console_and_the_anyio_backend() -> None:
@@ -246,10 +246,20 @@ def initialize_request() -> dict[str, object]:
 
 def end_group(proc: subprocess.Popen[bytes]) -> None:
     """Whatever the pattern left running (an orphaned inner process exits by itself within
-    its watchdog's 0.5 s): give it 2 s, then SIGKILL the group, and reap the bootloader."""
+    its watchdog's 0.5 s): give it 2 s, then SIGKILL the group, and reap the bootloader.
+    Zombies do not count: the bootloader is one until it is reaped here, and its inner
+    process one after a group SIGKILL wherever PID 1 reaps nothing (a container's); with
+    ``pgrep -g``, which lists them, the 2 s were spent on every run."""
     if sys.platform == "win32":  # its marker skips it first; this tells mypy --platform
         pytest.skip("POSIX signals")
-    wait_until(lambda: subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode != 0, 2)
+
+    def group_gone() -> bool:
+        proc.poll()
+        listing = subprocess.run(["ps", "-A", "-o", "pgid=,stat="], capture_output=True, text=True).stdout
+        rows = (line.split() for line in listing.splitlines())
+        return not any(len(row) == 2 and row[0] == str(proc.pid) and not row[1].startswith("Z") for row in rows)
+
+    wait_until(group_gone, 2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
