@@ -7,7 +7,6 @@ click is imported only to raise one, and the click command reports it.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,12 @@ def split_command(command: str, *, windows: bool | None = None) -> list[str]:
     Raises:
         ValueError: unbalanced quotes (POSIX), or no words at all.
     """
-    words = _split_windows(command) if (os.name == "nt" if windows is None else windows) else shlex.split(command)
+    if os.name == "nt" if windows is None else windows:
+        words = _split_windows(command)
+    else:
+        import shlex  # (only with a launch command: not on every start)
+
+        words = shlex.split(command)
     if not words:
         raise ValueError("the command is empty")
     return words

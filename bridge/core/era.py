@@ -45,7 +45,6 @@ on a ``string``/``integer``/``boolean`` property, and unique (ignoring case) in 
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -201,6 +200,8 @@ def encode_header_value(value: str) -> str:
     """Return ``value`` as an HTTP header value, base64-wrapped when it is not plain ASCII."""
     if _PLAIN.match(value) and value == value.strip() and not _WRAPPED.match(value):
         return value
+    import base64  # (only a value that is not plain ASCII: not on every start)
+
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 

@@ -27,7 +27,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.admission import Admission
 from ..core.config import BridgeConfig
@@ -54,14 +54,15 @@ from ..core.jsonrpc import (
     refusal_line,
 )
 from ..core.ledger import Ledger, Outcome, Pending, Slot
-from ..core.toolfilter import ToolFilter
 from ..core.trace import LOGGER_NAME, message_line
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from .heartbeat import Heartbeats
 from .taskset import TaskSet
-from .toolgate import ToolGate
 from .translate import EraRouter
+
+if TYPE_CHECKING:
+    from .toolgate import ToolGate
 
 __all__ = ["Dispatcher"]
 
@@ -114,9 +115,15 @@ class Dispatcher:
         self._slots = asyncio.Semaphore(config.max_concurrent_requests)
         self._heartbeats = Heartbeats(config.progress_heartbeat_seconds, outbox.put, app_name=config.app_name)
         # The tool filter, in front of the request stack (bridge/serve/toolgate.py): every
-        # request goes down through it, and every reply comes back up through it.
-        rules = ToolFilter(config.allow_tools, config.deny_tools, config.read_only)
-        self._gate = ToolGate(rules, stack.request, app_name=config.app_name) if rules.active else None
+        # request goes down through it, and every reply comes back up through it. Its
+        # modules are loaded only when a filter option is given.
+        self._gate: ToolGate | None = None
+        if config.allow_tools or config.deny_tools or config.read_only:
+            from ..core.toolfilter import ToolFilter
+            from .toolgate import ToolGate
+
+            rules = ToolFilter(config.allow_tools, config.deny_tools, config.read_only)
+            self._gate = ToolGate(rules, stack.request, app_name=config.app_name)
         self._send_request = stack.request if self._gate is None else self._gate.request
         self._ledger = Ledger()
         self._admission = Admission(self._ledger)

@@ -119,10 +119,6 @@ class ModernAppEras:
         self._reopen = asyncio.Event()
         self._acknowledged = asyncio.Event()
 
-    def handles(self, request: Request) -> bool:
-        """Whether a legacy ``request`` goes through :meth:`request`."""
-        return self.active or request.method == "initialize"
-
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Answer or forward a legacy request; return its stdout line.
 
@@ -131,7 +127,7 @@ class ModernAppEras:
         """
         method = request.method
         if method == "initialize":
-            return await self._initialize(request, emit)
+            return await self.initialize(request, emit)
         if method == "logging/setLevel":
             level = request.params.get("level") if isinstance(request.params, dict) else None
             if not isinstance(level, str):
@@ -153,25 +149,24 @@ class ModernAppEras:
 
     # -- initialize ----------------------------------------------------------------------
 
-    async def _initialize(self, request: Request, emit: Emit) -> bytes:
+    async def initialize(self, request: Request, emit: Emit, *, refusal: bytes | HTTPStatusError | None = None) -> bytes:
+        """Answer a legacy ``initialize`` in the 2026-07-28 form: ``server/discover``, its
+        result made an ``initialize`` result; return its stdout line.
+
+        ``refusal``: how the app refused the ``initialize`` sent to it as it is (its error
+        reply line, or the HTTP 4xx), which the era router sends first under
+        ``--protocol-era auto`` until the translation is on (``bridge/serve/translate.py``);
+        ``None`` when it was not sent: the translation is on, ``--protocol-era modern``, or
+        the catalog records that the app refuses ``initialize`` (lazy launch: then
+        ``server/discover`` goes first, which the catalog answers while the app is down,
+        and ``initialize`` after it when the app does not answer it).
+
+        Raises:
+            UpstreamError: as ``Driver.forward``.
+        """
         client = ClientContext.from_initialize(request.params)
         asked = request.params.get("protocolVersion") if isinstance(request.params, dict) else None
-        refusal: bytes | BaseException | None = None
-        # The catalog knows the app refuses initialize (lazy launch): go straight to
-        # server/discover, which the catalog answers while the app is down.
-        hinted = not (self.active or self._always) and self._below.catalog_refuses("initialize")
-        if not (self.active or self._always or hinted):
-            try:
-                line = (await self._below.forward(request, emit)).line
-            except HTTPStatusError as exc:
-                if not 400 <= exc.http_status < 500:
-                    raise
-                refusal = exc
-            else:
-                reply = json.loads(line)
-                if not isinstance(reply, dict) or "error" not in reply:
-                    return line  # the app speaks the client's era: nothing to translate
-                refusal = line
+        hinted = refusal is None and not (self.active or self._always)
         self._client = client._replace(log_level=self._client.log_level)
         try:
             discovered = speaks_modern(json.loads(await self._probe(drop)))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import DEFAULT_APP_NAME
 from ..core.era import LEGACY, Era
@@ -32,8 +32,10 @@ from ..core.legacymap import is_legacy_refusal
 from ..streamable.upstream import Emit
 from .driver import ReplayRefusedError, drop
 from .lazy import LazyLaunch
-from .legacyapp import LegacyAppEras
-from .modernapp import ModernAppEras
+
+if TYPE_CHECKING:
+    from .legacyapp import LegacyAppEras
+    from .modernapp import ModernAppEras
 
 __all__ = ["EraRouter"]
 
@@ -57,30 +59,40 @@ class EraRouter:
         self._below = below
         self._protocol_era = protocol_era
         self._app = app_name
-        ids = private_ids if private_ids is not None else PrivateIds()
+        self._ids = private_ids if private_ids is not None else PrivateIds()
         #: The client's era: that of its last 2026-07-28 request or ``initialize`` (what a
         #: message that names no request, a cancellation of an unknown id, goes by).
         self.client_era: Era = LEGACY
         self._initialize: Request | None = None  # the 2025-era client's initialize, for a translation after an update
-        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/legacyapp.py``).
-        self.eras = LegacyAppEras(below, ask_app=protocol_era == "auto", private_ids=ids) if protocol_era != "modern" else None
-        #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``).
-        self.modern_app = (
-            ModernAppEras(
-                below,
-                always=protocol_era == "modern",
-                app_name=app_name,
-                answer_timeout_seconds=below.request_timeout_seconds,
-                private_ids=ids,
-            )
-            if protocol_era != "legacy"
-            else None
-        )
+        # The two translations are built, and their modules loaded, when a request first
+        # needs one: a client and an app of the same era never load them (bench/README.md,
+        # "Start-up").
+        #: A 2026-07-28 client with a legacy-only app (``bridge/serve/legacyapp.py``); ``None``
+        #: before the first 2026-07-28 request, and again once the app proved it speaks 2026-07-28.
+        self.eras: LegacyAppEras | None = None
+        self._eras_possible = protocol_era != "modern"
+        #: A 2025-era client with a 2026-07-28-only app (``bridge/serve/modernapp.py``); ``None``
+        #: until an ``initialize`` needs it.
+        self._modern_app: ModernAppEras | None = None
 
     @property
     def translating_for_legacy_client(self) -> bool:
         """Whether a 2025-era client's requests are translated for a 2026-07-28-only app."""
-        return self.modern_app is not None and self.modern_app.active
+        return self._modern_app is not None and self._modern_app.active
+
+    def _modern(self) -> ModernAppEras:
+        """The translation for a 2025-era client with a 2026-07-28-only app, built on first use."""
+        if self._modern_app is None:
+            from .modernapp import ModernAppEras
+
+            self._modern_app = ModernAppEras(
+                self._below,
+                always=self._protocol_era == "modern",
+                app_name=self._app,
+                answer_timeout_seconds=self._below.request_timeout_seconds,
+                private_ids=self._ids,
+            )
+        return self._modern_app
 
     async def request(self, request: Request, emit: Emit) -> bytes:
         """Forward one request (its era translated as needed); return its stdout line. A
@@ -94,6 +106,10 @@ class EraRouter:
         era = request.era
         if era.stateless:
             self.client_era = era
+            if self.eras is None and self._eras_possible:
+                from .legacyapp import LegacyAppEras
+
+                self.eras = LegacyAppEras(self._below, ask_app=self._protocol_era == "auto", private_ids=self._ids)
             eras = self.eras
             if eras is not None and eras.handles(request):
                 if self._protocol_era == "auto" and eras.initialize_result is None:
@@ -102,35 +118,59 @@ class EraRouter:
                         return line
                     log.info("%s refused a 2026-07-28 %s as a legacy-only app does; translating", self._app, request.method)
                 return await eras.request(request, emit)
-        else:
+        elif self._protocol_era != "legacy":
             if request.method == "initialize":
                 self.client_era = era
                 self._initialize = request
-            modern_app = self.modern_app
-            if modern_app is not None:
-                if modern_app.handles(request):
-                    return await modern_app.request(request, emit)
-                try:
-                    return (await self._below.forward(request, emit)).line
-                except ReplayRefusedError:  # answered from the catalog, and now the app refused the replay
-                    if not await self._below.translate_after_refusal(self._speaks_modern_now):
-                        raise
-                    return await modern_app.request(request, emit)
+                return await self._legacy_initialize(request, emit)
+            if self.translating_for_legacy_client:
+                return await self._modern().request(request, emit)
+            try:
+                return (await self._below.forward(request, emit)).line
+            except ReplayRefusedError:  # answered from the catalog, and now the app refused the replay
+                if not await self._below.translate_after_refusal(self._speaks_modern_now):
+                    raise
+                return await self._modern().request(request, emit)
+        elif request.method == "initialize":
+            self.client_era = era
+            self._initialize = request
         return (await self._below.forward(request, emit)).line
+
+    async def _legacy_initialize(self, request: Request, emit: Emit) -> bytes:
+        """A 2025-era ``initialize`` when a translation may run: under ``auto``, before the
+        app proved 2026-07-28-only and unless its catalog records that it refuses
+        ``initialize``, it goes to the app as it is, and only a refusal (an error reply, an
+        HTTP 4xx) goes on to the translation (``ModernAppEras.initialize``), which asks
+        ``server/discover``.
+
+        Raises:
+            UpstreamError: as the layer below (an HTTP 4xx excepted: the translation's).
+        """
+        if self._protocol_era == "auto" and not self.translating_for_legacy_client and not self._below.catalog_refuses("initialize"):
+            try:
+                line = (await self._below.forward(request, emit)).line
+            except HTTPStatusError as exc:
+                if not 400 <= exc.http_status < 500:
+                    raise
+                return await self._modern().initialize(request, emit, refusal=exc)
+            reply = json.loads(line)
+            if not isinstance(reply, dict) or "error" not in reply:
+                return line  # the app speaks the client's era: nothing to translate
+            return await self._modern().initialize(request, emit, refusal=line)
+        return await self._modern().initialize(request, emit)
 
     async def _speaks_modern_now(self) -> bool:
         """Whether the app, which refused the replayed ``initialize`` of a client answered
         from the catalog, serves 2026-07-28 only now: the client's ``initialize`` goes to
         the translation as a live client's would (its answer goes nowhere: the client had
         one from the catalog)."""
-        assert self.modern_app is not None
         if self._initialize is None:
             return False
         try:
-            await self.modern_app.request(self._initialize, drop)
+            await self._legacy_initialize(self._initialize, drop)
         except UpstreamError as exc:
             log.info("%s refused the replayed initialize, and server/discover failed: %s", self._app, exc.message)
-        return self.modern_app.active
+        return self.translating_for_legacy_client
 
     async def _try_as_it_is(self, request: Request, emit: Emit) -> bytes | None:
         """Under ``auto``, before the app proved its era: send a 2026-07-28 request as it is;
@@ -154,6 +194,7 @@ class EraRouter:
         refused = is_legacy_refusal(json.loads(reply.line))
         if not refused:
             self.eras = None  # the app speaks 2026-07-28: nothing to translate
+            self._eras_possible = False
         elif request.method == "server/discover":
             self._below.mark_catalog("refusesDiscover", _error_of(json.loads(reply.line)))
         if request.method == "server/discover" or not (refused and _wants_a_session(reply.line)):
@@ -172,8 +213,8 @@ class EraRouter:
         Raises:
             UpstreamError: the error that ended the recovery flow (the caller logs it).
         """
-        if self.modern_app is not None and self.modern_app.active:
-            await self.modern_app.deliver(body, what)
+        if self._modern_app is not None and self._modern_app.active:
+            await self._modern_app.deliver(body, what)
             return
         await self._below.deliver(body, what)
 
@@ -189,8 +230,8 @@ class EraRouter:
             if on_open is not None:
                 on_open()
             return
-        if self.modern_app is not None and self.modern_app.active:
-            await self.modern_app.listen(emit, on_open=on_open)
+        if self._modern_app is not None and self._modern_app.active:
+            await self._modern_app.listen(emit, on_open=on_open)
             return
         await self._below.listen(emit, on_open=on_open)
 

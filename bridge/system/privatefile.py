@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import stat
 from pathlib import Path
 
@@ -160,6 +159,8 @@ def read_private_file(path: Path, what: str, *, secret: bool = True, max_bytes: 
             loose = status.st_mode & (0o077 if secret else 0o022)
             if loose:
                 rule = "readable or writable by others" if secret else "writable by group or others"
+                import shlex  # (only for this message: not on every start)
+
                 raise UnsafeFileError(
                     f"Permissions {stat.S_IMODE(status.st_mode):04o} for '{path}' are too open: the {what} "
                     f"must not be {rule}; run: chmod 600 {shlex.quote(str(path))}"

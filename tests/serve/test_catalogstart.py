@@ -219,3 +219,40 @@ def test_a_catalog_answered_start_loads_nothing_it_does_not_use(tmp_path: Path, 
     assert not bad, bad
     assert "initialize answered from its catalog" in stderr or first != "initialize", stderr  # the loop took over
     assert not (tmp_path / "app").exists()  # nothing was launched
+
+
+#: What a 2025-era client's start must not load before the ``initialize`` reply from a
+#: running app of its era, with no tool filter and no launch command: the era translations
+#: (built when a request first needs one, bridge/serve/translate.py), the tool filter
+#: (bridge/serve/dispatch.py), the link kinds, the token command and the catalog it does not
+#: use, and the TLS stack and the faces (tests/test_layout.py).
+NOT_BEFORE_A_RUNNING_APPS_REPLY = (
+    "bridge.serve.legacyapp", "bridge.serve.modernapp", "bridge.core.modernmap",
+    "bridge.serve.toolgate", "bridge.core.toolfilter", "bridge.app.tokencommand", "bridge.app.servedcatalog",
+    "bridge.core.lazylaunch", "bridge.app.unixpeer", "bridge.app.pipepeer", "_ssl", "httpx", "anyio", "click",
+)
+#: On Linux also what only a launch command (``shlex``), a header value that is not plain
+#: ASCII (``base64``) or the state folder (found without platformdirs there) needs.
+NOT_BEFORE_A_RUNNING_APPS_REPLY_ON_LINUX = ("shlex", "base64", "tempfile", "shutil", "dataclasses", "platformdirs")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("replies", ["sse", "json"])
+def test_a_running_apps_first_reply_loads_no_translation(replies: str, app_server: Any, start_app_server: Any) -> None:
+    """``mcp-app-bridge --url URL`` as the cold-start benchmark runs it (bench/cold_start.py):
+    ``sys.modules`` when the ``initialize`` reply from the running example app (SSE or JSON
+    replies) is written."""
+    app = app_server if replies == "sse" else start_app_server("--json-response")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run(
+        [sys.executable, "-c", _RECORD_AT_FIRST_REPLY, "--url", app.url], input=init(0), capture_output=True, timeout=60, env=env
+    )
+    stderr = done.stderr.decode()
+    replies_read = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [reply["id"] for reply in replies_read] == [0] and "result" in replies_read[0], stderr
+    (loaded_line,) = [line for line in stderr.splitlines() if line.startswith("LOADED ")]
+    loaded = set(loaded_line.split()[1:])
+    assert {"bridge.serve.loop", "bridge.serve.translate", "bridge.transport.pool"} <= loaded  # the list is of a real start
+    names = NOT_BEFORE_A_RUNNING_APPS_REPLY + (NOT_BEFORE_A_RUNNING_APPS_REPLY_ON_LINUX if sys.platform == "linux" else ())
+    bad = sorted(name for name in loaded if any(name == n or name.startswith(n + ".") for n in names))
+    assert not bad, bad
