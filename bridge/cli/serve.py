@@ -107,6 +107,10 @@ def main() -> None:
     # A client's start-up answered from the catalog while the app is down, before the
     # serving loop (and asyncio with it) is loaded: bridge/serve/catalogstart.py.
     catalog_start = answer_start_from_catalog(config)
+    if catalog_start is None:  # or its first initialize answered by the running app: bridge/serve/appstart.py
+        from ..serve.appstart import answer_start_from_app
+
+        catalog_start = answer_start_from_app(config)
     import_asyncio_without_tls()
     from ..serve.loop import run_stdio  # what the click command runs, with what click does around it
 

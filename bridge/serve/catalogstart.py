@@ -45,7 +45,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Notification, Request, classify, encode_message
 
-__all__ = ["CATALOG_START_IDLE_SECONDS", "CatalogStart", "answer_start_from_catalog"]
+__all__ = ["CATALOG_START_IDLE_SECONDS", "CatalogStart", "answer_start_from_catalog", "write_all"]
 
 #: How long the catalog start waits for the client's next line before the serving loop
 #: starts (seconds). Clients send their start-up messages within milliseconds of the
@@ -103,7 +103,7 @@ def answer_start_from_catalog(
             break
         buffer = buffer[end + 1 :]
         answered.append(line)
-        if reply and not _write_all(write_fd, reply):
+        if reply and not write_all(write_fd, reply):
             break
     return CatalogStart(answered, buffer)
 
@@ -196,7 +196,7 @@ class _Answerer:
         return {"result": result}
 
 
-def _write_all(fd: int, data: bytes) -> bool:
+def write_all(fd: int, data: bytes) -> bool:
     """Write all of ``data``; ``False`` once the client closed its end."""
     view = memoryview(data)
     try:

@@ -126,6 +126,8 @@ class Driver:
         self._merge_list_pages = merge_list_pages
         self._max_message_bytes = max_message_bytes
         self._notices: set[asyncio.Task[None]] = set()  # cancellations of private pages, in flight
+        # An MCP session opened before this driver existed (adopt_initialize): (request id, line, result, headers).
+        self._adopted: tuple[Any, bytes, Any, Any] | None = None
 
     def forward(self, request: Request, emit: Emit, *, launch: LaunchHook | None = None) -> Awaitable[Reply]:
         """Forward a request as it is, in its own era; return its stdout line (the app's
@@ -150,9 +152,27 @@ class Driver:
         # (a plain function: on every call, one coroutine fewer to create and resume)
         if request.method == "initialize" and request.era.may_rebuild:
             self._initialize = request  # what a session rebuild replays
+            adopted, self._adopted = self._adopted, None
+            if adopted is not None and type(adopted[0]) is type(request.id) and adopted[0] == request.id:
+                return self._take_adopted(adopted[1:])
         if not self._merge_list_pages or request.method not in LIST_ITEMS:
             return self._forward_one(request, emit, launch)
         return self._forward_merged(request, emit, launch)
+
+    def adopt_initialize(self, request_id: Any, line: bytes, result: Any, headers: Any) -> None:
+        """Adopt the MCP session a client's ``initialize`` opened before this driver existed
+        (the running-app start, ``bridge/serve/appstart.py``): the next :meth:`forward` of an
+        ``initialize`` with ``request_id`` is not sent, but answered with ``line`` (the stdout
+        line of the app's reply), and the session takes ``result`` (the reply's ``result``
+        member) and ``headers`` (the HTTP response's fields, ``get(name)``: the
+        ``Mcp-Session-Id``) as :meth:`McpSession.adopt` takes a reply's. The layers above see
+        that ``initialize`` and its reply as any other (MCP basic/lifecycle)."""
+        self._adopted = (request_id, line, result, headers)
+
+    async def _take_adopted(self, adopted: tuple[bytes, Any, Any]) -> Reply:
+        line, result, headers = adopted
+        self._upstream.session.adopt(result, headers)
+        return Reply(line)
 
     async def _forward_merged(self, request: Request, emit: Emit, launch: LaunchHook | None) -> Reply:
         deadline = current_time() + self._upstream.request_timeout_seconds

@@ -54,6 +54,7 @@ from ..stdio.fds import (
 )
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
+from .appstart import AppStart
 from .dispatch import Dispatcher
 from .driver import Driver
 from .parts import build_stack
@@ -90,9 +91,10 @@ class Bridge:
         app_probe: ``async (url) -> bool``, whether the app accepts connections (tests pass
             one that follows their fake app); by default a TCP connect.
         handle_signals: stop gracefully on SIGTERM/SIGINT/SIGHUP (where the platform allows).
-        catalog_start: what the catalog start read before this loop (``bridge/serve/catalogstart.py``):
-            its answered lines run first (their replies are not written again), then the
-            rest of what it read, then ``stdin``.
+        catalog_start: what the catalog start read before this loop (``bridge/serve/catalogstart.py``),
+            or the running-app start (an :class:`~bridge.serve.appstart.AppStart`, whose
+            MCP session the driver adopts): its answered lines run first (their replies
+            are not written again), then the rest of what it read, then ``stdin``.
     """
 
     def __init__(
@@ -111,6 +113,8 @@ class Bridge:
         self._catalog_start = catalog_start
         stack = build_stack(config, http_transport=http_transport, app_probe=app_probe, on_session_rebuilt=self._session_rebuilt)
         self._driver = stack.driver
+        if isinstance(catalog_start, AppStart) and catalog_start.answered:  # the running-app start opened the MCP session
+            self._driver.adopt_initialize(catalog_start.request_id, catalog_start.line, catalog_start.result, catalog_start.headers)
         self._app = stack.top
         self._handle_signals = handle_signals
         self._outbox = Outbox(stdout, on_gone=lambda: self.stop("stdout closed", hurry=True))

@@ -16,16 +16,18 @@ recovery policy can tell a stale token or session from a current one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._version import __version__
 from ..app.discovery import DiscoveryError, Endpoint
 from ..app.tokens import TokenContext
-from ..app.tokenstore import TokenStore
 from ..core.config import BridgeConfig
 from ..core.errors import AppUnreachableError
 from ..transport.base import HttpResponse
-from .mcpsession import McpSession
+
+if TYPE_CHECKING:  # (a start before the serving loop builds headers without asyncio: bridge/serve/appstart.py)
+    from ..app.tokenstore import TokenStore
+    from .mcpsession import McpSession
 
 __all__ = [
     "JSON_MEDIA_TYPE",
@@ -36,6 +38,7 @@ __all__ = [
     "Sent",
     "StreamState",
     "media_type",
+    "request_headers",
 ]
 
 JSON_MEDIA_TYPE = "application/json"
@@ -49,6 +52,18 @@ def media_type(response: HttpResponse) -> str | None:
     if value is None:
         return None
     return value.partition(";")[0].strip().lower() or None
+
+
+def request_headers(config: BridgeConfig, token: str | None, *, accept: str = f"{JSON_MEDIA_TYPE}, {SSE_MEDIA_TYPE}") -> dict[str, str]:
+    """The headers every request to the app starts with, in order: the configured extra
+    ``headers``, ``User-Agent``, ``Accept`` and ``Authorization: Bearer`` when ``token`` is
+    one (no session headers: :meth:`RequestHeaders.prepare` adds those)."""
+    headers = dict(config.headers)
+    headers["User-Agent"] = USER_AGENT
+    headers["Accept"] = accept
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 class Sent:
@@ -157,11 +172,7 @@ class RequestHeaders:
             if for_initialize or modern_headers is not None or during_rebuild or self._session.ready:
                 break
             await self._session.wait_ready()  # then read the endpoint and token again: they may have changed
-        headers = dict(self._config.headers)
-        headers["User-Agent"] = USER_AGENT
-        headers["Accept"] = accept
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = request_headers(self._config, token, accept=accept)
         sent = Sent(token_generation=token_generation, had_token=bool(token))
         if modern_headers is not None:
             headers.update(modern_headers)

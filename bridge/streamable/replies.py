@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import math
-from codecs import BOM_UTF8
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -39,13 +38,14 @@ from ..core.errors import (
     StreamClosedError,
     UpstreamTimeoutError,
 )
-from ..core.jsonrpc import Request, encode_message, is_valid_id, message_problem, to_wire_line
+from ..core.jsonrpc import Request, to_wire_line
 from ..core.policy import GET_STREAM_BACKOFF, LISTEN_RETRY_MAX_SECONDS, MAX_RESUME_ATTEMPTS
 from ..system.cancelscope import CancelScope, current_time, move_on_after
 from ..transport.base import HttpResponse
+from .answers import answer_from_event, answer_from_json, parse_reply
 from .failures import map_transport_errors
 from .headers import SSE_MEDIA_TYPE, StreamState, media_type
-from .jsonparse import expect, loads_message_bytes
+from .jsonparse import expect
 
 __all__ = [
     "ReplyReader",
@@ -90,43 +90,14 @@ class ReplyReader:
         self._sse_end_misses = 0  # waits in vain in a row
 
     def parse(self, raw: bytes) -> tuple[Any, bool]:
-        """Parse what the app sent; only JSON-RPC 2.0 objects may go on to stdout. Returns
-        the value, and whether ``raw`` names a top-level member twice (then it is
-        re-encoded, never forwarded as it is: ``to_wire_line``)."""
-        try:
-            if raw.lstrip(b" \t\r\n").startswith(BOM_UTF8):
-                raw = raw.lstrip(b" \t\r\n")[3:]  # a byte order mark (RFC 8259 §8.1 lets parsers ignore it)
-            value, twice = loads_message_bytes(raw)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise BadUpstreamResponseError(f"{self._app} sent a reply that is not valid UTF-8 JSON.") from None
-        for message in value if isinstance(value, list) else [value]:
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC 2.0 message.")
-        return value, twice
-
+        """:func:`~bridge.streamable.answers.parse_reply` for this app."""
+        return parse_reply(self._app, raw)
 
     def answer_from_json(
         self, request: Request, raw: bytes, extras: list[tuple[bytes, Any]]
     ) -> tuple[bytes, dict[str, Any]]:
-        value, twice = self.parse(raw)
-        if isinstance(value, list):  # 2025-03-26 allowed a batch of responses
-            answer: tuple[bytes, dict[str, Any]] | None = None
-            for item in value:
-                if answer is None and _is_response(item) and _id_matches(item, request.id):
-                    answer = (encode_message(item), item)
-                elif isinstance(item, dict):
-                    extras.append((encode_message(item), item))
-            if answer is None:
-                raise BadUpstreamResponseError(f"{self._app} sent a batch without the response to this request.")
-            return answer
-        if not _is_response(value):
-            raise BadUpstreamResponseError(f"{self._app} sent JSON that is not a JSON-RPC response.")
-        if not _id_matches(value, request.id):
-            # One POST, one JSON reply: it answers this request whatever id it carries
-            # (servers answer errors with id null). Put the request's id back.
-            value = {**value, "id": request.id}
-            return encode_message(value), value
-        return to_wire_line(raw, value, twice=twice), value
+        """:func:`~bridge.streamable.answers.answer_from_json` for this app."""
+        return answer_from_json(self._app, request, raw, extras)
 
     async def read_body(
         self,
@@ -283,11 +254,9 @@ class ReplyReader:
         answer: list[tuple[bytes, dict[str, Any]]] = []
 
         async def take(line: bytes, message: dict[str, Any]) -> bool:
-            if _is_response(message) and (_id_matches(message, request.id) or message.get("id") is None):
-                if not _id_matches(message, request.id):  # an error with id null
-                    message = {**message, "id": request.id}
-                    line = encode_message(message)
-                answer.append((line, message))
+            found = answer_from_event(request, line, message)
+            if found is not None:
+                answer.append(found)
                 return True
             await emit(line, message)
             return False
@@ -320,11 +289,3 @@ class ReplyReader:
                     break  # no event ids (or 2026-07-28): it cannot be resumed (MCP basic/transports, "Resumability")
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 
-
-def _is_response(value: Any) -> bool:
-    return isinstance(value, dict) and "method" not in value and message_problem(value) is None
-
-
-def _id_matches(message: dict[str, Any], request_id: Any) -> bool:
-    value = message.get("id")
-    return is_valid_id(value) and type(value) is type(request_id) and value == request_id

@@ -44,6 +44,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from ..core.config import HTTP_TOKEN
+from ..core.pipeurl import PIPE_HOST, is_pipe_url, split_pipe_url
+from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import Headers, LocalProtocolError, ProtocolViolation
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "Headers",
     "ResponseParser",
     "encode_request_head",
+    "parse_url",
 ]
 
 #: Largest response head (status line and fields) accepted: 64 KiB, as h11's default.
@@ -122,6 +125,50 @@ def encode_request_head(
         return "".join(lines).encode("latin-1")
     except UnicodeEncodeError:
         raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
+
+
+def parse_url(url: str) -> tuple[tuple[str, int], str, str]:
+    """Where a request to ``url`` goes and what its head names: ``(key, target, authority)``.
+
+    ``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
+    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost");
+    ``npipe://./pipe/app/mcp`` → (("\\\\.\\pipe\\app", 0), "/mcp", "localhost") (RFC 9112 §3.2: origin-form
+    target and ``Host``).
+
+    Raises:
+        LocalProtocolError: not such a URL, or one that cannot be sent.
+    """
+    from urllib.parse import urlsplit
+
+    if is_unix_url(url):
+        try:
+            socket_path, target = split_unix_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (socket_path, 0), target, UNIX_HOST
+    if is_pipe_url(url):
+        try:
+            pipe_path, target = split_pipe_url(url)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+        return (pipe_path, 0), target, PIPE_HOST
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise LocalProtocolError("only http:// URLs with a host are served by this client")
+    try:
+        port = 80 if parts.port is None else parts.port
+    except ValueError:
+        raise LocalProtocolError("the URL's port is not a number from 0 to 65535") from None
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    host = parts.hostname
+    authority = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        authority += f":{parts.port}"
+    if not (target + authority).isascii() or any(ch <= " " or ch == "\x7f" for ch in target + authority):
+        raise LocalProtocolError("the URL holds spaces, controls or characters that are not ASCII")
+    return (host, port), target, authority
 
 
 def asks_to_close(head: bytes) -> bool:

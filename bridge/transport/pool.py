@@ -31,13 +31,21 @@ import collections
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from urllib.parse import urlsplit
 
-from ..core.pipeurl import PIPE_HOST, PIPE_PREFIX, is_pipe_url, split_pipe_url
-from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
-from .base import ConnectionBroken, LocalProtocolError, PoolTimeout
+from ..core.pipeurl import PIPE_PREFIX
+from .base import ConnectionBroken, PoolTimeout
 from .connection import HIGH_WATER_BYTES, Connection, fail
-from .http1 import END, MAX_HEAD_BYTES, NEED_DATA, Head, Headers, ResponseParser, asks_to_close, encode_request_head
+from .http1 import (
+    END,
+    MAX_HEAD_BYTES,
+    NEED_DATA,
+    Head,
+    Headers,
+    ResponseParser,
+    asks_to_close,
+    encode_request_head,
+    parse_url,
+)
 from .unixlink import connect_unix
 from .verifiedconnect import connect_first_verified
 
@@ -225,7 +233,7 @@ class Http11Pool:
             raise ConnectionBroken("the bridge's connection pool is closed")
         target = self._targets.get(url)
         if target is None:
-            target = self._targets[url] = _parse_url(url)
+            target = self._targets[url] = parse_url(url)
         key, path, authority = target
         head = encode_request_head(method, path, authority, headers, None if body is None else len(body))
         last = asks_to_close(head)
@@ -372,38 +380,3 @@ class Http11Pool:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(ConnectionBroken("the bridge's connection pool is closed"))
-
-
-def _parse_url(url: str) -> tuple[tuple[str, int], str, str]:
-    """``http://host:port/path?query`` → ((host, port), "/path?query", "host:port");
-    ``http+unix://%2Fpath%2Fapp.sock/mcp`` → (("/path/app.sock", 0), "/mcp", "localhost");
-    ``npipe://./pipe/app/mcp`` → (("\\\\.\\pipe\\app", 0), "/mcp", "localhost")."""
-    if is_unix_url(url):
-        try:
-            socket_path, target = split_unix_url(url)
-        except ValueError as exc:
-            raise LocalProtocolError(str(exc)) from None
-        return (socket_path, 0), target, UNIX_HOST
-    if is_pipe_url(url):
-        try:
-            pipe_path, target = split_pipe_url(url)
-        except ValueError as exc:
-            raise LocalProtocolError(str(exc)) from None
-        return (pipe_path, 0), target, PIPE_HOST
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise LocalProtocolError("only http:// URLs with a host are served by this client")
-    try:
-        port = 80 if parts.port is None else parts.port
-    except ValueError:
-        raise LocalProtocolError("the URL's port is not a number from 0 to 65535") from None
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    host = parts.hostname
-    authority = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        authority += f":{parts.port}"
-    if not (target + authority).isascii() or any(ch <= " " or ch == "\x7f" for ch in target + authority):
-        raise LocalProtocolError("the URL holds spaces, controls or characters that are not ASCII")
-    return (host, port), target, authority
