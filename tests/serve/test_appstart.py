@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from support.helpers import NOTIF_INIT, WAIT, FakeStdin, FakeStdout, init, request_line, running_bridge
-from support.scripted import serve, wire_app
+from support.helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line, running_bridge
+from support.scripted import WAIT, closed_port, serve, wire_app
 from support.squatter import Squatter
 
 from bridge.app.discovery import write_discovery_file
@@ -222,8 +222,6 @@ async def test_a_squatter_gets_no_token_and_the_loop_answers(tmp_path: Path) -> 
     no socket): the listener check refuses it before a byte is written, the start writes
     nothing, and the loop answers ``listener_unverified`` as without the start."""
     import subprocess
-
-    from support.scripted import closed_port
 
     port = closed_port()
     squatter = Squatter(port)

@@ -259,7 +259,7 @@ def test_a_running_apps_first_reply_loads_no_translation(replies: str, app_serve
     loaded = set(loaded_line.split()[1:])
     assert {"bridge.serve.appstart", "bridge.transport.http1", "bridge.app.listener"} <= loaded  # the list is of a real start
     # The running-app start answered it (bridge/serve/appstart.py): before asyncio and the loop.
-    names = NOT_BEFORE_A_RUNNING_APPS_REPLY + NOT_BEFORE_THE_RUNNING_APP_START
+    names: tuple[str, ...] = NOT_BEFORE_A_RUNNING_APPS_REPLY + NOT_BEFORE_THE_RUNNING_APP_START
     names += NOT_BEFORE_A_RUNNING_APPS_REPLY_ON_LINUX if sys.platform == "linux" else ()
     bad = sorted(name for name in loaded if any(name == n or name.startswith(n + ".") for n in names))
     assert not bad, bad
