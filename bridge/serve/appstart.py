@@ -33,13 +33,15 @@ After a reply is written, the serving loop adopts the MCP session it opened
 (:meth:`~bridge.serve.driver.Driver.adopt_initialize`): the ``initialize`` line is dispatched
 through the request stack as if just read, the driver answers it with the adopted reply
 (setting the session's id, protocol version and capabilities, and keeping the request for
-a session rebuild) instead of sending it again, and the reply is not written again. The
-connection is closed (the loop opens its own).
+a session rebuild) instead of sending it again, and the reply is not written again. Lazy
+launch, above the driver, sees that reply as the app's and keeps it in the catalog as it
+keeps any (``bridge/serve/lazy.py``). The connection is closed (the loop opens its own).
+With a launch command, this start runs only when the catalog start did not apply (the app
+is not known to be down): an app found down here is the loop's to start.
 
 It applies only when all of these hold, and otherwise returns ``None`` before reading:
 POSIX; ``--protocol-era auto``; no tool filter (``--allow-tool``, ``--deny-tool``,
-``--read-only``); no launch command nor ``ensure_running`` (lazy launch and its catalog
-learning are the catalog start's and the loop's); no ``token_source`` of a library app
+``--read-only``); no ``token_source`` of a library app
 (its token may come from anywhere); an ``http://`` endpoint whose host is a loopback IP
 literal (a name such as ``localhost`` is resolved by the loop, which tries each address;
 ``http+unix://``, ``npipe://`` and ``https://`` are the loop's).
@@ -132,8 +134,6 @@ def _applies(config: BridgeConfig) -> bool:
     return (
         config.protocol_era == "auto"
         and not (config.allow_tools or config.deny_tools or config.read_only)
-        and config.launch_command is None
-        and config.ensure_running is None
         and config.token_source is None
     )
 

@@ -137,6 +137,26 @@ async def test_a_session_rebuild_replays_the_adopted_initialize() -> None:
         assert len(app.initializes) == 2 and json.loads(app.initializes[1].content)["params"] == json.loads(init(0))["params"]
 
 
+async def test_with_lazy_launch_the_adopted_initialize_is_kept_in_the_catalog() -> None:
+    """A launch command configured and the app running: the catalog start does not apply
+    (the app is not down), this one does, and lazy launch keeps the adopted reply in the
+    catalog as one it forwarded (bridge/serve/lazy.py)."""
+    from bridge.app.servedcatalog import ServedCatalog
+
+    def never_started() -> None:
+        raise AssertionError("the app runs: nothing may start it")
+
+    app = CountingApp("sse")
+    async with serve(wire_app(app, base_url="http://127.0.0.1")) as server:
+        config = BridgeConfig(url=server.url(), ensure_running=never_started)
+        start, written = await _start(config, init(0))
+        assert start is not None and start.answered and written
+        lines = await _loop_after(config, start, NOTIF_INIT + request_line(1, "tools/list"), 1)
+        assert [json.loads(line)["id"] for line in lines] == [1] and len(app.initializes) == 1
+        entry = ServedCatalog(config.app_name, server.url()).entry()
+    assert entry is not None and entry["initialize"]["serverInfo"] == RESULT["serverInfo"], entry
+
+
 @pytest.mark.parametrize(
     "refusal",
     [
@@ -249,7 +269,6 @@ async def test_a_squatter_gets_no_token_and_the_loop_answers(tmp_path: Path) -> 
         {"protocol_era": "modern"},
         {"read_only": True},
         {"allow_tools": ("a",)},
-        {"launch_command": ("true",)},
         {"token_source": lambda base_url: "t"},
     ],
     ids=lambda o: next(iter(o)),
