@@ -140,18 +140,13 @@ def parse_url(url: str) -> tuple[tuple[str, int], str, str]:
     """
     from urllib.parse import urlsplit
 
-    if is_unix_url(url):
-        try:
-            socket_path, target = split_unix_url(url)
-        except ValueError as exc:
-            raise LocalProtocolError(str(exc)) from None
-        return (socket_path, 0), target, UNIX_HOST
-    if is_pipe_url(url):
-        try:
-            pipe_path, target = split_pipe_url(url)
-        except ValueError as exc:
-            raise LocalProtocolError(str(exc)) from None
-        return (pipe_path, 0), target, PIPE_HOST
+    for is_kind, split, kind_host in ((is_unix_url, split_unix_url, UNIX_HOST), (is_pipe_url, split_pipe_url, PIPE_HOST)):
+        if is_kind(url):
+            try:
+                path, target = split(url)
+            except ValueError as exc:
+                raise LocalProtocolError(str(exc)) from None
+            return (path, 0), target, kind_host
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise LocalProtocolError("only http:// URLs with a host are served by this client")
