@@ -390,6 +390,9 @@ def _codex_status(home: Home, name: str, started: float, call: tuple[str, dict[s
     member): ``initialize``, ``initialized``, then ``mcpServerStatus/list``; with `call`,
     ``thread/start`` and ``mcpServer/tool/call`` (``threadId``, ``server``, ``tool``,
     ``arguments``; Codex answers with the tool's result, no model involved)."""
+    # Unbuffered (bufsize=0): `answer` waits with select on the pipe, and a buffered reader's
+    # readline could take the awaited reply into its buffer with the line before it, where
+    # select never sees it (a 120 s wait for a reply already read).
     process = subprocess.Popen(
         [str(BIN / "codex"), "app-server"],
         cwd=home.project,
@@ -397,6 +400,7 @@ def _codex_status(home: Home, name: str, started: float, call: tuple[str, dict[s
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        bufsize=0,
     )
     assert process.stdin is not None and process.stdout is not None
     seen: list[str] = []
