@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Any
 
 from .era import SERVER_INFO_META_KEY
-from .legacymap import legacy_result, modern_result
+from .legacymap import honored_filter, legacy_result, listen_acknowledged, modern_result
 from .methods import CATALOG_METHODS, LIST_CAPABILITY, LIST_CHANGED, LIST_ITEMS
 from .modernmap import HANDSHAKE_VERSIONS
 
@@ -53,6 +53,7 @@ __all__ = [
     "CATALOG_FORMAT",
     "answers_from_catalog",
     "catalog_result",
+    "listen_acknowledgment",
     "catalog_answer",
     "list_refusal",
     "record_refusal",
@@ -124,6 +125,30 @@ def catalog_answer(method: str, params: Any, entry: dict[str, Any] | None, *, mo
 
 #: The longest error message kept from the app (characters): the catalog holds no more.
 MAX_REFUSAL_MESSAGE_CHARS = 1000
+
+
+def listen_acknowledgment(listen_id: Any, params: Any, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``notifications/subscriptions/acknowledged`` (MCP 2026-07-28, "Subscriptions") the
+    catalog ``entry`` gives a ``subscriptions/listen`` request ``listen_id`` with ``params``
+    while the app is down: the lists the app's cached ``server/discover`` declares, of those
+    the listen asks for (:func:`~bridge.core.legacymap.honored_filter`). ``None`` when the
+    catalog holds no ``server/discover`` result, or the listen asks for resource
+    subscriptions (only the app can accept those): then the stream waits for the app.
+
+    Claude Code opens a listen at every start and waits for its acknowledgment before it
+    goes on: unacknowledged, ``claude mcp list`` took 27 s with the app down."""
+    if entry is None:
+        return None
+    discover = entry.get("discover")
+    capabilities = discover.get("capabilities") if isinstance(discover, dict) else None
+    if not isinstance(capabilities, dict):
+        return None
+    wanted = params.get("notifications") if isinstance(params, dict) else None
+    if not isinstance(wanted, dict):
+        wanted = {}
+    if wanted.get("resourceSubscriptions"):
+        return None
+    return listen_acknowledged(listen_id, honored_filter(wanted, capabilities, []))
 
 
 def _declared_capabilities(entry: dict[str, Any]) -> set[str] | None:

@@ -126,7 +126,9 @@ class LazyLaunch:
             await self._open_deferred_session(request, emit)
         elif self._stateless_served is not None and era.stateless and legacy_client and self._needs_the_app(request):
             await self._announce_after_launch(request, emit)
-        reply = await self._driver.forward(request, emit, launch=self._launch_hook(request))
+        if request.method == "subscriptions/listen" and era.stateless:
+            emit = _AcknowledgedOnce(emit)
+        reply = await self._driver.forward(request, emit, launch=self._launch_hook(request, emit))
         if reply.from_catalog:
             if request.method == "initialize" and era.may_rebuild:
                 self._deferred = self.catalog.entry() if self.catalog is not None else None
@@ -152,7 +154,7 @@ class LazyLaunch:
             self._from_catalog.clear()
         self._from_catalog[id_key(request.id)] = True
 
-    def _launch_hook(self, request: Request) -> LaunchHook | None:
+    def _launch_hook(self, request: Request, emit: Emit) -> LaunchHook | None:
         """What the driver's ``EnsureRunning`` does for ``request`` (``None``: start the app)."""
         if self.catalog is None:
             return None
@@ -161,7 +163,7 @@ class LazyLaunch:
         if answers_from_catalog(self._launch_policy, request.method):
             return lambda: self._launch_unless_cataloged(request)
         if request.method == "subscriptions/listen" and self._launch_policy != "on-start":
-            return self._hold_listen_until_the_app_is_needed
+            return lambda: self._hold_listen_until_the_app_is_needed(request, emit)
         return None
 
     async def _launch_unless_cataloged(self, request: Request) -> bytes | None:
@@ -189,18 +191,28 @@ class LazyLaunch:
         await self._driver.ensure_running()
         return None
 
-    async def _hold_listen_until_the_app_is_needed(self) -> bytes | None:
+    async def _hold_listen_until_the_app_is_needed(self, request: Request, emit: Emit) -> bytes | None:
         """The flow's ``EnsureRunning`` for a 2026-07-28 ``subscriptions/listen`` that found
         the app down while a catalog answers the client's start-up: the stream is held, and
         the app is not started for it (Claude Code opens one at every start, ``claude mcp
-        list`` included). It goes out once another request of this bridge reached the app
-        (the first call starts it). Once the app was reached, a listen that finds it down
-        starts it, as without a catalog."""
+        list`` included). It is acknowledged at once from the catalog when the catalog can
+        say what the app honors (:func:`~bridge.core.lazylaunch.listen_acknowledgment`; the
+        app's own acknowledgment is then not passed on: ``emit`` is an
+        :class:`_AcknowledgedOnce`), and goes out once another request of this bridge
+        reached the app (the first call starts it). Once the app was reached, a listen that
+        finds it down starts it, as without a catalog."""
         assert self.catalog is not None
-        if self._app_reached.is_set() or self.catalog.entry() is None:
+        entry = self.catalog.entry()
+        if self._app_reached.is_set() or entry is None:
             await self._driver.ensure_running()
             return None
+        from ..core.lazylaunch import listen_acknowledgment
+
         log.info("%s is not running; subscriptions/listen waits for the first request that needs it", self._app)
+        acknowledgment = listen_acknowledgment(request.id, request.params, entry)
+        if acknowledgment is not None and isinstance(emit, _AcknowledgedOnce) and not emit.acknowledged:
+            emit.acknowledged = True
+            await emit.send(encode_message(acknowledgment), acknowledgment)
         await self._app_reached.wait()
         return None
 
@@ -405,4 +417,36 @@ class LazyLaunch:
     async def aclose(self) -> None:
         """``Driver.aclose``."""
         await self._driver.aclose()
+
+
+class _AcknowledgedOnce:
+    """A 2026-07-28 listen stream's ``emit`` that passes on one
+    ``notifications/subscriptions/acknowledged`` at most: once the bridge acknowledged the
+    stream from the catalog (:meth:`send`, ``acknowledged``), the app's own, when the held
+    stream reaches it, is dropped (the client was told already; a second one would be a
+    second stream opening)."""
+
+    __slots__ = ("_emit", "acknowledged")
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self.acknowledged = False
+
+    async def send(self, line: bytes, message: Any) -> None:
+        await self._emit(line, message)
+
+    async def __call__(self, line: bytes, message: Any) -> None:
+        if self.acknowledged and _is_acknowledgment(line, message):
+            self.acknowledged = False  # (one dropped: a later one is a reopened stream's, passed on)
+            return
+        await self._emit(line, message)
+
+
+def _is_acknowledgment(line: bytes, message: Any) -> bool:
+    if message is None and b"notifications/subscriptions/acknowledged" in line:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+    return isinstance(message, dict) and message.get("method") == "notifications/subscriptions/acknowledged"
 

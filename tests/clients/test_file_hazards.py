@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,13 @@ def test_a_concurrent_writer_loses_no_update(tmp_path: Path, action: str) -> Non
         [sys.executable, "-c", WRITER, str(path), str(updates)], stdout=subprocess.PIPE, text=True
     )
     edits = refused = 0
+    overlapped = 0  # edits begun while the writer was writing (done or refused)
+    deadline = time.monotonic() + 60
     try:
-        while writer.poll() is None:
+        # On a loaded machine every edit made while the writer writes may be refused ("another
+        # program keeps writing it"): then one more once it is done shows the editor edits.
+        while writer.poll() is None or (edits == 0 and time.monotonic() < deadline):
+            overlapped += writer.poll() is None
             try:
                 if action == "install":
                     install_entry(path, "cursor", "mine", ENTRY, force=True)
@@ -85,7 +91,7 @@ def test_a_concurrent_writer_loses_no_update(tmp_path: Path, action: str) -> Non
         writer.kill()
     assert writer.stdout is not None and writer.stdout.read().strip() == "done"
     assert json.loads(path.read_text())["counter"] == updates, (edits, refused)  # 0 updates lost
-    assert edits >= 1
+    assert overlapped >= 1 and edits >= 1, (overlapped, edits, refused)
 
 
 def test_a_write_during_the_edit_is_kept_and_the_edit_redone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

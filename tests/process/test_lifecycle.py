@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ def test_app_not_running_the_bridge_launches_it(desk: Desk, how: str) -> None:
         desk.note_token()
     assert elapsed < LAUNCH_TIMEOUT, f"initialize took {elapsed:.1f} s"
     assert "accepts connections" in bridge.stderr_text()  # the progress lines go to stderr
+    assert " DEBUG " in bridge.stderr_text(), "the leak check below greps debug-level logs"
     assert process_alive(pid), "the launched app must outlive the bridge"
 
 
@@ -167,6 +169,7 @@ def test_app_restarted_between_calls_on_a_new_port_with_a_new_token(desk: Desk, 
         assert result_text(bridge.read_reply(3)) == "still here"
     assert reply_ids(bridge) == [0, 1, 2, 3], "only the client's own replies reach stdout"
     assert desk.launches() == [first_app.proc.pid, second_app.proc.pid], "the bridge launched an app of its own"
+    assert " DEBUG " in bridge.stderr_text(), "the leak check below greps debug-level logs"
 
 
 def test_app_killed_the_library_bridge_relaunches_it_and_gets_a_new_token(desk: Desk) -> None:
@@ -396,28 +399,42 @@ def test_the_launched_app_holds_none_of_the_bridges_stdio(desk: Desk, with_log: 
         assert not any(target.startswith("pipe:") for target in fds), fds
 
 
-# -- last: nothing leaked ---------------------------------------------------------------------
+# -- after the file's tests: nothing leaked ---------------------------------------------------
 
 
 def pieces(secret: str, width: int = 8) -> set[str]:
     return {secret[start : start + width] for start in range(max(1, len(secret) - width + 1))}
 
 
-def test_zz_no_token_or_secret_in_any_captured_output() -> None:
-    """No token anywhere: every stdout, stderr and log file captured above (bridges at debug
-    level, --launch-log files, the apps' logs) holds no token and no secret, nor any
-    8-character piece of one. Runs last; needs the other tests of this file."""
-    if not CAPTURED.outputs or not CAPTURED.secrets:
-        pytest.skip("run with the rest of test_lifecycle.py: nothing was captured")
-    assert any("DEBUG" in text for _, text in CAPTURED.outputs), "expected debug-level bridge logs to grep"
-    needles = {piece: secret for secret in CAPTURED.secrets for piece in pieces(secret)}
-    found = [
-        (where, needle)
-        for where, text in CAPTURED.outputs
-        for needle in needles
-        if needle in text
-    ]
+def leaked_pieces() -> list[tuple[str, str]]:
+    """(where, piece) for every 8-character piece of a token or secret the tests saw that is in
+    an output captured so far (bridges at debug level, --launch-log files, the apps' logs)."""
+    needles = {piece for secret in CAPTURED.secrets for piece in pieces(secret)}
+    return [(where, needle) for where, text in CAPTURED.outputs for needle in needles if needle in text]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_token_or_secret_in_any_captured_output() -> Iterator[None]:
+    """No token anywhere: every stdout, stderr and log file the file's tests captured holds no
+    token and no secret, nor any 8-character piece of one. Checked when this process's run of
+    the file ends (with ``-n``, each pytest-xdist worker checks the share it ran: a test named
+    to run last saw only its own worker's share); a leak is an error at that teardown. Two
+    tests run their bridges at debug level, and assert they logged at it."""
+    yield
+    found = leaked_pieces()
     assert not found, f"secret or token pieces found in captured output: {found[:10]}"
+
+
+def test_the_leak_check_finds_a_piece_of_a_secret() -> None:
+    """The check above is not vacuous: a secret's 8-character piece in a captured output is found."""
+    secret = "s3cr3t-" + os.urandom(8).hex()
+    CAPTURED.secrets.add(secret)
+    CAPTURED.outputs.append(("planted", f"...{secret[3:11]}..."))
+    try:
+        assert ("planted", secret[3:11]) in leaked_pieces()
+    finally:
+        CAPTURED.outputs.remove(("planted", f"...{secret[3:11]}..."))
+        CAPTURED.secrets.discard(secret)
 
 
 # -- the app updated while a bridge is connected ----------------------------------------------

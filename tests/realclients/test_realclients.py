@@ -506,6 +506,13 @@ def test_the_clients_probes_with_the_app_down_answer_from_the_catalog_and_the_fi
         status = check(home, "claude-code", NAME)
         assert status.connected, f"claude mcp list, run {run + 1}: " + _explain("claude-code", status)
         _not_launched(started, pid, f"claude mcp list, run {run + 1}")
+    # Claude Code waits for its subscriptions/listen to be acknowledged before it goes on, and
+    # logs this line when it gave up waiting (27 s later: before the bridge acknowledged a
+    # held listen from the catalog, every `claude mcp list` with the app down took that long).
+    logs = sorted(Path(home.env["XDG_CACHE_HOME"]).glob(f"claude-cli-nodejs/*/mcp-logs-{NAME}/*.jsonl"))
+    assert logs, "Claude Code wrote no MCP log"
+    unacknowledged = [str(log) for log in logs if "no auto-opened subscriptions/listen" in log.read_text(encoding="utf-8")]
+    assert not unacknowledged, f"Claude Code waited for an acknowledgment of its listen stream: {unacknowledged}"
     probed = _run_entry(home, [discover, tools])
     if era_flag == "--legacy-only":
         assert "error" in probed[1], probed

@@ -3,8 +3,11 @@ the app is down, and when the app is started instead."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 from support.helpers import URL, RunBridge, request_line
 from support.mcp_app import McpApp, Starter
@@ -99,23 +102,70 @@ async def test_other_policies(run_bridge: RunBridge, policy: str) -> None:
         assert call["error"]["data"]["reason"] == "app_unreachable", call
 
 
-async def test_a_2026_client_s_listen_stream_waits_for_the_first_call_and_starts_nothing(run_bridge: RunBridge) -> None:
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+
+
+def listen_stream(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
+    """The app's ``subscriptions/listen`` stream: its own acknowledgment, one event, its end."""
+    listen_id = message["id"]
+    meta = {"io.modelcontextprotocol/subscriptionId": listen_id}
+    events = [
+        {"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": {"notifications": {"toolsListChanged": True}, "_meta": meta}},
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": listen_id, "result": {"resultType": "complete"}},
+    ]
+    body = b"".join(b"event: message\r\ndata: " + json.dumps(event).encode() + b"\r\n\r\n" for event in events)
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+
+async def test_a_2026_client_s_listen_stream_is_acknowledged_from_the_catalog_waits_for_the_first_call_and_starts_nothing(
+    run_bridge: RunBridge,
+) -> None:
     """Claude Code (2.1.328) opens ``subscriptions/listen`` at every start, ``claude mcp list``
-    included: with the app down and a catalog, it is held (the app is not started for it) and
-    goes out once the first call started the app."""
+    included, and goes on only once it is acknowledged (unacknowledged, the real ``claude mcp
+    list`` took 27 s with the app down). With the app down and a catalog, the stream is
+    acknowledged at once with what the cached ``server/discover`` declares, held (the app is
+    not started for it), and goes out once the first call started the app; the app's own
+    acknowledgment is not passed on a second time, its events are."""
+    cache(discover=DISCOVER, lists={"tools/list": TOOLS})
+
+    def answer(message: dict[str, Any], request: httpx.Request) -> httpx.Response:
+        if message["method"] == "subscriptions/listen":
+            return listen_stream(message, request)
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": message["id"], "result": {"content": [], "resultType": "complete"}})
+
+    app = McpApp(stateless=True, on_request=answer)
+    app.up = False
+    starter = Starter(app)
+    async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
+        listen = modern("listen:0", "subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}})
+        h.stdin.feed(listen + modern(1, "server/discover") + modern(2, "tools/list"))
+        first = await h.stdout.wait_for(3)
+        assert starter.calls == 0 and not app.up
+        h.stdin.feed(modern(3, "tools/call", {"name": "cached", "arguments": {}}))
+        later = (await h.stdout.wait_for(6))[3:]
+    (acknowledgment,) = [message for message in first if message.get("method") == ACKNOWLEDGED]
+    # What the catalog's server/discover declares (tools), of what was asked (tools, prompts).
+    assert acknowledgment["params"] == {"notifications": {"toolsListChanged": True}, "_meta": {"io.modelcontextprotocol/subscriptionId": "listen:0"}}
+    assert {message.get("id") for message in first} == {None, 1, 2}
+    assert [message.get("method") for message in later if "method" in message] == ["notifications/tools/list_changed"], later
+    assert {message["id"] for message in later if "id" in message} == {3, "listen:0"}
+    assert starter.calls == 1
+
+
+async def test_a_listen_that_asks_for_resource_subscriptions_waits_for_the_apps_acknowledgment(run_bridge: RunBridge) -> None:
+    """Only the app can accept a resource subscription: such a listen is held unacknowledged."""
     cache(discover=DISCOVER, lists={"tools/list": TOOLS})
     app = McpApp(stateless=True, result={"content": [], "resultType": "complete"})
     app.up = False
     starter = Starter(app)
     async with run_bridge(app, ensure_running=starter, app_probe=starter.probe) as h:
-        listen = modern("listen:0", "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
-        h.stdin.feed(listen + modern(1, "server/discover") + modern(2, "tools/list"))
-        assert {reply["id"] for reply in await h.stdout.wait_for(2)} == {1, 2}
-        assert starter.calls == 0 and not app.up
-        h.stdin.feed(modern(3, "tools/call", {"name": "cached", "arguments": {}}))
-        replies = {reply["id"]: reply for reply in (await h.stdout.wait_for(4))[2:]}
-    assert set(replies) == {3, "listen:0"} and "result" in replies[3], replies
-    assert starter.calls == 1
+        listen = modern("listen:0", "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["file:///a"]}})
+        h.stdin.feed(listen + modern(1, "server/discover"))
+        replies = await h.stdout.wait_for(1)
+        await anyio.sleep(0.1)
+        assert [reply.get("id") for reply in h.stdout.messages()] == [1], replies
+    assert starter.calls == 0
 
 
 @pytest.mark.parametrize(

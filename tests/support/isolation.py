@@ -31,6 +31,7 @@ settings. A test that needs a variable set sets it itself (``monkeypatch``,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -39,8 +40,16 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-CALLER_ENVIRON: Mapping[str, str] = dict(os.environ)
-"""The environment the suite was started with, before :func:`isolate` changed it."""
+CALLER_ENVIRON_VARIABLE = "MAB_SUITE_CALLER_ENVIRON"
+"""Where :func:`isolate` leaves the caller's environment (JSON) for the processes the run
+starts after it: pytest-xdist's workers (``-n auto``) inherit the isolated environment, and
+read the caller's from here."""
+
+CALLER_ENVIRON: Mapping[str, str] = (
+    json.loads(os.environ[CALLER_ENVIRON_VARIABLE]) if CALLER_ENVIRON_VARIABLE in os.environ else dict(os.environ)
+)
+"""The environment the suite was started with, before :func:`isolate` changed it (in a
+pytest-xdist worker: the one the controller was started with)."""
 
 HARNESS_VARIABLES = (
     "MCP_APP_BRIDGE_EXE",  # support.processes.BRIDGE_EXE_VAR: the frozen file to test
@@ -103,6 +112,7 @@ def private_temp_root() -> Path:
 def isolate() -> Path:
     """Change this process's environment as the module says, for the whole run (the
     processes the tests start inherit it). Returns the private HOME, for :func:`release`."""
+    os.environ[CALLER_ENVIRON_VARIABLE] = json.dumps(dict(CALLER_ENVIRON))
     for name in dropped_variables(os.environ):
         del os.environ[name]
     temp_root = private_temp_root()
