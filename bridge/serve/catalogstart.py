@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 from typing import Any
 
@@ -45,7 +46,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Notification, Request, classify, encode_message
 
-__all__ = ["CATALOG_START_IDLE_SECONDS", "CatalogStart", "answer_start_from_catalog", "write_all"]
+__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "early_signals", "write_all"]
 
 #: How long the catalog start waits for the client's next line before the serving loop
 #: starts (seconds). Clients send their start-up messages within milliseconds of the
@@ -53,6 +54,46 @@ __all__ = ["CATALOG_START_IDLE_SECONDS", "CatalogStart", "answer_start_from_cata
 CATALOG_START_IDLE_SECONDS = 0.2
 #: A line longer than this is left to the serving loop (bytes); start-up requests are short.
 _MAX_LINE_BYTES = 1024 * 1024
+
+#: This process's parent when the bridge started: what the serving loop's watchdog of a
+#: one-file executable's bootloader watches (``bridge/serve/loop.py``). A client that has its
+#: first reply from an early start may kill the bootloader before the loop is loaded; by
+#: then ``os.getppid()`` names whoever adopted this process.
+STARTED_UNDER_PID = os.getppid()
+
+#: The signals (numbers) that came after an early start wrote its first reply and before
+#: the serving loop took the signals over (:func:`early_signals`).
+_early_signals: list[int] = []
+_signals_held = False
+
+
+def _note_signal(signum: int, frame: Any) -> None:
+    _early_signals.append(signum)
+
+
+def _hold_signals() -> None:
+    """From an early start's first reply on, SIGTERM, SIGINT and SIGHUP are noted instead
+    of ending the process: a client that has its reply may end the bridge at once (Claude
+    Code: SIGINT, then SIGTERM 0.1 s later), and the serving loop, still loading, then acts
+    on them as on its own (a graceful stop, exit status 0)."""
+    global _signals_held
+    if _signals_held:
+        return
+    _signals_held = True
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            try:
+                signal.signal(signum, _note_signal)
+            except (ValueError, OSError):  # not the main thread: the default stays
+                return
+
+
+def early_signals() -> list[int]:
+    """The signals noted since an early start wrote its first reply (see
+    :func:`_hold_signals`), in order; the serving loop acts on them once its own handlers
+    are in place."""
+    return list(_early_signals)
 
 
 class CatalogStart:
@@ -197,7 +238,9 @@ class _Answerer:
 
 
 def write_all(fd: int, data: bytes) -> bool:
-    """Write all of ``data``; ``False`` once the client closed its end."""
+    """Write all of ``data`` (an early start's reply: from here on, signals are noted for the
+    serving loop); ``False`` once the client closed its end."""
+    _hold_signals()
     view = memoryview(data)
     try:
         while view:

@@ -55,6 +55,7 @@ from ..stdio.fds import (
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
 from .appstart import AppStart
+from .catalogstart import STARTED_UNDER_PID, early_signals
 from .dispatch import Dispatcher
 from .driver import Driver
 from .parts import build_stack
@@ -151,6 +152,8 @@ class Bridge:
             # Kept until the very end: a second signal during the bounded shutdown must
             # still find a handler (else: KeyboardInterrupt and a traceback).
             self._catch_signals(loop)
+            for signum in early_signals():  # (came while this loop was loading, after an early start's reply)
+                loop.call_soon(self._on_signal, signal.Signals(signum))
         try:
             async with asyncio.TaskGroup() as parts:
                 writer = parts.create_task(self._part(self._outbox.run()))
@@ -307,8 +310,10 @@ def run_stdio(config: BridgeConfig, *, catalog_start: CatalogStart | None = None
                 except RuntimeError:  # the loop has finished already
                     pass
 
-            if not watch_parent_on_loop(loop, parent_gone):  # Linux: no watchdog thread
-                watch_parent(parent_gone)
+            # The bootloader this process started under: an early start's reply may have let
+            # the client kill it before this loop was loaded.
+            if not watch_parent_on_loop(loop, parent_gone, parent=STARTED_UNDER_PID):  # Linux: no watchdog thread
+                watch_parent(parent_gone, parent=STARTED_UNDER_PID)
         return await bridge.run()
 
     return asyncio.run(serve())

@@ -349,16 +349,20 @@ def is_onefile_child() -> bool:
     return bool(getattr(sys, "frozen", False)) and bundle is not None and os.path.basename(bundle).startswith("_MEI")
 
 
-def watch_parent_on_loop(loop: asyncio.AbstractEventLoop, on_parent_gone: Callable[[], None]) -> bool:
+def watch_parent_on_loop(loop: asyncio.AbstractEventLoop, on_parent_gone: Callable[[], None], *, parent: int | None = None) -> bool:
     """Call ``on_parent_gone()`` on ``loop`` once this process's parent has exited, with no
     thread and no polling: Linux ≥ 5.3 (``pidfd_open(2)``; the descriptor becomes readable
     when the process exits, and is close-on-exec). Returns False where that is unavailable
     (other systems, older kernels, a loop without ``add_reader``): then use
-    :func:`watch_parent`."""
+    :func:`watch_parent`. ``parent``: the pid to watch (default: the parent now); when it
+    is no longer the parent, ``on_parent_gone()`` is called at once."""
     pidfd_open = getattr(os, "pidfd_open", None)
     if pidfd_open is None:
         return False
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
+    if os.getppid() != parent:  # gone already: this process was adopted
+        loop.call_soon(on_parent_gone)
+        return True
     try:
         fd = pidfd_open(parent)
     except OSError:
@@ -381,16 +385,16 @@ def watch_parent_on_loop(loop: asyncio.AbstractEventLoop, on_parent_gone: Callab
     return True
 
 
-def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0.5) -> None:
+def watch_parent(on_parent_gone: Callable[[], None], interval_seconds: float = 0.5, *, parent: int | None = None) -> None:
     """Call ``on_parent_gone()`` from a daemon thread once this process's parent has died.
 
     POSIX: an orphan is re-parented, so ``getppid()`` changes; it is polled every
     ``interval_seconds``. Windows: the thread waits on a handle to the parent process
     (``OpenProcess`` + ``WaitForSingleObject``: :func:`bridge.system.winapi.parent_waiter`, whose
     logic the tests of every OS run with a stand-in for kernel32). Where neither works,
-    nothing is watched.
+    nothing is watched. ``parent``: the pid to watch (default: the parent now).
     """
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     watch: Callable[[], None] | None
     if sys.platform == "win32":  # pragma: no cover - Windows only
         from ..system.winapi import parent_waiter, windows_kernel32

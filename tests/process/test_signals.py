@@ -15,6 +15,7 @@ from support.processes import (
     bridge_error_reason,
     count_in_log,
     handshake,
+    initialize,
     start_bridge,
     tool_call,
     wait_until,
@@ -44,3 +45,22 @@ def test_a_signal_answers_the_open_request_deletes_the_session_and_exits_0(app_s
             "the app saw no DELETE /mcp"
         )
         assert "Traceback" not in bridge.stderr_text()
+
+
+@pytest.mark.process
+@pytest.mark.frozen_relevant
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+def test_a_signal_right_after_the_early_initialize_reply_is_a_graceful_stop(app_server: AppServer, signum: int) -> None:
+    """The running-app start writes the ``initialize`` reply before the serving loop is
+    loaded, and a client that has it may end the bridge at once (``claude mcp list``:
+    SIGINT as soon as it has listed): the signal is noted and the loop, once loaded, stops
+    as on its own signal (exit 0, the MCP session deleted, no traceback). Before, SIGINT
+    raised KeyboardInterrupt in the loading code and SIGTERM killed the process."""
+    with start_bridge(app_server.url, "--log-level", "info") as bridge:
+        bridge.send(initialize(0))
+        assert "result" in bridge.read_reply(0)
+        bridge.proc.send_signal(signum)  # (the loop is still loading: about 30 ms)
+        status = bridge.wait(EXIT_TIMEOUT)
+        assert status == 0, (status, bridge.stderr_tail())
+        assert "Traceback" not in bridge.stderr_text()
+        assert f"{signal.Signals(signum).name} received; shutting down" in bridge.stderr_text(), bridge.stderr_tail()

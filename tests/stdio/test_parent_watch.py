@@ -57,3 +57,24 @@ def test_the_child_hears_of_its_parents_sigkill_at_once_without_a_thread() -> No
                 os.kill(child_pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", ["pidfd", "thread"])
+async def test_a_parent_that_was_gone_before_the_watch_began_is_reported_at_once(backend: str) -> None:
+    """The one-file child's serving loop starts after an early start's reply, by when the
+    client may have killed the bootloader: the watch is of the parent the process started
+    under (``parent``), and one that is not the parent any more is reported at once."""
+    import asyncio
+
+    from bridge.stdio.fds import watch_parent, watch_parent_on_loop
+
+    gone = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    not_the_parent = os.getppid() + 1_000_000  # a pid that is not this process's parent
+    if backend == "pidfd":
+        if not watch_parent_on_loop(loop, gone.set, parent=not_the_parent):
+            pytest.skip("no pidfd_open here")
+    else:
+        watch_parent(lambda: loop.call_soon_threadsafe(gone.set), 0.05, parent=not_the_parent)
+    await asyncio.wait_for(gone.wait(), 5)
