@@ -76,5 +76,9 @@ async def test_a_parent_that_was_gone_before_the_watch_began_is_reported_at_once
         if not watch_parent_on_loop(loop, gone.set, parent=not_the_parent):
             pytest.skip("no pidfd_open here")
     else:
-        watch_parent(lambda: loop.call_soon_threadsafe(gone.set), 0.05, parent=not_the_parent)
+
+        def heard() -> None:
+            loop.call_soon_threadsafe(gone.set)
+
+        watch_parent(heard, 0.05, parent=not_the_parent)
     await asyncio.wait_for(gone.wait(), 5)
