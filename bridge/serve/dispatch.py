@@ -139,7 +139,8 @@ class Dispatcher:
         self._finish_work = False
         self._drain_timeout_seconds = config.drain_timeout_seconds
         self._notices_scope: CancelScope | None = None  # the cancellations sent after the drain
-        # The ids of requests answered by the catalog start, whose replies are not written again.
+        # The ids of requests answered by an early start (the catalog start, the running-app
+        # start), whose replies are not written again.
         self._answered_before: set[Any] = set()
 
     async def wait_for_room(self) -> None:
@@ -317,11 +318,11 @@ class Dispatcher:
             self._admission.started -= 1
             if opens is not None:
                 opens.set()
-        if line is not None and request.id in self._answered_before:  # written by the catalog start
+        if line is not None and request.id in self._answered_before:  # written by an early start
             self._answered_before.discard(request.id)
             self._ledger.answer(slot, line)
-            if trace.isEnabledFor(logging.DEBUG):
-                _trace_reply(request.method, request.id, len(line) - 1, None, "catalog")
+            if trace.isEnabledFor(logging.DEBUG):  # (the catalog's, or the app's: the running-app start)
+                _trace_reply(request.method, request.id, len(line) - 1, None, answered_by)
         elif line is not None:  # (None: its scope was cancelled: cancelled, or answered already)
             if trace.isEnabledFor(logging.DEBUG) and slot.state == "open":
                 if answered_by == "app" and _bridge_error(line):  # (the tool filter's refusal, say)

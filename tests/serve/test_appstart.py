@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,20 @@ async def test_the_reply_is_the_loops_and_the_loop_adopts_the_session(mode: str)
     started, alone = app.initializes[0], loop_app.initializes[0]
     assert started.content == alone.content == init(0)[:-1]
     assert [(k, v) for k, v in started.headers.items() if k != "host"] == [(k, v) for k, v in alone.headers.items() if k != "host"]
+
+
+async def test_the_trace_says_the_app_answered_the_adopted_initialize(caplog: pytest.LogCaptureFixture) -> None:
+    """The reply the running-app start wrote is the app's, and the trace (``bridge.trace``,
+    debug) says so, not "the catalog" as for a catalog start's reply."""
+    app = CountingApp("json")
+    async with serve(wire_app(app, base_url="http://127.0.0.1")) as server:
+        config = BridgeConfig(url=server.url())
+        start, _ = await _start(config, init(0))
+        assert start is not None and start.answered
+        with caplog.at_level(logging.DEBUG, logger="bridge.trace"):
+            await _loop_after(config, start, NOTIF_INIT + request_line(1, "tools/list"), 1)
+    traced = [record.getMessage() for record in caplog.records if record.name == "bridge.trace" and "reply to initialize" in record.getMessage()]
+    assert len(traced) == 1 and traced[0].endswith("answered by the app"), traced
 
 
 async def test_a_session_rebuild_replays_the_adopted_initialize() -> None:
