@@ -48,6 +48,7 @@ __all__ = [
     "CallableTokenSource",
     "FixedTokenSource",
     "token_source_for",
+    "header_safe",
     "read_credential",
 ]
 
@@ -267,6 +268,12 @@ class FixedTokenSource:
 
     async def fetch(self, context: TokenContext) -> str | None:
         return self._token
+
+
+def header_safe(token: str) -> bool:
+    """Whether ``token`` can go in an ``Authorization: Bearer`` field as it is: printable
+    ASCII without spaces (RFC 6750 section 2.1). The token store refuses any other."""
+    return all(0x21 <= ord(ch) <= 0x7E for ch in token)
 
 
 def token_source_for(config: BridgeConfig, endpoint: Endpoint) -> TokenSource | None:

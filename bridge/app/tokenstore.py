@@ -12,7 +12,7 @@ import asyncio
 from ..core.config import DEFAULT_APP_NAME, DEFAULT_TOKEN_TIMEOUT_SECONDS, in_sentence
 from ..core.errors import AppUnreachableError, AuthRejectedError
 from ..system.cancelscope import current_time, fail_after
-from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError
+from .tokens import TokenContext, TokenSource, TokenSourceError, TokenSourceUnreachableError, header_safe
 
 __all__ = ["TokenStore"]
 
@@ -106,7 +106,7 @@ class TokenStore:
                 raise AppUnreachableError(f"{self._app} is not running ({exc}).") from None
             except TokenSourceError as exc:
                 raise self._failure(str(exc)) from None
-        if token is not None and any(not 0x21 <= ord(ch) <= 0x7E for ch in token):
+        if token is not None and not header_safe(token):
             assert self._source is not None
             raise self._failure(f"the token from the {self._source.description} is not printable ASCII without spaces")
         self._token = token

@@ -50,7 +50,6 @@ literal (a name such as ``localhost`` is resolved by the loop, which tries each 
 from __future__ import annotations
 
 import os
-import select
 import socket
 import sys
 import time
@@ -59,7 +58,7 @@ from typing import Any
 from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Request, classify
-from .catalogstart import CATALOG_START_IDLE_SECONDS, CatalogStart, write_all
+from .catalogstart import CATALOG_START_IDLE_SECONDS, CatalogStart, read_line, write_all
 
 __all__ = ["APP_START_BOUND_SECONDS", "AppStart", "answer_start_from_app"]
 
@@ -104,14 +103,9 @@ def answer_start_from_app(
         return None
     os.set_blocking(read_fd, True)
     os.set_blocking(write_fd, True)
-    buffer = b""
-    while (end := buffer.find(b"\n")) < 0:
-        if len(buffer) > _MAX_LINE_BYTES or not select.select([read_fd], [], [], idle_seconds)[0]:
-            return AppStart([], buffer)
-        chunk = os.read(read_fd, 65536)
-        if not chunk:
-            return AppStart([], buffer)  # EOF: the serving loop reads it again and ends the run
-        buffer += chunk
+    buffer, end = read_line(read_fd, b"", idle_seconds)
+    if end < 0:
+        return AppStart([], buffer)
     line = buffer[:end].rstrip(b"\r")
     try:
         message = classify(line)
@@ -150,6 +144,7 @@ def _exchange(config: BridgeConfig, request: Request) -> tuple[bytes, Any, Any]:
         FileTokenSource,
         FixedTokenSource,
         TokenContext,
+        header_safe,
         token_source_for,
     )
     from ..streamable.headers import JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, request_headers
@@ -167,7 +162,7 @@ def _exchange(config: BridgeConfig, request: Request) -> tuple[bytes, Any, Any]:
     if source is not None and not isinstance(source, (FixedTokenSource, DiscoveryTokenSource, EnvTokenSource, FileTokenSource)):
         raise _NotHere("a token source that may wait")
     token = None if source is None else _now(source.fetch(TokenContext(base_url=url)))
-    if token is not None and any(not 0x21 <= ord(ch) <= 0x7E for ch in token):
+    if token is not None and not header_safe(token):
         raise _NotHere("a token that is not printable ASCII")  # (the loop's token store says so)
     headers = request_headers(config, token)
     headers["Content-Type"] = JSON_MEDIA_TYPE

@@ -46,7 +46,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Notification, Request, classify, encode_message
 
-__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "early_signals", "write_all"]
+__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "early_signals", "read_line", "write_all"]
 
 #: How long the catalog start waits for the client's next line before the serving loop
 #: starts (seconds). Clients send their start-up messages within milliseconds of the
@@ -129,15 +129,9 @@ def answer_start_from_catalog(
     answered: list[bytes] = []
     buffer = b""
     while True:
-        end = buffer.find(b"\n")
+        buffer, end = read_line(read_fd, buffer, idle_seconds)
         if end < 0:
-            if len(buffer) > _MAX_LINE_BYTES or not select.select([read_fd], [], [], idle_seconds)[0]:
-                break
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                break  # EOF: the serving loop reads it again and ends the run
-            buffer += chunk
-            continue
+            break
         line = buffer[:end].rstrip(b"\r")
         reply = answerer.answer(line)
         if reply is None:
@@ -235,6 +229,21 @@ class _Answerer:
         if request.method == "tools/list" and filter_tools(result, {})[1]:
             return None  # the serving loop hides those tools, and says why in the log
         return {"result": result}
+
+
+def read_line(read_fd: int, buffer: bytes, idle_seconds: float) -> tuple[bytes, int]:
+    """Read the client's stdin into ``buffer`` until it holds a whole line: ``(buffer, the
+    index of its line end)``, or ``(buffer, -1)`` once the client has been silent for
+    ``idle_seconds``, closed stdin (the serving loop reads the EOF again and ends the run) or
+    sent a line longer than :data:`_MAX_LINE_BYTES` (the loop's to refuse)."""
+    while (end := buffer.find(b"\n")) < 0:
+        if len(buffer) > _MAX_LINE_BYTES or not select.select([read_fd], [], [], idle_seconds)[0]:
+            return buffer, -1
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            return buffer, -1
+        buffer += chunk
+    return buffer, end
 
 
 def write_all(fd: int, data: bytes) -> bool:
