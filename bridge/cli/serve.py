@@ -102,7 +102,9 @@ def main() -> None:
 
         click_main()
         return
-    from ..serve.catalogstart import answer_start_from_catalog
+    from ..serve.catalogstart import answer_start_from_catalog, hold_signals
+
+    hold_signals()  # until the serving loop takes them over: a client that has an early reply may signal at once
 
     # A client's start-up answered from the catalog while the app is down, before the
     # serving loop (and asyncio with it) is loaded: bridge/serve/catalogstart.py.

@@ -46,7 +46,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Notification, Request, classify, encode_message
 
-__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "early_signals", "read_line", "write_all"]
+__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "hold_signals", "read_line", "take_early_signals", "write_all"]
 
 #: How long the catalog start waits for the client's next line before the serving loop
 #: starts (seconds). Clients send their start-up messages within milliseconds of the
@@ -61,25 +61,23 @@ _MAX_LINE_BYTES = 1024 * 1024
 #: then ``os.getppid()`` names whoever adopted this process.
 STARTED_UNDER_PID = os.getppid()
 
-#: The signals (numbers) that came after an early start wrote its first reply and before
-#: the serving loop took the signals over (:func:`early_signals`).
+#: The signals (numbers) noted while the serving loop was loading (:func:`hold_signals`).
 _early_signals: list[int] = []
-_signals_held = False
 
 
 def _note_signal(signum: int, frame: Any) -> None:
     _early_signals.append(signum)
 
 
-def _hold_signals() -> None:
-    """From an early start's first reply on, SIGTERM, SIGINT and SIGHUP are noted instead
-    of ending the process: a client that has its reply may end the bridge at once (Claude
-    Code: SIGINT, then SIGTERM 0.1 s later), and the serving loop, still loading, then acts
-    on them as on its own (a graceful stop, exit status 0)."""
-    global _signals_held
-    if _signals_held:
+def hold_signals() -> None:
+    """Note SIGTERM, SIGINT and SIGHUP instead of ending the process, until the serving loop
+    takes them over (:func:`take_early_signals`). The ``mcp-app-bridge`` command calls this
+    before its early starts: a client that has an early reply may end the bridge at once
+    (Claude Code: SIGINT, then SIGTERM 0.1 s later), and the loop, still loading, then acts
+    on them as on its own (a graceful stop, exit status 0). POSIX only, as the early starts
+    (on Windows the loop takes no signal over), and only from the main thread."""
+    if sys.platform == "win32":
         return
-    _signals_held = True
     for name in ("SIGTERM", "SIGINT", "SIGHUP"):
         signum = getattr(signal, name, None)
         if signum is not None:
@@ -89,11 +87,11 @@ def _hold_signals() -> None:
                 return
 
 
-def early_signals() -> list[int]:
-    """The signals noted since an early start wrote its first reply (see
-    :func:`_hold_signals`), in order; the serving loop acts on them once its own handlers
-    are in place."""
-    return list(_early_signals)
+def take_early_signals() -> list[int]:
+    """The signals noted since :func:`hold_signals`, in order; each is given once."""
+    taken = _early_signals[:]
+    del _early_signals[:]
+    return taken
 
 
 class CatalogStart:
@@ -247,9 +245,7 @@ def read_line(read_fd: int, buffer: bytes, idle_seconds: float) -> tuple[bytes, 
 
 
 def write_all(fd: int, data: bytes) -> bool:
-    """Write all of ``data`` (an early start's reply: from here on, signals are noted for the
-    serving loop); ``False`` once the client closed its end."""
-    _hold_signals()
+    """Write all of ``data``; ``False`` once the client closed its end."""
     view = memoryview(data)
     try:
         while view:

@@ -55,7 +55,7 @@ from ..stdio.fds import (
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
 from .appstart import AppStart
-from .catalogstart import STARTED_UNDER_PID, early_signals
+from .catalogstart import STARTED_UNDER_PID, take_early_signals
 from .dispatch import Dispatcher
 from .driver import Driver
 from .parts import build_stack
@@ -152,7 +152,7 @@ class Bridge:
             # Kept until the very end: a second signal during the bounded shutdown must
             # still find a handler (else: KeyboardInterrupt and a traceback).
             self._catch_signals(loop)
-            for signum in early_signals():  # (came while this loop was loading, after an early start's reply)
+            for signum in take_early_signals():  # (came while this loop was loading: cli/serve.py holds them)
                 loop.call_soon(self._on_signal, signal.Signals(signum))
         try:
             async with asyncio.TaskGroup() as parts:
