@@ -45,7 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The composition root chooses the transport.
     "serve.parts": {"core", "system", "stdio", "app", "streamable", "transport"},
     # The running-app start speaks HTTP/1.1 before asyncio, with the sans-I/O half only.
-    "serve.appstart": {"core", "system", "stdio", "app", "streamable", "transport.base", "transport.http1"},
+    "serve.appstart": {"core", "system", "stdio", "app", "streamable", "transport.base", "transport.http1", "transport.socketfile"},
     "clients": {"_version", "core.config", "core.unixurl"},
     "appserver": {"app.discovery", "system", "core.config", "core.unixurl", "core.pipeurl", "core.policy"},
     "cli": {"_version", "core", "system", "transport", "app", "stdio", "streamable", "serve", "clients"},

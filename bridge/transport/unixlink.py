@@ -4,12 +4,12 @@ The own HTTP/1.1 pool (``pool.py``) speaks the same HTTP over a Unix socket as o
 only the connect differs. It is made of two steps, each a callable of its own so that a
 connect loop of the shape ``connect(...) then verify(sock)`` can take them:
 
-1. :func:`connect_unix`: check the socket file (:func:`check_socket_file`: an
-   ``lstat``, so a symbolic link is seen, not followed: a socket, owned by this user, in
-   a folder owned by this user that nobody else may write to, below folders each owned by
-   this user or root that nobody else may write to unless sticky, as OpenSSH wants of
-   the folders above a key: ``bridge/system/privatefile.py``), then
-   ``loop.create_unix_connection``;
+1. :func:`connect_unix`: check the socket file
+   (:func:`~bridge.transport.socketfile.check_socket_file`: an ``lstat``, so a symbolic
+   link is seen, not followed: a socket, owned by this user, in a folder owned by this
+   user that nobody else may write to, below folders each owned by this user or root that
+   nobody else may write to unless sticky, as OpenSSH wants of the folders above a key:
+   ``bridge/system/privatefile.py``), then ``loop.create_unix_connection``;
 2. the peer check, given by the caller as ``verify(sock)``: who serves the socket, as the
    OS says (``bridge/app/unixpeer.py``: ``SO_PEERCRED`` or ``LOCAL_PEERCRED``).
 
@@ -27,67 +27,16 @@ running, and ``--launch`` may start it. A file that is not the user's own socket
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import stat
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.errors import ListenerUnverifiedError
-from ..system.privatefile import UnsafeFileError, check_folders
 from .base import ConnectFailed
+from .socketfile import check_socket_file
 
-__all__ = ["check_socket_file", "connect_unix", "connect_unix_socket", "verify_by_family"]
+__all__ = ["connect_unix", "connect_unix_socket", "verify_by_family"]
 
 _P = TypeVar("_P", bound=asyncio.BaseProtocol)
-
-
-def check_socket_file(path: str, *, euid: int | None = None) -> None:
-    """Check the socket file at ``path`` and its folder without following a link.
-
-    Raises:
-        ConnectFailed: nothing is there (the app is not running).
-        ListenerUnverifiedError: the path is a symbolic link, not a socket, another
-            user's, or in a folder that is a link, another user's, or writable by group
-            or others (someone else could swap the socket), or below a folder that is
-            neither this user's nor root's, or that others may write to (not sticky).
-    """
-    me = euid if euid is not None else os.geteuid()  # type: ignore[attr-defined,unused-ignore]  # POSIX only
-    try:
-        status = os.lstat(path)
-    except FileNotFoundError:
-        raise ConnectFailed(f"no socket at {path} (the app is not running)") from None
-    except OSError as exc:
-        raise _refused(path, f"it cannot be looked at ({exc.strerror or exc})") from None
-    if stat.S_ISLNK(status.st_mode):
-        raise _refused(path, "it is a symbolic link, not the app's socket")
-    if not stat.S_ISSOCK(status.st_mode):
-        raise _refused(path, "it is not a socket")
-    if status.st_uid != me:
-        raise _refused(path, f"the socket file belongs to uid {status.st_uid}, not to the user running the bridge (uid {me})")
-    folder = os.path.dirname(path) or "/"
-    try:
-        place = os.lstat(folder)
-    except OSError as exc:
-        raise _refused(path, f"its folder cannot be looked at ({exc.strerror or exc})") from None
-    if stat.S_ISLNK(place.st_mode) or not stat.S_ISDIR(place.st_mode):
-        raise _refused(path, f"its folder {folder} is a symbolic link or not a folder")
-    if place.st_uid != me:
-        raise _refused(path, f"its folder {folder} belongs to uid {place.st_uid}")
-    if place.st_mode & 0o022:
-        raise _refused(path, f"its folder {folder} has mode {stat.S_IMODE(place.st_mode):04o}: others may write to it")
-    try:  # and every folder above it, as OpenSSH checks a key's: another user's could swap ours
-        check_folders(Path(path), euid=me)
-    except UnsafeFileError as exc:
-        raise _refused(path, str(exc)) from None
-
-
-def _refused(path: str, why: str) -> ListenerUnverifiedError:
-    return ListenerUnverifiedError(
-        f"the app's Unix socket {path} is refused: {why}; no credential and no request were sent. "
-        "If the app runs as another user on purpose, give --no-verify-listener."
-    )
 
 
 async def connect_unix(path: str, protocol_factory: Callable[[], _P], *, check_file: bool = True) -> tuple[asyncio.Transport, _P]:

@@ -19,7 +19,8 @@ from bridge.core.unixurl import unix_url
 from bridge.transport.base import ConnectFailed
 from bridge.transport.byscheme import ByScheme
 from bridge.transport.pool import Http11Pool
-from bridge.transport.unixlink import check_socket_file, verify_by_family
+from bridge.transport.socketfile import check_socket_file
+from bridge.transport.unixlink import verify_by_family
 from bridge.transport.verifiedconnect import verified_probe
 
 # mypy --platform reads this too: the rest of the module is POSIX code.
