@@ -53,12 +53,15 @@ import os
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Request, classify
 from .catalogstart import CATALOG_START_IDLE_SECONDS, CatalogStart, read_line, write_all
+
+if TYPE_CHECKING:
+    from ..app.discovery import Endpoint
 
 __all__ = ["APP_START_BOUND_SECONDS", "AppStart", "answer_start_from_app"]
 
@@ -147,16 +150,18 @@ def _exchange(config: BridgeConfig, request: Request) -> tuple[bytes, Any, Any]:
         header_safe,
         token_source_for,
     )
+    from ..core.unixurl import is_unix_url
     from ..streamable.headers import JSON_MEDIA_TYPE, SSE_MEDIA_TYPE, request_headers
     from ..transport.http1 import parse_url
 
     deadline = time.monotonic() + APP_START_BOUND_SECONDS
     endpoint = Endpoint(url=config.url, discovery_file=config.discovery_file)
     url = endpoint.url()  # (DiscoveryError: the app is not running, or its file is refused)
-    if not url.startswith("http://"):
-        raise _NotHere("not an http:// endpoint")
-    (host, port), target, authority = parse_url(url)
-    if not ipaddress.ip_address(host).is_loopback:  # (ValueError: a name, which the loop resolves)
+    unix = is_unix_url(url)
+    if not unix and not url.startswith("http://"):
+        raise _NotHere("not an http:// or http+unix:// endpoint")
+    (host, port), target, authority = parse_url(url)  # (http+unix://: host is the socket's path)
+    if not unix and not ipaddress.ip_address(host).is_loopback:  # (ValueError: a name, which the loop resolves)
         raise _NotHere("not a loopback IP literal")
     source = token_source_for(config, endpoint)
     if source is not None and not isinstance(source, (FixedTokenSource, DiscoveryTokenSource, EnvTokenSource, FileTokenSource)):
@@ -166,18 +171,58 @@ def _exchange(config: BridgeConfig, request: Request) -> tuple[bytes, Any, Any]:
         raise _NotHere("a token that is not printable ASCII")  # (the loop's token store says so)
     headers = request_headers(config, token)
     headers["Content-Type"] = JSON_MEDIA_TYPE
+    sock = _connect_unix(config, endpoint, host, deadline) if unix else _connect_tcp(config, endpoint, (host, port), deadline)
+    try:
+        return _post(sock, config, request, (target, authority, headers), deadline, (JSON_MEDIA_TYPE, SSE_MEDIA_TYPE))
+    finally:
+        sock.close()
+
+
+def _connect_tcp(config: BridgeConfig, endpoint: Endpoint, address: tuple[str, int], deadline: float) -> socket.socket:
+    """A blocking TCP socket connected to ``address`` (a loopback IP literal and its port),
+    its listener checked (unless ``--no-verify-listener``) before a byte is written, as
+    ``transport/verifiedconnect.py`` checks the loop's. Raises for anything else; the socket
+    is then closed."""
+    host = address[0]
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.settimeout(max(min(config.connect_timeout_seconds, deadline - time.monotonic()), 0.001))
-        sock.connect((host, port))
+        sock.connect(address)
         if config.verify_listener:  # the loop's check, on this very socket, before a byte is written
             from ..app.listener import ListenerCheck
 
             ListenerCheck(endpoint.listener_pid, app_name=config.app_name).verify_socket(sock)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _post(sock, config, request, (target, authority, headers), deadline, (JSON_MEDIA_TYPE, SSE_MEDIA_TYPE))
-    finally:
+    except BaseException:
         sock.close()
+        raise
+    return sock
+
+
+def _connect_unix(config: BridgeConfig, endpoint: Endpoint, path: str, deadline: float) -> socket.socket:
+    """A blocking ``AF_UNIX`` socket connected to ``path``, with the loop's checks in the
+    loop's order (``transport/unixlink.py``, ``serve/parts.py``), unless
+    ``--no-verify-listener``: the socket file (:func:`~bridge.transport.socketfile.check_socket_file`),
+    then the connect, then the peer on that very socket
+    (:meth:`~bridge.app.unixpeer.UnixPeerCheck.verify_socket`), before a byte is written.
+    Raises for anything else (``ConnectFailed``: no socket there or nobody listens;
+    ``ListenerUnverifiedError``: refused, which the loop reports); the socket is then closed."""
+    if config.verify_listener:
+        from ..transport.socketfile import check_socket_file
+
+        check_socket_file(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    try:
+        sock.settimeout(max(min(config.connect_timeout_seconds, deadline - time.monotonic()), 0.001))
+        sock.connect(path)  # (ECONNREFUSED: a stale socket of a dead run; the loop may launch)
+        if config.verify_listener:
+            from ..app.unixpeer import UnixPeerCheck
+
+            UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload).verify_socket(sock)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _now(fetching: Any) -> Any:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ import anyio
 import httpx
 import pytest
 from support.helpers import NOTIF_INIT, FakeStdin, FakeStdout, init, request_line, running_bridge
-from support.scripted import WAIT, closed_port, serve, wire_app
+from support.scripted import WAIT, ScriptedServer, closed_port, serve, wire_app
 from support.squatter import Squatter
 
 from bridge.app.discovery import write_discovery_file
 from bridge.core.config import BridgeConfig
+from bridge.core.unixurl import split_unix_url, unix_url
 from bridge.serve import appstart
 from bridge.serve.appstart import AppStart, answer_start_from_app
 from bridge.serve.loop import Bridge
@@ -317,3 +319,157 @@ async def test_the_example_apps_reply_is_the_loops_byte_for_byte(replies: str, a
         await h.stdout.wait_for(1, timeout_seconds=WAIT)
     assert done.stdout == h.stdout.lines[0], done.stderr.decode()[-2000:]
     assert b"MCP session" in done.stderr  # the loop adopted it (mcpsession.py logs it)
+
+
+# -- over a Unix socket (http+unix://): the loop's checks, in its order, before a byte -------------
+
+
+@pytest.fixture
+def run_folder(tmp_path: Path) -> Path:
+    """A folder only this user may write to, as the app's runtime folder is."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+async def _loop_alone(config: BridgeConfig, lines: bytes, count: int) -> list[bytes]:
+    """The serving loop with no early start: the first ``count`` stdout lines."""
+    return await _loop_after(config, None, lines, count)
+
+
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_over_a_unix_socket_the_reply_is_the_loops_and_the_loop_adopts_the_session(mode: str, run_folder: Path) -> None:
+    """``http+unix://`` (the example app's default link on Linux and macOS): the start answers
+    the ``initialize`` there too, byte for byte as the loop alone, one ``initialize`` at the app."""
+    app = CountingApp(mode)
+    async with serve(wire_app(app, base_url="http://localhost"), unix_path=run_folder / "app.sock") as server:
+        config = BridgeConfig(url=server.url())
+        start, written = await _start(config, init(0))
+        assert start is not None and start.answered == [init(0)[:-1]] and written, start
+        lines = await _loop_after(config, start, NOTIF_INIT + request_line(1, "tools/list"), 1)
+        assert [json.loads(line)["id"] for line in lines] == [1] and len(app.initializes) == 1
+        assert all(p.headers.get("mcp-session-id") == "s-1" for p in app.posts[1:])
+    loop_app = CountingApp(mode)
+    async with serve(wire_app(loop_app, base_url="http://localhost"), unix_path=run_folder / "alone.sock") as server:
+        alone = await _loop_alone(BridgeConfig(url=server.url()), init(0), 1)
+    assert alone == [written]
+    started, by_loop = app.initializes[0], loop_app.initializes[0]
+    assert started.content == by_loop.content == init(0)[:-1]
+    assert list(started.headers.items()) == list(by_loop.headers.items())  # Host: localhost on both
+
+
+def _refused_start(how: str, folder: Path, socket_path: Path) -> Path:
+    """Make the link ``how`` says; return the socket path the bridge is given."""
+    if how == "folder-writable-by-group":
+        folder.chmod(0o770)
+        return socket_path
+    if how == "folder-writable-by-others":
+        folder.chmod(0o702)
+        return socket_path
+    link = folder / "link.sock"
+    link.symlink_to(socket_path)
+    return link
+
+
+@pytest.mark.parametrize("how", ["folder-writable-by-group", "folder-writable-by-others", "symlink"])
+async def test_over_a_unix_socket_a_refused_socket_file_gets_nothing_and_the_loop_says_so(how: str, run_folder: Path) -> None:
+    """The socket-file check (bridge/transport/socketfile.py), before connecting: a socket in a
+    folder others may write to, or a symbolic link to it, is refused; the start writes
+    nothing, the app gets no byte, and the loop's refusal is the one it writes alone.
+    (On the same socket checked fine, the start answers: that part fails on the old code.)"""
+    app = CountingApp("json")
+    async with serve(wire_app(app, base_url="http://localhost"), unix_path=run_folder / "app.sock") as server:
+        start, written = await _start(BridgeConfig(url=server.url()), init(0))
+        assert start is not None and start.answered and written  # the control: a safe link
+        sent = len(server.raw_requests)
+        config = BridgeConfig(url=unix_url(_refused_start(how, run_folder, run_folder / "app.sock")))
+        start, written = await _start(config, init(0))
+        assert written == b"" and start is not None and start.answered == [] and start.rest == init(0)
+        after_start = await _loop_after(config, start, b"", 1)
+        alone = await _loop_alone(config, init(0), 1)
+        assert len(server.raw_requests) == sent and server.connections == 1  # refused before connecting
+        run_folder.chmod(0o700)
+    assert after_start == alone
+    reply = json.loads(after_start[0])
+    assert reply["error"]["data"]["reason"] == "listener_unverified", reply
+    assert f"the app's Unix socket {config_socket(config)} is refused" in reply["error"]["message"], reply
+
+
+def config_socket(config: BridgeConfig) -> str:
+    assert config.url is not None
+    return split_unix_url(config.url)[0]
+
+
+@pytest.mark.process
+async def test_over_a_unix_socket_a_peer_not_the_discovery_files_pid_gets_no_byte(tmp_path: Path, run_folder: Path) -> None:
+    """A process listening on the app's socket path whose pid is not the one the discovery
+    file names (a squatter): the peer check (bridge/app/unixpeer.py) on the connected socket
+    refuses it before a byte is written; the loop answers ``listener_unverified`` as alone.
+    (With the discovery file naming the listener, the start answers: that part fails on the
+    old code.)"""
+    import subprocess
+
+    app = CountingApp("sse")
+    discovery = tmp_path / "app" / "mcp-endpoint.json"
+    the_app = subprocess.Popen(["sleep", "60"])
+    try:
+        async with serve(wire_app(app, base_url="http://localhost"), unix_path=run_folder / "app.sock") as server:
+            write_discovery_file(discovery, url=server.url(), pid=os.getpid(), token="secret-token")
+            config = BridgeConfig(discovery_file=discovery)
+            start, written = await _start(config, init(0))
+            assert start is not None and start.answered and written  # the control: the listener is the named pid
+            sent = len(server.raw_requests)
+            write_discovery_file(discovery, url=server.url(), pid=the_app.pid, token="secret-token")
+            start, written = await _start(config, init(0))
+            assert written == b"" and start is not None and start.answered == []
+            lines = await _loop_after(config, start, b"", 1)
+            assert server.connections == 3 and len(server.raw_requests) == sent  # connected, checked, nothing sent
+            assert all(bytes(received) == b"" for received in server.received[1:])
+    finally:
+        the_app.kill()
+        the_app.wait()
+    reply = json.loads(lines[0])
+    assert reply["error"]["data"]["reason"] == "listener_unverified", reply
+    assert f"not by pid {the_app.pid}" in reply["error"]["message"], reply
+
+
+async def test_over_a_unix_socket_a_stale_socket_is_left_to_the_loop_which_launches(run_folder: Path) -> None:
+    """A socket file nobody listens on (a dead run's): the connect is refused, the start
+    writes nothing, and the loop launches the app as it always did; the next bridge's start
+    answers from the launched app (that part fails on the old code)."""
+    path = run_folder / "app.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    stale.bind(str(path))
+    stale.close()  # the file stays; nobody listens
+    app = CountingApp("json")
+    server = ScriptedServer(wire_app(app, base_url="http://localhost"), unix_path=path)
+    launches: list[str] = []
+
+    async def launch() -> None:
+        launches.append("launched")
+        path.unlink()
+        await server.start()
+
+    try:
+        config = BridgeConfig(url=server.url(), ensure_running=launch)
+        start, written = await _start(config, init(0))
+        assert written == b"" and start is not None and start.answered == [] and launches == []
+        lines = await _loop_after(config, start, b"", 1)
+        assert json.loads(lines[0]) == {"jsonrpc": "2.0", "id": 0, "result": RESULT} and launches == ["launched"]
+        start, written = await _start(BridgeConfig(url=server.url()), init(0))
+        assert start is not None and start.answered and written
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize("how", ["folder-writable-by-group", "symlink"])
+async def test_over_a_unix_socket_no_verify_listener_answers_without_the_checks(how: str, run_folder: Path) -> None:
+    """``--no-verify-listener`` turns the socket-file and peer checks off, for the start as
+    for the loop: the start answers where the checks would refuse."""
+    app = CountingApp("json")
+    async with serve(wire_app(app, base_url="http://localhost"), unix_path=run_folder / "app.sock"):
+        config = BridgeConfig(url=unix_url(_refused_start(how, run_folder, run_folder / "app.sock")), verify_listener=False)
+        start, written = await _start(config, init(0))
+        run_folder.chmod(0o700)
+    assert start is not None and start.answered == [init(0)[:-1]] and json.loads(written)["result"] == RESULT
+    assert len(app.initializes) == 1

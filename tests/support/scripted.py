@@ -28,10 +28,13 @@ import struct
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+
+from bridge.core.unixurl import unix_url
 
 #: Turns of the event loop ``stop`` gives handlers to see EOF and end before cancelling them.
 STOP_TURNS = 5
@@ -139,10 +142,12 @@ Reply = bytes | Callable[[Peer], Awaitable[None]]
 class ScriptedServer:
     """Reads requests on every connection and lets ``handler`` (or ``replies``) answer."""
 
-    def __init__(self, handler: Handler | None = None, *, replies: list[Reply] | None = None) -> None:
+    def __init__(self, handler: Handler | None = None, *, replies: list[Reply] | None = None, unix_path: Path | None = None) -> None:
         assert (handler is None) != (replies is None)
         self.handler = handler
         self.replies = replies
+        self.unix_path = unix_path
+        """Where it listens instead of 127.0.0.1, as an app on a Unix socket (``http+unix://``)."""
         self.port = 0
         self.connections = 0
         self.open = 0
@@ -162,6 +167,8 @@ class ScriptedServer:
         self._writers: list[asyncio.StreamWriter] = []
 
     def url(self, target: str = "/mcp") -> str:
+        if self.unix_path is not None:
+            return unix_url(self.unix_path, target)
         return f"http://127.0.0.1:{self.port}{target}"
 
     @property
@@ -176,6 +183,9 @@ class ScriptedServer:
         return [r for r in self.requests if r.method == method]
 
     async def start(self) -> None:
+        if self.unix_path is not None:
+            self._server = await asyncio.start_unix_server(self._handle, str(self.unix_path))
+            return
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -228,7 +238,8 @@ class ScriptedServer:
         self.received.append(bytearray())
         self.client_closed.append(asyncio.Event())
         self.handled.append(asyncio.Event())
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.unix_path is None:
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = Peer(self, index, reader, writer)
         try:
             while not peer.closed:
@@ -283,8 +294,10 @@ class ScriptedServer:
 
 
 @contextlib.asynccontextmanager
-async def serve(handler: Handler | None = None, *, replies: list[Reply] | None = None) -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer(handler, replies=replies)
+async def serve(
+    handler: Handler | None = None, *, replies: list[Reply] | None = None, unix_path: Path | None = None
+) -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer(handler, replies=replies, unix_path=unix_path)
     await server.start()
     try:
         yield server
