@@ -248,18 +248,48 @@ def test_a_running_apps_first_reply_loads_no_translation(replies: str, app_serve
     ``sys.modules`` when the ``initialize`` reply from the running example app (SSE or JSON
     replies) is written."""
     app = app_server if replies == "sse" else start_app_server("--json-response")
+    loaded = _loaded_at_first_reply(["--url", app.url])
+    assert {"bridge.serve.appstart", "bridge.transport.http1", "bridge.app.listener"} <= loaded  # the list is of a real start
+    # The running-app start answered it (bridge/serve/appstart.py): before asyncio and the loop.
+    _assert_none_of(loaded, NOT_BEFORE_A_RUNNING_APPS_REPLY + NOT_BEFORE_THE_RUNNING_APP_START)
+
+
+@pytest.mark.process
+@pytest.mark.posix_only("a Unix domain socket")
+@pytest.mark.parametrize("replies", ["sse", "json"])
+def test_a_running_apps_first_reply_over_its_unix_socket_loads_no_asyncio(replies: str, tmp_path: Path) -> None:
+    """The same over the example app's default link on Linux and macOS, its Unix socket
+    (``http+unix://``), found through its discovery file (with the token in it): the
+    running-app start answers there too, with the socket-file and peer checks, before
+    asyncio and the serving loop are loaded."""
+    from support.apps import APP_SERVER_SCRIPT, start_listening_app
+
+    discovery = tmp_path / "app" / "mcp-endpoint.json"
+    command = [sys.executable, str(APP_SERVER_SCRIPT), "--link", "unix", "--discovery-file", str(discovery)]
+    command += ["--secret-file", str(tmp_path / "secret"), "--token-in-discovery", *(["--json-response"] if replies == "json" else [])]
+    app = start_listening_app(command, log_path=tmp_path / "app.log", scheme="http+unix", what="the example app on its Unix socket")
+    try:
+        loaded = _loaded_at_first_reply(["--discovery-file", str(discovery)])
+    finally:
+        app.stop()
+    assert {"bridge.serve.appstart", "bridge.transport.http1", "bridge.transport.socketfile", "bridge.app.unixpeer"} <= loaded
+    the_unix_links = tuple(name for name in NOT_BEFORE_A_RUNNING_APPS_REPLY if name != "bridge.app.unixpeer")
+    _assert_none_of(loaded, the_unix_links + NOT_BEFORE_THE_RUNNING_APP_START + ("bridge.transport.unixlink",))
+
+
+def _loaded_at_first_reply(args: list[str]) -> set[str]:
+    """The modules a bridge run with ``args`` had loaded when it wrote its first reply to
+    an ``initialize`` (which must be a result)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run(
-        [sys.executable, "-c", _RECORD_AT_FIRST_REPLY, "--url", app.url], input=init(0), capture_output=True, timeout=60, env=env
-    )
+    done = subprocess.run([sys.executable, "-c", _RECORD_AT_FIRST_REPLY, *args], input=init(0), capture_output=True, timeout=60, env=env)
     stderr = done.stderr.decode()
     replies_read = [json.loads(line) for line in done.stdout.splitlines()]
     assert [reply["id"] for reply in replies_read] == [0] and "result" in replies_read[0], stderr
     (loaded_line,) = [line for line in stderr.splitlines() if line.startswith("LOADED ")]
-    loaded = set(loaded_line.split()[1:])
-    assert {"bridge.serve.appstart", "bridge.transport.http1", "bridge.app.listener"} <= loaded  # the list is of a real start
-    # The running-app start answered it (bridge/serve/appstart.py): before asyncio and the loop.
-    names: tuple[str, ...] = NOT_BEFORE_A_RUNNING_APPS_REPLY + NOT_BEFORE_THE_RUNNING_APP_START
+    return set(loaded_line.split()[1:])
+
+
+def _assert_none_of(loaded: set[str], names: tuple[str, ...]) -> None:
     names += NOT_BEFORE_A_RUNNING_APPS_REPLY_ON_LINUX if sys.platform == "linux" else ()
     bad = sorted(name for name in loaded if any(name == n or name.startswith(n + ".") for n in names))
     assert not bad, bad
