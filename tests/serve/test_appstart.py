@@ -473,3 +473,33 @@ async def test_over_a_unix_socket_no_verify_listener_answers_without_the_checks(
         run_folder.chmod(0o700)
     assert start is not None and start.answered == [init(0)[:-1]] and json.loads(written)["result"] == RESULT
     assert len(app.initializes) == 1
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("replies", ["sse", "json"])
+async def test_the_example_apps_reply_over_its_unix_socket_is_the_loops_byte_for_byte(replies: str, tmp_path: Path) -> None:
+    """``mcp-app-bridge --discovery-file FILE`` on the example app on its Unix socket (its
+    default link on Linux and macOS, the token in the discovery file): the start's reply
+    against the serving loop's alone, and the loop adopted the MCP session."""
+    import subprocess
+    import sys
+
+    from support.apps import APP_SERVER_SCRIPT, start_listening_app
+
+    discovery = tmp_path / "app" / "mcp-endpoint.json"
+    command = [sys.executable, str(APP_SERVER_SCRIPT), "--link", "unix", "--discovery-file", str(discovery)]
+    command += ["--secret-file", str(tmp_path / "secret"), "--token-in-discovery", *(["--json-response"] if replies == "json" else [])]
+    app = start_listening_app(command, log_path=tmp_path / "app.log", scheme="http+unix", what="the example app on its Unix socket")
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        done = subprocess.run(
+            [sys.executable, "-m", "bridge", "--discovery-file", str(discovery), "--log-level", "debug"],
+            input=init(0), capture_output=True, timeout=60, env=env,
+        )
+        async with running_bridge(discovery_file=discovery) as h:
+            h.stdin.feed(init(0))
+            await h.stdout.wait_for(1, timeout_seconds=WAIT)
+    finally:
+        app.stop()
+    assert done.stdout == h.stdout.lines[0], done.stderr.decode()[-2000:]
+    assert b"the running-app start left" not in done.stderr and b"MCP session" in done.stderr
