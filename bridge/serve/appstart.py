@@ -12,21 +12,31 @@ on a blocking socket, with the serving loop's own parts, in the loop's order:
 2. the token from the source the loop would use (:func:`~bridge.app.tokens.token_source_for`),
    only one that answers without waiting (a fixed token, the discovery file's, an
    environment variable, a token file);
-3. one TCP connection to the endpoint's loopback IP literal, and the listener check
-   (:meth:`~bridge.app.listener.ListenerCheck.verify_socket`) on that very socket before a
-   byte is written (unless ``--no-verify-listener``), as ``transport/verifiedconnect.py``
-   does with the loop's pool;
+3. one connection, checked before a byte is written (unless ``--no-verify-listener``, which
+   turns every check here off, as for the loop), as ``transport/verifiedconnect.py`` does
+   with the loop's pool:
+
+   - ``http://``: TCP to the endpoint's loopback IP literal, then the listener check
+     (:meth:`~bridge.app.listener.ListenerCheck.verify_socket`) on that very socket;
+   - ``http+unix://`` (the default link of the example app and of ``bridge.appserver`` on
+     Linux and macOS): the socket file first
+     (:func:`~bridge.transport.socketfile.check_socket_file`: not a link, this user's
+     socket, in a folder nobody else may write to), then an ``AF_UNIX`` connect, then the
+     peer check (:meth:`~bridge.app.unixpeer.UnixPeerCheck.verify_socket`: this user's
+     process, the discovery file's pid) on that very socket: the loop's checks in the
+     order ``transport/unixlink.py`` and ``serve/parts.py`` make them. The socket-file
+     check has a module of its own with no asyncio import for this start;
 4. the request with the headers of :func:`~bridge.streamable.headers.request_headers` and
    the client's bytes as the body, encoded by the sans-I/O ``transport/http1.py``;
 5. the reply read with ``http1.ResponseParser`` and the pure decoders the loop uses
    (``bridge/core/sse.py``, ``bridge/streamable/answers.py``), the whole exchange within
-   :data:`APP_START_BOUND_SECONDS`.
+   :data:`APP_START_BOUND_SECONDS` (the connect also within ``--connect-timeout``).
 
 Only a ``200`` whose first message is the ``initialize`` result is written to stdout, as the
-serving loop would write it (byte for byte). Anything else (the app down, a link not
-verified, a 401, an error status, an error reply such as a 2026-07-28-only app's refusal, a
-message before the response, a slow app, anything unexpected) writes nothing: the line is
-handed to the serving loop as read, and the loop does everything as without this start
+serving loop would write it (byte for byte). Anything else (the app down or a stale socket
+file nobody listens on, a link or socket file not verified, a 401, an error status, an
+error reply such as a 2026-07-28-only app's refusal, a message before the response, a slow
+app, anything unexpected) writes nothing: the line is handed to the serving loop as read, and the loop does everything as without this start
 (launch, token refresh, era translation); the app may then see that ``initialize`` twice.
 
 After a reply is written, the serving loop adopts the MCP session it opened
@@ -43,8 +53,10 @@ It applies only when all of these hold, and otherwise returns ``None`` before re
 POSIX; ``--protocol-era auto``; no tool filter (``--allow-tool``, ``--deny-tool``,
 ``--read-only``); no ``token_source`` of a library app
 (its token may come from anywhere); an ``http://`` endpoint whose host is a loopback IP
-literal (a name such as ``localhost`` is resolved by the loop, which tries each address;
-``http+unix://``, ``npipe://`` and ``https://`` are the loop's).
+literal (a name such as ``localhost`` is resolved by the loop, which tries each address),
+or an ``http+unix://`` one (``npipe://`` and ``https://`` are the loop's). A refusal
+(:class:`~bridge.core.errors.ListenerUnverifiedError`) is never reported here: the loop
+makes the same check again and reports it as it always did.
 """
 
 from __future__ import annotations

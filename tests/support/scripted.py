@@ -184,7 +184,7 @@ class ScriptedServer:
 
     async def start(self) -> None:
         if self.unix_path is not None:
-            self._server = await asyncio.start_unix_server(self._handle, str(self.unix_path))
+            self._server = await asyncio.start_unix_server(self._handle, str(self.unix_path))  # type: ignore[attr-defined,unused-ignore]  # POSIX only
             return
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
