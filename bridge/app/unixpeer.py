@@ -15,8 +15,10 @@ bridge checks:
 
 The peer's pid is the process that called ``listen()`` on the socket (``unix(7)``), which
 for :class:`bridge.appserver.AppServer` is the process the discovery file names. The
-socket file itself is checked before connecting (``bridge/transport/unixlink.py``: a
-socket, owned by this user, not a link, in a folder nobody else may write).
+socket file itself is checked before connecting (``bridge/transport/socketfile.py``: a
+socket, owned by this user, not a link, in a folder nobody else may write). Nothing here
+waits or loads asyncio: the running-app start (``bridge/serve/appstart.py``) makes this
+check on its blocking socket before asyncio is loaded.
 
 A failure raises :class:`~bridge.core.errors.ListenerUnverifiedError` (reason
 ``listener_unverified``): the connection is closed unused, no token and no request sent.

@@ -7,6 +7,8 @@ module                 what it holds
 ``http1.py``           sans-I/O HTTP/1.1: encode a request head, parse a response (pure)
 ``verifiedconnect``    the one road to the app: each address in turn, the listener
                        checked on the very connection (``connect_first_verified``)
+``socketfile.py``      a Unix socket's file checked before connecting (no asyncio: the
+                       running-app start uses it too)
 ``unixlink.py``        a Unix domain socket (``http+unix://``): its file checked, then
                        connected; the peer check goes through ``connect_first_verified``
 ``pipelink.py``        a Windows named pipe (``npipe://``): opened so that its server
