@@ -67,7 +67,16 @@ MAX_HEAD_BYTES = 64 * 1024
 # (0x80-0xFF) passes, as in h11; everything else below 0x20, and DEL, is refused.
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = HTTP_TOKEN
-_STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
+# The status line up to its LF (CRs before the LF dropped, a bare LF accepted: RFC 9112 §2.2, §4).
+_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?\r*\n")
+_TCHAR = _TOKEN.pattern.removeprefix("^").removesuffix("+$")  # [...]: one character of a token
+_VALUE_CHAR = "[^" + _BAD_VALUE.pattern.removeprefix("[")  # visible, SP, HTAB or obsolete text
+# One whole field line after an LF (RFC 9112 §5, §2.2: any CRs before its LF): the name,
+# and the value without the white space around it (§5.1). A line that is not a field is
+# not matched: the parser counts the matches against the lines.
+_FIELD_LINE = re.compile(rf"\n({_TCHAR}++):[ \t]*+((?:{_VALUE_CHAR}*[^\x00-\x20\x7f])?)[ \t]*+\r*+(?=\n)")
+# The field lines, each ``token ":" value`` or empty (only CRs), each ending in LF.
+_FIELD_BLOCK = re.compile(rf"(?:(?:{_TCHAR}+:{_VALUE_CHAR}*)?\r*\n)*")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")  # extensions skipped unread, as h11
@@ -337,41 +346,41 @@ class ResponseParser:
             # an interim 1xx response: the final one follows
 
     def _parse_head(self, head: bytes) -> Head | None:
-        lines = head.split(b"\n")
-        status = _STATUS_LINE.match(lines[0].rstrip(b"\r"))
+        text = head.decode("latin-1")  # one character per byte: what arrived, unchanged
+        status = _STATUS_LINE.match(text)
         if status is None:
             raise ProtocolViolation("the app's reply does not start with an HTTP/1.x status line")
         minor, code = status.group(1), int(status.group(2))
-        raw: list[tuple[bytes, bytes]] = []
-        for line in lines[1:]:
-            line = line.rstrip(b"\r")
-            if not line:
-                continue
-            name, colon, value = line.partition(b":")
-            if not colon or not _FIELD_NAME.match(name) or _BAD_RECEIVED_VALUE.search(value):
+        fields_start = status.end()
+        fields = _FIELD_LINE.findall(text, fields_start - 1)
+        if len(fields) + 1 != text.count("\n", fields_start):  # each line a field, but the blank last one
+            # Else a line that is no field; or lines of CRs only, skipped (only ever 2 or more CRs:
+            # an LF, CR, LF ends the head).
+            if "\r\r" not in text or _FIELD_BLOCK.fullmatch(text, fields_start) is None:
                 raise ProtocolViolation("the app sent a malformed response field")
-            raw.append((name, value.strip(b" \t")))
         if code < 100 or code == 101:
             raise ProtocolViolation("the app sent a status this client cannot accept")  # 101: never asked for
         if code < 200:
             return None  # RFC 9110 §15.2: interim
-        headers = Headers(raw)
+        headers = Headers(fields)
         connection = headers.get("connection")
         tokens = {token.strip() for token in connection.lower().split(",")} if connection else set()
-        persistent = "close" not in tokens if minor == b"1" else "keep-alive" in tokens  # RFC 9112 §9.3
+        persistent = "close" not in tokens if minor == "1" else "keep-alive" in tokens  # RFC 9112 §9.3
         self._state, self._remaining = self._framing(headers, code)
         if self._state == _LENGTH and not self._remaining:
             self._state = _DONE  # no body: complete with the head
         elif self._state == _CLOSE:
             persistent = False
         self.keep_alive = self.keep_alive and persistent
-        return Head(code, "HTTP/1.1" if minor == b"1" else "HTTP/1.0", headers)
+        return Head(code, "HTTP/1.1" if minor == "1" else "HTTP/1.0", headers)
 
     def _framing(self, headers: Headers, code: int) -> tuple[int, int]:
         """RFC 9112 §6.3: how the body's end is known. A ``Content-Length`` is checked
         even where it does not count (as h11 does)."""
         length = headers.get("content-length")
-        if length is not None:
+        if length is not None and length.isdigit() and length.isascii():
+            value = length  # one plain value, as nearly always
+        elif length is not None:
             values = {value.strip() for value in length.split(",")}
             if len(values) != 1:
                 raise ProtocolViolation("the app sent differing Content-Length values")
