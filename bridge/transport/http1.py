@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Final
 
 from ..core.config import HTTP_TOKEN
@@ -79,6 +80,13 @@ _FIELD_LINE = re.compile(rf"\n({_TCHAR}++):[ \t]*+((?:{_VALUE_CHAR}*[^\x00-\x20\
 _FIELD_BLOCK = re.compile(rf"(?:(?:{_TCHAR}+:{_VALUE_CHAR}*)?\r*\n)*")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
+# Names already found sendable (a token, not one of the own fields): the bridge sends the
+# same few on every request, so each is checked once. Bounded: past it, names are checked
+# every time.
+_SENDABLE_NAMES: set[str] = set()
+_SENDABLE_NAMES_MOST = 64
+_COMMON_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "PUT", "PATCH", "OPTIONS"})  # tokens all
+_NAME, _VALUE = itemgetter(0), itemgetter(1)
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")  # extensions skipped unread, as h11
 _FIELD_NAME = re.compile(_TOKEN.pattern.encode("ascii"))
 _BAD_RECEIVED_VALUE = re.compile(_BAD_VALUE.pattern.encode("ascii"))
@@ -117,23 +125,34 @@ def encode_request_head(
         LocalProtocolError: a name or value cannot be sent; the message names the field,
             never its value.
     """
-    if not _TOKEN.match(method):
+    if method not in _COMMON_METHODS and not _TOKEN.match(method):
         raise LocalProtocolError("the request method is not an HTTP token")
-    lines = [f"{method} {target} HTTP/1.1\r\nHost: {authority}\r\n"]
-    for name, value in headers:
+    fields = headers if isinstance(headers, list) else list(headers)
+    # Names seen before, and values of printable characters only (no control, so none of
+    # CR, LF, NUL), pass at once; anything else goes through the rules field by field.
+    if not (_SENDABLE_NAMES.issuperset(map(_NAME, fields)) and "".join(map(_VALUE, fields)).isprintable()):
+        _check_fields(fields)
+    block = "".join([f"{name}: {value}\r\n" for name, value in fields])
+    length = "\r\n" if body_length is None else f"Content-Length: {body_length}\r\n\r\n"
+    try:
+        return f"{method} {target} HTTP/1.1\r\nHost: {authority}\r\n{block}{length}".encode("latin-1")
+    except UnicodeEncodeError:
+        raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
+
+
+def _check_fields(fields: list[tuple[str, str]]) -> None:
+    """Each field in turn: a token name, a value without controls but HTAB, not an own field.
+
+    Raises:
+        LocalProtocolError: for the first field that fails, named, its value never quoted.
+    """
+    for name, value in fields:
         if not _TOKEN.match(name) or _BAD_VALUE.search(value):
             raise LocalProtocolError(f"the request field {name!r} has a name or value that cannot be sent")
         if name.lower() in _OWN_FIELDS:
             raise LocalProtocolError(f"the request field {name!r} is set by the HTTP client itself")
-        lines.append(f"{name}: {value}\r\n")
-    if body_length is not None:
-        lines.append(f"Content-Length: {body_length}\r\n\r\n")
-    else:
-        lines.append("\r\n")
-    try:
-        return "".join(lines).encode("latin-1")
-    except UnicodeEncodeError:
-        raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
+        if len(_SENDABLE_NAMES) < _SENDABLE_NAMES_MOST:
+            _SENDABLE_NAMES.add(name)
 
 
 def parse_url(url: str) -> tuple[tuple[str, int], str, str]:
@@ -337,7 +356,7 @@ class ResponseParser:
             cut = bare_end + 2 if bare_end >= 0 else end + 3  # the earlier end of the two
             if cut > MAX_HEAD_BYTES:
                 raise ProtocolViolation(f"the app sent a response head over {MAX_HEAD_BYTES} bytes")
-            head = bytes(buffer[:cut])
+            head = buffer[:cut].decode("latin-1")  # one character per byte: what arrived, unchanged
             del buffer[:cut]
             self._searched = 0
             parsed = self._parse_head(head)
@@ -345,8 +364,9 @@ class ResponseParser:
                 return parsed
             # an interim 1xx response: the final one follows
 
-    def _parse_head(self, head: bytes) -> Head | None:
-        text = head.decode("latin-1")  # one character per byte: what arrived, unchanged
+    def _parse_head(self, text: str) -> Head | None:
+        """The head ``text`` (ISO-8859-1, up to and with its blank line): a final response's
+        :class:`Head`, or ``None`` for an interim one."""
         status = _STATUS_LINE.match(text)
         if status is None:
             raise ProtocolViolation("the app's reply does not start with an HTTP/1.x status line")
@@ -364,8 +384,11 @@ class ResponseParser:
             return None  # RFC 9110 §15.2: interim
         headers = Headers(fields)
         connection = headers.get("connection")
-        tokens = {token.strip() for token in connection.lower().split(",")} if connection else set()
-        persistent = "close" not in tokens if minor == "1" else "keep-alive" in tokens  # RFC 9112 §9.3
+        if connection:  # RFC 9112 §9.3
+            tokens = {token.strip() for token in connection.lower().split(",")}
+            persistent = "close" not in tokens if minor == "1" else "keep-alive" in tokens
+        else:
+            persistent = minor == "1"
         self._state, self._remaining = self._framing(headers, code)
         if self._state == _LENGTH and not self._remaining:
             self._state = _DONE  # no body: complete with the head
