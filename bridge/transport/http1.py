@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Final
 
-from ..core.config import HTTP_TOKEN
+from ..core.config import HTTP_TOKEN, HTTP_TOKEN_CHAR
 from ..core.pipeurl import PIPE_HOST, is_pipe_url, split_pipe_url
 from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import Headers, LocalProtocolError, ProtocolViolation
@@ -70,14 +70,15 @@ _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = HTTP_TOKEN
 # The status line up to its LF (CRs before the LF dropped, a bare LF accepted: RFC 9112 §2.2, §4).
 _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?\r*\n")
-_TCHAR = _TOKEN.pattern.removeprefix("^").removesuffix("+$")  # [...]: one character of a token
 _VALUE_CHAR = "[^" + _BAD_VALUE.pattern.removeprefix("[")  # visible, SP, HTAB or obsolete text
 # One whole field line after an LF (RFC 9112 §5, §2.2: any CRs before its LF): the name,
 # and the value without the white space around it (§5.1). A line that is not a field is
 # not matched: the parser counts the matches against the lines.
-_FIELD_LINE = re.compile(rf"\n({_TCHAR}++):[ \t]*+((?:{_VALUE_CHAR}*[^\x00-\x20\x7f])?)[ \t]*+\r*+(?=\n)")
+_FIELD_LINE = re.compile(  # the value ends in a value character that is not SP or HTAB
+    rf"\n({HTTP_TOKEN_CHAR}++):[ \t]*+((?:{_VALUE_CHAR}*[^\x00-\x20\x7f])?)[ \t]*+\r*+(?=\n)"
+)
 # The field lines, each ``token ":" value`` or empty (only CRs), each ending in LF.
-_FIELD_BLOCK = re.compile(rf"(?:(?:{_TCHAR}+:{_VALUE_CHAR}*)?\r*\n)*")
+_FIELD_BLOCK = re.compile(rf"(?:(?:{HTTP_TOKEN_CHAR}+:{_VALUE_CHAR}*)?\r*\n)*")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
 # Names already found sendable (a token, not one of the own fields): the bridge sends the

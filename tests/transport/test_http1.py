@@ -371,6 +371,8 @@ def head_of(data: bytes) -> Head:
         b"X-Space : 1",  # white space before the colon (RFC 9112 §5.1)
         b": no name",
         b"no colon at all",
+        b"X-Ok: 1\r\r\nno colon",  # a malformed line beside a line ending in two CRs
+        b"\r\r\nno colon",  # … and beside a line of CRs only
     ],
 )
 def test_a_malformed_field_line_anywhere_in_the_head_is_refused(line: bytes) -> None:
