@@ -21,6 +21,7 @@ import io
 import os
 import re
 import tokenize
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,4 +176,45 @@ def test_every_cited_section_is_a_heading_of_its_file() -> None:
             wrong.append(f"{name}:{line}: {cited} is not a file of the repository")
         elif not any(heading == section or heading.startswith(section) for heading in _headings(document)):
             wrong.append(f"{name}:{line}: {cited} has no section {section!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+# A link to a section, ``[text](#anchor)`` or ``[text](file.md#anchor)``, is read in two
+# places: on the docs site (Python-Markdown's toc slug) and on GitHub (its own slug, which
+# keeps each hyphen and space: "A (`--x`)" is "a---x" there and "a-x" on the site). A
+# heading whose two slugs differ breaks one of the two, so an anchor must be both.
+_LINK_TO_SECTION = re.compile(r"\]\(((?:[A-Za-z0-9_./-]+\.md)?)#([^)\s]+)\)")
+_MARKDOWN_FILES = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+
+
+def _site_slug(heading: str) -> str:
+    """Python-Markdown's ``toc`` slugify (the site), of the heading as rendered."""
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def _github_slug(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation but ``-`` and ``_`` dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def _rendered_headings(document: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", document.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return [re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip() for heading in re.findall(r"^#+ (.+)$", text, re.M)]
+
+
+def test_every_link_to_a_section_works_on_the_site_and_on_github() -> None:
+    wrong = []
+    for document in _MARKDOWN_FILES:
+        for number, text in enumerate(document.read_text(encoding="utf-8").splitlines(), 1):
+            for target, anchor in _LINK_TO_SECTION.findall(text):
+                linked = (document.parent / target).resolve() if target else document
+                if not linked.is_file():
+                    continue  # a missing file is the other tests' finding
+                headings = _rendered_headings(linked)
+                on_site = {_site_slug(heading) for heading in headings}
+                on_github = {_github_slug(heading) for heading in headings}
+                if anchor not in on_site or anchor not in on_github:
+                    where = "neither" if anchor not in on_site | on_github else "the site" if anchor in on_site else "GitHub"
+                    wrong.append(f"{document.relative_to(REPO_ROOT)}:{number}: #{anchor} works on {where} only")
     assert not wrong, "\n".join(wrong)

@@ -28,7 +28,6 @@ launch hands a hook that may answer from its catalog instead, and the :class:`Re
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -210,8 +209,9 @@ class Driver:
             can_rebuild=era.may_rebuild,
             relist=(lambda: self._relist_tools(request)) if relists else None,
             idempotent=idempotent,
-            remaining_seconds=_time_left(self._upstream.request_timeout_seconds),
-            launch=launch if launch is not None else functools.partial(self._launch_for, request),
+            deadline=current_time() + self._upstream.request_timeout_seconds,
+            launch=launch,
+            launching=request,
         )
         return Reply(self._filter_tool_list(reply.line), reply.from_catalog) if filters else reply
 
@@ -374,25 +374,49 @@ class Driver:
         can_rebuild: bool = True,
         relist: Callable[[], Awaitable[None]] | None = None,
         idempotent: bool = False,
-        remaining_seconds: Callable[[], float] | None = None,
+        deadline: float | None = None,
         launch: LaunchHook | None = None,
+        launching: Request | None = None,
     ) -> Reply:
         """Perform the actions of ``policy.forward_flow`` until it ends; return the line of
         the last ``Send``. ``relist``: how to list the tools again after a header mismatch
-        (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent`` and
-        ``remaining_seconds``: as ``forward_flow`` takes them. ``launch``: what
-        ``EnsureRunning`` does instead of ``Launcher.ensure_running`` (lazy launch); a line
-        it returns ends the flow as the reply, ``from_catalog``."""
+        (a 2026-07-28 ``tools/call``), else a mismatch is the answer. ``idempotent``: as
+        ``forward_flow`` takes it. ``deadline``: when the request's timeout ends (loop time,
+        seconds; ``None``: no ``Retry-After`` is waited for); ``forward_flow`` is told what
+        is left of it. ``launch``: what ``EnsureRunning`` does instead of
+        ``Launcher.ensure_running`` (lazy launch); a line it returns ends the flow as the
+        reply, ``from_catalog``. ``launching``: the request whose ``EnsureRunning`` is
+        logged as the one that needed the app.
+
+        Every flow begins with a ``Send``, and a ``Send`` that succeeds ends it: that path,
+        nearly every request's, is taken here before any flow exists (no generator to make
+        and drive per request); the flow is made when the first outcome needs a decision,
+        and is told of that ``Send`` and its outcome.
+        """
+        outcome: AttemptOutcome = None
+        line = b""
+        try:
+            line = await send()
+        except UpstreamError as exc:
+            outcome = exc
+        else:
+            if relist is None or not is_header_mismatch(line):
+                return Reply(line)
+            outcome = HEADER_MISMATCH_REPLY
         flow = forward_flow(
             can_rebuild=can_rebuild and not replay,
             can_relist=relist is not None,
             idempotent=idempotent,
-            remaining_seconds=remaining_seconds,
+            remaining_seconds=None if deadline is None else (lambda: deadline - current_time()),
         )
         action = next(flow)
-        line = b""
+        assert isinstance(action, Send), "a flow begins with a Send"
         while True:
-            outcome: AttemptOutcome = None
+            try:
+                action = flow.send(outcome)
+            except StopIteration:
+                return Reply(line)
+            outcome = None
             try:
                 if isinstance(action, Send):
                     # A message that carries the session waits inside the upstream while a
@@ -403,11 +427,14 @@ class Driver:
                 elif isinstance(action, RefreshToken):
                     await self._upstream.refresh_token(action.used_generation)
                 elif isinstance(action, EnsureRunning):
-                    if launch is None:
+                    if launch is not None:
+                        if (answer := await launch()) is not None:
+                            flow.close()
+                            return Reply(answer, from_catalog=True)
+                    elif launching is not None:
+                        await self._launch_for(launching)
+                    else:
                         await self._launcher.ensure_running()
-                    elif (answer := await launch()) is not None:
-                        flow.close()
-                        return Reply(answer, from_catalog=True)
                 elif isinstance(action, RebuildSession):
                     await self.rebuild_session(action.lost_generation)
                 elif isinstance(action, RelistTools) and relist is not None:
@@ -417,10 +444,6 @@ class Driver:
                     await asyncio.sleep(action.delay_seconds)
             except UpstreamError as exc:
                 outcome = exc
-            try:
-                action = flow.send(outcome)
-            except StopIteration:
-                return Reply(line)
 
     async def rebuild_session(self, lost_generation: int | None) -> None:
         """Get a new MCP session after the app forgot the one of ``lost_generation``
@@ -542,13 +565,6 @@ class Driver:
             if isinstance(capability, dict) and capability.get("listChanged") is True:
                 lines.append(encode_message({"jsonrpc": "2.0", "method": f"notifications/{name}/list_changed"}))
         return lines
-
-
-def _time_left(timeout_seconds: float) -> Callable[[], float]:
-    """What is left, when asked, of ``timeout_seconds`` from now (the event loop's clock)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_seconds
-    return lambda: deadline - loop.time()
 
 
 def named(request: Request) -> str:

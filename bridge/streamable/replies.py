@@ -261,10 +261,23 @@ class ReplyReader:
             await emit(line, message)
             return False
 
-        async with contextlib.AsyncExitStack() as streams:
-            stream = response
-            for attempt in range(MAX_RESUME_ATTEMPTS + 1):
-                if attempt:
+        async def relay(stream: HttpResponse) -> bool:
+            """Relay one stream; ``True``: it carried the response; ``False``: it ended
+            first, and may be resumed."""
+            try:
+                with map_transport_errors(self._app):
+                    return await self.relay_events(stream, state, take, idle_seconds)
+            except StreamClosedError:
+                if state.last_event_id is None or not resumable:
+                    raise
+            return False
+
+        if await relay(response):
+            return answer[0]
+        if state.last_event_id is not None and resumable:
+            # (the streams of the resumes, closed together: an exit stack only on this path)
+            async with contextlib.AsyncExitStack() as streams:
+                for attempt in range(1, MAX_RESUME_ATTEMPTS + 1):
                     await asyncio.sleep(state.retry_seconds if state.retry_seconds is not None else GET_STREAM_BACKOFF.first_seconds)
                     log.info("resuming the response stream (try %d of %d)", attempt, MAX_RESUME_ATTEMPTS)
                     try:
@@ -278,14 +291,9 @@ class ReplyReader:
                         ) from exc
                     if stream.status_code != 200 or media_type(stream) != SSE_MEDIA_TYPE:
                         break
-                try:
-                    with map_transport_errors(self._app):
-                        if await self.relay_events(stream, state, take, idle_seconds):
-                            return answer[0]
-                except StreamClosedError:
-                    if state.last_event_id is None or not resumable:
-                        raise
-                if state.last_event_id is None or not resumable:
-                    break  # no event ids (or 2026-07-28): it cannot be resumed (MCP basic/transports, "Resumability")
+                    if await relay(stream):
+                        return answer[0]
+                    if state.last_event_id is None:
+                        break  # no event ids (MCP basic/transports, "Resumability"): it cannot be resumed
         raise StreamClosedError(f"{self._app} closed the response stream before sending the response.")
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -44,6 +45,10 @@ from typing import Any, Literal, TypeVar
 __all__ = ["CancelScope", "move_on_after", "fail_after", "current_time"]
 
 _T = TypeVar("_T")
+
+#: ``asyncio.Timeout`` of 3.11.0-3.11.2 tells its own cancellation by a count of 0, not by
+#: the count at entry (python/cpython#102780): the scope then keeps the count itself.
+_TIMEOUT_COUNTS_FROM_ZERO = sys.version_info < (3, 11, 3)
 
 
 def current_time() -> float:
@@ -83,8 +88,8 @@ class CancelScope:
         self._cancel_called = False  # cancel() was called before or during the block
         self._timeout: asyncio.Timeout | None = None
         self._active = False
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelling_at_entry = 0  # the task's Task.cancelling() when the block began
+        self._task: asyncio.Task[Any] | None = None  # (3.11.0-3.11.2: the task, and its
+        self._cancelling_at_entry = 0  # Task.cancelling() when the block began)
         #: The block ended because this scope cancelled it (set at exit).
         self.cancelled_caught = False
 
@@ -115,27 +120,32 @@ class CancelScope:
             self._reschedule()
 
     def __enter__(self) -> CancelScope:
-        task = asyncio.current_task()
-        if self._timeout is not None or task is None:
+        if self._timeout is not None:
             raise RuntimeError("a CancelScope is entered once, from inside a task")
-        self._task, self._cancelling_at_entry = task, task.cancelling()
-        self._timeout = asyncio.timeout_at(self._when())
-        _at_once(self._timeout.__aenter__())
+        timeout = self._timeout = asyncio.Timeout(self._when())
+        _at_once(timeout.__aenter__())  # (outside a task: asyncio's own RuntimeError)
+        if _TIMEOUT_COUNTS_FROM_ZERO:
+            task = asyncio.current_task()
+            assert task is not None
+            self._task, self._cancelling_at_entry = task, task.cancelling()
         self._active = True
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        assert self._timeout is not None and self._task is not None
+        assert self._timeout is not None
         self._active = False
+        if self._timeout.when() is None and not self._timeout.expired():
+            return False  # never armed, never fired: Timeout.__aexit__ would only mark it left
         try:
             _at_once(self._timeout.__aexit__(exc_type, exc, tb))
         except TimeoutError:  # raised only for its own CancelledError, with no other request since entry
             self.cancelled_caught = True
             return True
         if (
-            exc_type is asyncio.CancelledError
+            self._task is not None  # (3.11.0-3.11.2 only: later, Timeout decided it above)
+            and exc_type is asyncio.CancelledError
             and self._timeout.expired()
             and self._task.cancelling() <= self._cancelling_at_entry
         ):  # its own all the same: Timeout of 3.11.0-3.11.2 compared with 0 (see the module)

@@ -27,30 +27,63 @@ HIGH_WATER_BYTES = 4 * 1024 * 1024
 
 
 class _Wakeup:
-    """One waiter at a time, woken by :meth:`set` or failed by a timer at a loop time: a
-    bare future and ``call_at``, no ``asyncio.Event`` nor ``wait_for`` task per wait."""
+    """One waiter at a time, woken by :meth:`set` or failed at a loop time: a bare future,
+    no ``asyncio.Event`` nor ``wait_for`` task per wait.
 
-    __slots__ = ("_future",)
+    The read timeout's timer is lazy: one ``call_at`` stays armed across waits, and a wait
+    whose bound is no earlier than the armed one (each exchange's is later than the last's)
+    only notes its bound. When the timer fires early for the bound now in force, it is armed
+    again for it; with no bounded wait in progress it does nothing. So a wait costs no timer
+    of its own (a ``call_at`` and its cancel were 2.8 µs, a percent of a call's CPU), a
+    bound is never cut short, and an idle connection is woken at most once, one read
+    timeout after its last wait. :meth:`close` disarms it."""
+
+    __slots__ = ("_future", "_timer", "_timeout_at", "_late")
 
     def __init__(self) -> None:
         self._future: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timeout_at: float | None = None  # the bound of the wait in progress
+        self._late = ""  # what its ReadTimeout says
 
     def set(self) -> None:
         future = self._future
         if future is not None and not future.done():
             future.set_result(None)
 
-    async def wait(self, timeout_at: float | None, error: Exception) -> None:
-        """Wait for :meth:`set`; raise ``error`` at loop time ``timeout_at`` (``None``: never)."""
+    async def wait(self, timeout_at: float | None, late: str) -> None:
+        """Wait for :meth:`set`; raise :class:`ReadTimeout` (saying ``late``) at loop time
+        ``timeout_at`` (``None``: never)."""
         loop = asyncio.get_running_loop()
         future = self._future = loop.create_future()
-        timer = None if timeout_at is None else loop.call_at(timeout_at, fail, future, error)
+        self._timeout_at, self._late = timeout_at, late
+        if timeout_at is not None:
+            timer = self._timer
+            if timer is None or timer.when() > timeout_at:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(timeout_at, self._on_timer)
         try:
             await future
         finally:
-            self._future = None
-            if timer is not None:
-                timer.cancel()
+            self._future = self._timeout_at = None
+
+    def close(self) -> None:
+        """Disarm the timer (the connection is gone)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        future, timeout_at = self._future, self._timeout_at
+        if future is None or future.done() or timeout_at is None:
+            return  # no bounded wait now: the next one arms the timer again
+        loop = future.get_loop()
+        if loop.time() < timeout_at:  # armed for an earlier wait's bound
+            self._timer = loop.call_at(timeout_at, self._on_timer)
+        else:
+            future.set_exception(ReadTimeout(self._late))
 
 
 def fail(future: asyncio.Future[None], error: Exception) -> None:
@@ -114,6 +147,7 @@ class Connection(asyncio.BufferedProtocol):
         self.closed = True
         self.error = exc
         self.wakeup.set()
+        self.wakeup.close()
 
     # used by the exchange
     def expect_bytes(self, total: int) -> None:
@@ -147,7 +181,7 @@ class Connection(asyncio.BufferedProtocol):
         """
         if self.closed:
             raise ConnectionBroken(self.lost_reason())
-        await self.wakeup.wait(timeout_at, ReadTimeout(late))
+        await self.wakeup.wait(timeout_at, late)
 
     def lost_reason(self) -> str:
         if self.error is None:
@@ -181,5 +215,6 @@ class Connection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self.closed = True
+        self.wakeup.close()
         if self.transport is not None:
             self.transport.abort()

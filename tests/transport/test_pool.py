@@ -676,6 +676,34 @@ async def test_server_silent_inside_the_body_is_read_timeout() -> None:
     assert server.connections == 2
 
 
+async def test_a_later_read_bound_is_kept_in_full_after_an_earlier_one() -> None:
+    """The read timeout's timer outlives a wait (one per connection, not one per wait):
+    when it fires at an earlier wait's bound, the wait in progress still gets all of its own."""
+    connection = Connection(("127.0.0.1", 0))
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(connection.wait_for_data(loop.time() + 0.05, "first"))
+    await asyncio.sleep(0)
+    connection.wakeup.set()
+    await first
+    bound = loop.time() + 0.3
+    with pytest.raises(ReadTimeout, match="second"):
+        await asyncio.wait_for(connection.wait_for_data(bound, "second"), WAIT)
+    assert loop.time() >= bound
+    connection.close()
+
+
+async def test_an_earlier_read_bound_than_the_last_is_kept() -> None:
+    connection = Connection(("127.0.0.1", 0))
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(connection.wait_for_data(loop.time() + 3600, "first"))
+    await asyncio.sleep(0)
+    connection.wakeup.set()
+    await first
+    with pytest.raises(ReadTimeout, match="second"):
+        await asyncio.wait_for(connection.wait_for_data(loop.time() + 0.05, "second"), WAIT)
+    connection.close()
+
+
 async def test_closed_port_is_connect_failed() -> None:
     """Connecting where nothing listens gives ConnectFailed, and frees the pool's slot."""
     url = f"http://127.0.0.1:{closed_port()}/mcp"
