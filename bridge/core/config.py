@@ -20,6 +20,7 @@ __all__ = [
     "BridgeConfig",
     "config_defaults",
     "HTTP_TOKEN",
+    "HTTP_TOKEN_CHAR",
     "ConfigError",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "check_endpoint_url",
@@ -100,8 +101,10 @@ def in_sentence(app_name: str) -> str:
 #: Default cap on one message, either direction: 64 MiB (well over the 10 MiB the TypeScript SDK's stdio reader buffers).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
+#: RFC 9110 §5.6.2 ``tchar``: one character of a token, as a regular expression class.
+HTTP_TOKEN_CHAR = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
 #: RFC 9110 §5.6.2 ``token``: a field name, a method, a parameter name.
-HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+HTTP_TOKEN = re.compile(rf"^{HTTP_TOKEN_CHAR}+\Z")  # (\Z: "$" would also match before a final line end)
 # Headers the bridge sets itself: a user header must not override the transport's own.
 _RESERVED_HEADERS = frozenset(
     {

@@ -103,22 +103,35 @@ class Fields(Protocol):
 class Headers:
     """Response fields as HTTP/1.1 delivers them (``http1.py``): ``get`` by any case; repeated fields joined with ``", "``.
 
-    ``raw`` keeps the fields as received, in order, as ``(name, value)`` byte pairs.
+    Args:
+        fields: ``(name, value)`` pairs as received, in order, decoded as ISO-8859-1 (each
+            byte one character, RFC 9110 §5.5: obsolete text passes through), values
+            without their surrounding white space.
+
+    ``raw`` gives the same fields as ``(name, value)`` byte pairs, in order.
     """
 
-    __slots__ = ("raw", "_by_name")
+    __slots__ = ("_fields", "_by_name")
 
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self.raw = raw
-        by_name: dict[str, str] = {}
-        for name, value in raw:
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            by_name[key] = f"{by_name[key]}, {text}" if key in by_name else text
+    def __init__(self, fields: list[tuple[str, str]]) -> None:
+        self._fields = fields
+        by_name = {name.lower(): value for name, value in fields}
+        if len(by_name) < len(fields):  # a field repeated (RFC 9110 §5.3): its values joined, in order
+            by_name = {}
+            for name, value in fields:
+                key = name.lower()
+                by_name[key] = f"{by_name[key]}, {value}" if key in by_name else value
         self._by_name = by_name
 
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]:
+        """The fields as received, in order, as ``(name, value)`` byte pairs."""
+        return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in self._fields]
+
     def get(self, name: str, default: str | None = None) -> str | None:
-        return self._by_name.get(name.lower(), default)
+        by_name = self._by_name
+        value = by_name.get(name)  # the bridge asks in lower case: found without lowering
+        return by_name.get(name.lower(), default) if value is None else value
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self._by_name

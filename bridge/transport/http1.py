@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Final
 
-from ..core.config import HTTP_TOKEN
+from ..core.config import HTTP_TOKEN, HTTP_TOKEN_CHAR
 from ..core.pipeurl import PIPE_HOST, is_pipe_url, split_pipe_url
 from ..core.unixurl import UNIX_HOST, is_unix_url, split_unix_url
 from .base import Headers, LocalProtocolError, ProtocolViolation
@@ -67,9 +68,26 @@ MAX_HEAD_BYTES = 64 * 1024
 # (0x80-0xFF) passes, as in h11; everything else below 0x20, and DEL, is refused.
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = HTTP_TOKEN
-_STATUS_LINE = re.compile(rb"^HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?$")
+# The status line up to its LF (CRs before the LF dropped, a bare LF accepted: RFC 9112 §2.2, §4).
+_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?\r*\n")
+_VALUE_CHAR = "[^" + _BAD_VALUE.pattern.removeprefix("[")  # visible, SP, HTAB or obsolete text
+# One whole field line after an LF (RFC 9112 §5, §2.2: any CRs before its LF): the name,
+# and the value without the white space around it (§5.1). A line that is not a field is
+# not matched: the parser counts the matches against the lines.
+_FIELD_LINE = re.compile(  # the value ends in a value character that is not SP or HTAB
+    rf"\n({HTTP_TOKEN_CHAR}++):[ \t]*+((?:{_VALUE_CHAR}*[^\x00-\x20\x7f])?)[ \t]*+\r*+(?=\n)"
+)
+# The field lines, each ``token ":" value`` or empty (only CRs), each ending in LF.
+_FIELD_BLOCK = re.compile(rf"(?:(?:{HTTP_TOKEN_CHAR}+:{_VALUE_CHAR}*)?\r*\n)*")
 # Fields this client writes itself (RFC 9112 §3.2, §6.2): a second copy would be ambiguous.
 _OWN_FIELDS = frozenset({"host", "content-length", "transfer-encoding"})
+# Names already found sendable (a token, not one of the own fields): the bridge sends the
+# same few on every request, so each is checked once. Bounded: past it, names are checked
+# every time.
+_SENDABLE_NAMES: set[str] = set()
+_SENDABLE_NAMES_MOST = 64
+_COMMON_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "PUT", "PATCH", "OPTIONS"})  # tokens all
+_NAME, _VALUE = itemgetter(0), itemgetter(1)
 _CHUNK_SIZE = re.compile(rb"^([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?$")  # extensions skipped unread, as h11
 _FIELD_NAME = re.compile(_TOKEN.pattern.encode("ascii"))
 _BAD_RECEIVED_VALUE = re.compile(_BAD_VALUE.pattern.encode("ascii"))
@@ -108,23 +126,34 @@ def encode_request_head(
         LocalProtocolError: a name or value cannot be sent; the message names the field,
             never its value.
     """
-    if not _TOKEN.match(method):
+    if method not in _COMMON_METHODS and not _TOKEN.match(method):
         raise LocalProtocolError("the request method is not an HTTP token")
-    lines = [f"{method} {target} HTTP/1.1\r\nHost: {authority}\r\n"]
-    for name, value in headers:
+    fields = headers if isinstance(headers, list) else list(headers)
+    # Names seen before, and values of printable characters only (no control, so none of
+    # CR, LF, NUL), pass at once; anything else goes through the rules field by field.
+    if not (_SENDABLE_NAMES.issuperset(map(_NAME, fields)) and "".join(map(_VALUE, fields)).isprintable()):
+        _check_fields(fields)
+    block = "".join([f"{name}: {value}\r\n" for name, value in fields])
+    length = "\r\n" if body_length is None else f"Content-Length: {body_length}\r\n\r\n"
+    try:
+        return f"{method} {target} HTTP/1.1\r\nHost: {authority}\r\n{block}{length}".encode("latin-1")
+    except UnicodeEncodeError:
+        raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
+
+
+def _check_fields(fields: list[tuple[str, str]]) -> None:
+    """Each field in turn: a token name, a value without controls but HTAB, not an own field.
+
+    Raises:
+        LocalProtocolError: for the first field that fails, named, its value never quoted.
+    """
+    for name, value in fields:
         if not _TOKEN.match(name) or _BAD_VALUE.search(value):
             raise LocalProtocolError(f"the request field {name!r} has a name or value that cannot be sent")
         if name.lower() in _OWN_FIELDS:
             raise LocalProtocolError(f"the request field {name!r} is set by the HTTP client itself")
-        lines.append(f"{name}: {value}\r\n")
-    if body_length is not None:
-        lines.append(f"Content-Length: {body_length}\r\n\r\n")
-    else:
-        lines.append("\r\n")
-    try:
-        return "".join(lines).encode("latin-1")
-    except UnicodeEncodeError:
-        raise LocalProtocolError("a request field value holds characters HTTP/1.1 cannot carry") from None
+        if len(_SENDABLE_NAMES) < _SENDABLE_NAMES_MOST:
+            _SENDABLE_NAMES.add(name)
 
 
 def parse_url(url: str) -> tuple[tuple[str, int], str, str]:
@@ -328,7 +357,7 @@ class ResponseParser:
             cut = bare_end + 2 if bare_end >= 0 else end + 3  # the earlier end of the two
             if cut > MAX_HEAD_BYTES:
                 raise ProtocolViolation(f"the app sent a response head over {MAX_HEAD_BYTES} bytes")
-            head = bytes(buffer[:cut])
+            head = buffer[:cut].decode("latin-1")  # one character per byte: what arrived, unchanged
             del buffer[:cut]
             self._searched = 0
             parsed = self._parse_head(head)
@@ -336,42 +365,46 @@ class ResponseParser:
                 return parsed
             # an interim 1xx response: the final one follows
 
-    def _parse_head(self, head: bytes) -> Head | None:
-        lines = head.split(b"\n")
-        status = _STATUS_LINE.match(lines[0].rstrip(b"\r"))
+    def _parse_head(self, text: str) -> Head | None:
+        """The head ``text`` (ISO-8859-1, up to and with its blank line): a final response's
+        :class:`Head`, or ``None`` for an interim one."""
+        status = _STATUS_LINE.match(text)
         if status is None:
             raise ProtocolViolation("the app's reply does not start with an HTTP/1.x status line")
         minor, code = status.group(1), int(status.group(2))
-        raw: list[tuple[bytes, bytes]] = []
-        for line in lines[1:]:
-            line = line.rstrip(b"\r")
-            if not line:
-                continue
-            name, colon, value = line.partition(b":")
-            if not colon or not _FIELD_NAME.match(name) or _BAD_RECEIVED_VALUE.search(value):
+        fields_start = status.end()
+        fields = _FIELD_LINE.findall(text, fields_start - 1)
+        if len(fields) + 1 != text.count("\n", fields_start):  # each line a field, but the blank last one
+            # Else a line that is no field; or lines of CRs only, skipped (only ever 2 or more CRs:
+            # an LF, CR, LF ends the head).
+            if "\r\r" not in text or _FIELD_BLOCK.fullmatch(text, fields_start) is None:
                 raise ProtocolViolation("the app sent a malformed response field")
-            raw.append((name, value.strip(b" \t")))
         if code < 100 or code == 101:
             raise ProtocolViolation("the app sent a status this client cannot accept")  # 101: never asked for
         if code < 200:
             return None  # RFC 9110 §15.2: interim
-        headers = Headers(raw)
+        headers = Headers(fields)
         connection = headers.get("connection")
-        tokens = {token.strip() for token in connection.lower().split(",")} if connection else set()
-        persistent = "close" not in tokens if minor == b"1" else "keep-alive" in tokens  # RFC 9112 §9.3
+        if connection:  # RFC 9112 §9.3
+            tokens = {token.strip() for token in connection.lower().split(",")}
+            persistent = "close" not in tokens if minor == "1" else "keep-alive" in tokens
+        else:
+            persistent = minor == "1"
         self._state, self._remaining = self._framing(headers, code)
         if self._state == _LENGTH and not self._remaining:
             self._state = _DONE  # no body: complete with the head
         elif self._state == _CLOSE:
             persistent = False
         self.keep_alive = self.keep_alive and persistent
-        return Head(code, "HTTP/1.1" if minor == b"1" else "HTTP/1.0", headers)
+        return Head(code, "HTTP/1.1" if minor == "1" else "HTTP/1.0", headers)
 
     def _framing(self, headers: Headers, code: int) -> tuple[int, int]:
         """RFC 9112 §6.3: how the body's end is known. A ``Content-Length`` is checked
         even where it does not count (as h11 does)."""
         length = headers.get("content-length")
-        if length is not None:
+        if length is not None and length.isdigit() and length.isascii():
+            value = length  # one plain value, as nearly always
+        elif length is not None:
             values = {value.strip() for value in length.split(",")}
             if len(values) != 1:
                 raise ProtocolViolation("the app sent differing Content-Length values")

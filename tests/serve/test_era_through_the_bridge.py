@@ -75,6 +75,12 @@ def test_valid_annotations_pass_and_each_kind_of_invalid_one_is_named() -> None:
     assert invalid_header_annotation(None) is None
 
 
+def test_an_annotation_ending_in_a_line_end_is_no_header_name() -> None:
+    """A name that ends in LF would put a bare line end into the request head."""
+    schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "X-Region\n"}}}
+    assert invalid_header_annotation(schema) == "the x-mcp-header of 'region' is not an HTTP header name"
+
+
 def test_headers_for_each_json_type_and_none_for_null_missing_or_fractional_values() -> None:
     cache: dict[str, Any] = {}
     filter_tools({"tools": [GOOD]}, cache)

@@ -348,3 +348,74 @@ def test_connection_close_in_a_request_head_is_seen() -> None:
     assert asks_to_close(encode_request_head("GET", "/", "app", [("Connection", "Close")], None))
     assert not asks_to_close(encode_request_head("GET", "/", "app", [("X-Note", "close")], None))
     assert not asks_to_close(encode_request_head("GET", "/", "app", [], None))
+
+
+# -- field lines, pinned (the head is checked as one block: each rule still holds line by line) ---
+
+
+def head_of(data: bytes) -> Head:
+    parser = ResponseParser()
+    parser.receive_data(data)
+    event = parser.next_event()
+    assert isinstance(event, Head)
+    return event
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"X-Ctl: a\x01b",  # a control in the middle of a value
+        b"X-Cr: a\rb",  # a lone CR inside a value
+        b"X-Del: a\x7f",
+        b"X(Bad): 1",  # a name with a character that is no token character
+        b"X-Space : 1",  # white space before the colon (RFC 9112 §5.1)
+        b": no name",
+        b"no colon at all",
+        b"X-Ok: 1\r\r\nno colon",  # a malformed line beside a line ending in two CRs
+        b"\r\r\nno colon",  # … and beside a line of CRs only
+    ],
+)
+def test_a_malformed_field_line_anywhere_in_the_head_is_refused(line: bytes) -> None:
+    data = b"HTTP/1.1 200 OK\r\nA: 1\r\n" + line + b"\r\nB: 2\r\nContent-Length: 0\r\n\r\n"
+    assert parse([data]).refused
+
+
+def test_field_names_match_in_any_case_and_repeated_fields_are_joined_in_order() -> None:
+    head = head_of(b"HTTP/1.1 200 OK\r\nX-Multi: a\r\nContent-Type: text/plain\r\nx-multi: b\r\nX-MULTI: c\r\n\r\n")
+    assert head.headers.get("x-multi") == head.headers.get("X-Multi") == "a, b, c"
+    assert head.headers.get("CONTENT-TYPE") == head.headers.get("content-type") == "text/plain"
+    assert "Content-Type" in head.headers and "X-Other" not in head.headers and head.headers.get("X-Other", "-") == "-"
+    assert head.headers.raw == [(b"X-Multi", b"a"), (b"Content-Type", b"text/plain"), (b"x-multi", b"b"), (b"X-MULTI", b"c")]
+
+
+def test_values_lose_the_white_space_around_them_and_keep_obsolete_text_as_received() -> None:
+    head = head_of(b"HTTP/1.1 200 OK\nA: \t x  y \t\r\r\nB:\r\nC: caf\xe9\n\n")
+    assert head.headers.raw == [(b"A", b"x  y"), (b"B", b""), (b"C", b"caf\xe9")]
+    assert head.headers.get("c") == "caf\xe9"
+
+
+def test_a_line_of_crs_only_inside_the_head_is_skipped() -> None:
+    head = head_of(b"HTTP/1.1 200 OK\r\r\nA: 1\r\n\r\r\nB: 2\r\n\r\n")
+    assert head.headers.raw == [(b"A", b"1"), (b"B", b"2")]
+
+
+def test_content_length_repeated_alike_counts_once_and_digits_must_be_ascii() -> None:
+    assert parse([b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok"]).body == b"ok"
+    assert parse([b"HTTP/1.1 200 OK\r\nContent-Length:  2 \r\n\r\nok"]).body == b"ok"
+    assert parse([b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nok"]).refused  # superscript two
+
+
+def test_a_request_field_is_checked_every_time_and_the_first_failing_field_is_named() -> None:
+    assert encode_request_head("GET", "/", "app", [("X-A", "a\tb \xe9")], None) == b"GET / HTTP/1.1\r\nHost: app\r\nX-A: a\tb \xe9\r\n\r\n"
+    encode_request_head("GET", "/", "app", [("X-A", "fine")], None)  # a name already sent once …
+    with pytest.raises(LocalProtocolError, match="'X-A'"):
+        encode_request_head("GET", "/", "app", [("X-A", f"{SECRET}\r\nX-Injected: 1")], None)  # … is still checked
+    with pytest.raises(LocalProtocolError, match="'X-First'") as caught:
+        encode_request_head("GET", "/", "app", [("X-First", f"{SECRET}\x00"), ("Bad Name", "v"), ("Host", "h")], None)
+    assert SECRET not in str(caught.value)
+    with pytest.raises(LocalProtocolError, match="'HOST'.*itself"):
+        encode_request_head("GET", "/", "app", [("X-A", "\u20ac"), ("HOST", "h")], None)  # own field before the encoding
+    with pytest.raises(LocalProtocolError, match="cannot carry"):
+        encode_request_head("GET", "/", "app", [("X-A", "\u20ac")], None)
+    with pytest.raises(LocalProtocolError, match="method"):
+        encode_request_head("GE T", "/", "app", [], None)
