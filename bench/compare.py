@@ -11,7 +11,7 @@ interleaved (round r runs all contenders, in an order rotated by r):
 
 - cold start: spawn → ``initialize`` reply (several per round), then idle RSS of the tree;
 - warm-up: 100 sequential ``echo`` calls and 200 with 32 in flight (not measured);
-- sequential: 1,000 ``tools/call`` echo, one at a time: p50, p99, and the CPU time
+- sequential: 1,000 ``tools/call`` echo (``--seq-calls``), one at a time: p50, p99, and the CPU time
   (utime + stime) of the contender's process tree over the phase, per 1,000 calls;
 - pipelined: 2,000 echo calls with 32 in flight: calls per second;
 - large: a 1 MiB reply (``large``), an 8 MiB request (``size``), a 16 MiB reply;
@@ -596,6 +596,7 @@ def exit_on_sigterm() -> None:
 
 
 def main() -> int:
+    global SEQ_CALLS
     exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -618,7 +619,11 @@ def main() -> int:
                              "unix (the bridge over a Unix socket only), frozen, "
                              "mcp-proxy, mcp-stdio, mcp-remote, supergateway")
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
+    parser.add_argument("--seq-calls", type=int, default=SEQ_CALLS,
+                        help=f"calls of the sequential phase (default {SEQ_CALLS}): CPU time is counted in 10 ms "
+                             "ticks, so telling builds a few percent apart in CPU per call wants 5,000 or more")
     args = parser.parse_args()
+    SEQ_CALLS = args.seq_calls
     rounds_wanted = args.rounds or (2 if args.quick else 8)
     cold_starts = args.cold_starts or (2 if args.quick else 3)
     budget = args.budget or (150.0 if args.quick else 540.0)
