@@ -81,8 +81,9 @@ PIPE_LISTENER_FIX = (
     "names): stop it and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
 )
 UNIX_LISTENER_FIX = (
-    "Something other than the app holds its socket, or the socket's folder is not private: remove what the message "
-    "names and start the app again. If the app runs as another user on purpose, give --no-verify-listener."
+    "Something other than the app holds its socket, or the socket's folder is not private: fix what the message "
+    "names (a folder group or others may write to: chmod go-w it; another process's socket: stop that process) and "
+    "start the app again. If the app runs as another user on purpose, give --no-verify-listener."
 )
 
 Echo = Callable[[str], None]

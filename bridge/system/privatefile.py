@@ -85,7 +85,7 @@ def check_folders(path: Path, *, euid: int | None = None) -> None:
             unsafe_owner = status.st_uid not in (0, me)
             open_mode = status.st_mode & 0o022 and not status.st_mode & stat.S_ISVTX
             if unsafe_owner or open_mode:
-                why = f"owned by uid {status.st_uid}" if unsafe_owner else f"mode {stat.S_IMODE(status.st_mode):04o}: others may write to it"
+                why = f"owned by uid {status.st_uid}" if unsafe_owner else f"mode {stat.S_IMODE(status.st_mode):04o}: group or others may write to it"
                 raise UnsafeFileError(
                     f"bad ownership or modes for directory {folder} ({why}); "
                     f"it holds {path}, which another user could then replace"

@@ -59,7 +59,9 @@ def check_socket_file(path: str, *, euid: int | None = None) -> None:
     if place.st_uid != me:
         raise _refused(path, f"its folder {folder} belongs to uid {place.st_uid}")
     if place.st_mode & 0o022:
-        raise _refused(path, f"its folder {folder} has mode {stat.S_IMODE(place.st_mode):04o}: others may write to it")
+        raise _refused(
+            path, f"its folder {folder} has mode {stat.S_IMODE(place.st_mode):04o}: group or others may write to it (chmod go-w {folder})"
+        )
     try:  # and every folder above it, as OpenSSH checks a key's: another user's could swap ours
         check_folders(Path(path), euid=me)
     except UnsafeFileError as exc:

@@ -141,7 +141,10 @@ def test_the_socket_file_and_its_folder_are_checked(folder: Path, tmp_path: Path
         with pytest.raises(ListenerUnverifiedError, match=f"belongs to uid {os.geteuid()}, not to the user running the bridge"):
             check_socket_file(str(folder / "bound.sock"), euid=os.geteuid() + 1)
         folder.chmod(0o777)
-        with pytest.raises(ListenerUnverifiedError, match="mode 0777: others may write"):
+        with pytest.raises(ListenerUnverifiedError, match=r"mode 0777: group or others may write to it \(chmod go-w "):
+            check_socket_file(str(folder / "bound.sock"))
+        folder.chmod(0o720)  # the group alone: named as such, with the fix that is not --no-verify-listener
+        with pytest.raises(ListenerUnverifiedError, match=r"mode 0720: group or others may write to it \(chmod go-w "):
             check_socket_file(str(folder / "bound.sock"))
     finally:
         folder.chmod(0o700)
@@ -164,7 +167,7 @@ def test_every_folder_above_the_socket_is_checked(tmp_path: Path, owner: str) ->
         check_socket_file(str(mine / "app.sock"))  # a safe chain
         if owner == "open":
             above.chmod(0o777)
-            why = "mode 0777: others may write to it"
+            why = "mode 0777: group or others may write to it"
         else:
             os.chown(above, 54_321, 54_321)
             why = "owned by uid 54321"
