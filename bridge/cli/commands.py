@@ -62,8 +62,9 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     stdin closes. The app is found by --url, or by its discovery file (--discovery-file,
     or the default one of --app-name).
 
-    Commands: `check` diagnoses the path to the app; `config` prints, installs or links
-    the entry an AI client needs to start the bridge.
+    Commands (listed below): `check` diagnoses the path to the app; `config` prints,
+    installs or links the entry an AI client needs to start the bridge; `demo-app` runs a
+    test app; `bundle` builds an MCP Bundle.
     """
     if ctx.invoked_subcommand is not None:
         given = [name for name, value in options.items() if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
@@ -90,7 +91,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 def check(client: str | None, names: tuple[str, ...], walk_all: bool, **options: Any) -> None:
     """Walk the path an AI client's request takes and report each step.
 
-    endpoint → connect (starting the app if --launch is given) → token → initialize →
+    endpoint → connect (starting the app if --launch is given) → listener (who serves it) → token → initialize →
     tools/list → ping. Exit status 0 when all pass, 1 otherwise. The token is never shown.
 
     With --client CLIENT: whether the programs the client's entries name (the command, the

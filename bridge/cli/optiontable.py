@@ -218,7 +218,7 @@ def _switch(flag: str, dest: str, help: str, off_flag: str | None = None) -> Bri
 #: Every bridge option, in help's order. Taken by the bridge itself and ``check``, and
 #: after their own by ``config`` and ``bundle``.
 BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
-    _from_config("--url", "url", "The app's MCP endpoint, e.g. http://127.0.0.1:8765/mcp (loopback only).", metavar="URL"),
+    _from_config("--url", "url", "The app's MCP endpoint on this machine: http://127.0.0.1:8765/mcp (loopback only), http+unix://%2Fpath%2Fapp.sock/mcp (a Unix socket) or npipe://./pipe/app/mcp (a named pipe, Windows).", metavar="URL"),
     BridgeOption("--app-name", "app_name", "The app's name: used in messages and for its default discovery file.", metavar="NAME", echo="name"),
     BridgeOption("--discovery-file", "discovery_file", "The app's discovery file (endpoint, pid, token), re-read on every reconnect.", convert=file_path, metavar="PATH", echo="path"),
     BridgeOption("--header", "headers", "Extra HTTP header for every request (repeatable).", default=(), metavar="'NAME: VALUE'", multiple=True),
@@ -245,7 +245,7 @@ BRIDGE_OPTIONS: tuple[BridgeOption, ...] = (
     _from_config("--allow-tool", "allow_tools", "Show the client only the tools whose names match GLOB (repeatable; * and ? as in file names, case-sensitive).", convert=tool_glob, metavar="GLOB", multiple=True),
     _from_config("--deny-tool", "deny_tools", "Hide the tools whose names match GLOB from the client, and refuse their calls (repeatable; wins over --allow-tool; also spelled --ignore-tool).", convert=tool_glob, metavar="GLOB", multiple=True, aliases=("--ignore-tool",)),
     _switch("--read-only", "read_only", "Show the client only the tools the app annotates readOnlyHint: true, and refuse calls of the others."),
-    _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port before sending anything there.", off_flag="--no-verify-listener"),
+    _switch("--verify-listener", "verify_listener", "Check that the app (this user's process, the discovery file's pid) listens on the port, or serves the Unix socket or named pipe, before sending anything there.", off_flag="--no-verify-listener"),
     BridgeOption("--log-level", "log_level", f"The bridge's diagnostics level: {', '.join(LOG_LEVELS)} (always stderr or --log-file, never stdout; other libraries log warnings and errors only).", default="warning", convert=log_level, metavar="LEVEL", choices=LOG_LEVELS),
     BridgeOption("--log-file", "log_file", "Write diagnostics to PATH instead of stderr.", convert=file_path, metavar="PATH", echo="path"),
 )
