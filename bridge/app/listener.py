@@ -88,15 +88,16 @@ class ListenerCheck:
         self._backend = backend or ("proc" if sys.platform.startswith("linux") else "psutil")
         self._proc = proc_root
 
-    def verify_socket(self, sock: Any) -> None:
+    def verify_socket(self, sock: Any, *, wait_seconds: float | None = None) -> None:
         """Check the listener a freshly connected socket reached; call it before writing.
 
         Synchronous: with the psutil backend it may sleep (at most
-        :data:`ACCEPT_WAIT_SECONDS`) until the app has accepted the connection. Code on an
-        event loop uses :meth:`verify_connection`.
+        :data:`ACCEPT_WAIT_SECONDS`, or ``wait_seconds`` if shorter) until the app has
+        accepted the connection. Code on an event loop uses :meth:`verify_connection`.
 
         Args:
             sock: a connected TCP socket (``socket.socket`` or asyncio's ``TransportSocket``).
+            wait_seconds: a shorter bound on that wait (a caller with a deadline of its own).
 
         Raises:
             ListenerUnverifiedError: another user's socket, not the named pid's, or the OS
@@ -105,7 +106,8 @@ class ListenerCheck:
         import time
 
         peer, port, local = self._ends(sock)
-        deadline = time.monotonic() + ACCEPT_WAIT_SECONDS
+        wait = ACCEPT_WAIT_SECONDS if wait_seconds is None else max(min(wait_seconds, ACCEPT_WAIT_SECONDS), 0.0)
+        deadline = time.monotonic() + wait
         while not self._verify(peer, port, local):
             if time.monotonic() >= deadline:
                 raise self._not_accepted(peer, port)

@@ -203,7 +203,8 @@ def _connect_tcp(config: BridgeConfig, endpoint: Endpoint, address: tuple[str, i
         if config.verify_listener:  # the loop's check, on this very socket, before a byte is written
             from ..app.listener import ListenerCheck
 
-            ListenerCheck(endpoint.listener_pid, app_name=config.app_name).verify_socket(sock)
+            # (within this start's bound: the psutil backend may wait for the accept)
+            ListenerCheck(endpoint.listener_pid, app_name=config.app_name).verify_socket(sock, wait_seconds=deadline - time.monotonic())
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except BaseException:
         sock.close()

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import bridge
-from bridge.app.listener import ListenerCheck
+from bridge.app.listener import ACCEPT_WAIT_SECONDS, ListenerCheck
 from bridge.app.procnet import LISTEN, TcpEntry, find_listeners, parse_proc_net_tcp
 from bridge.app.sockdiag import parse_inet_diag
 from bridge.core.errors import AppUnreachableError, BridgeError, ListenerUnverifiedError
@@ -492,6 +492,30 @@ def test_the_auth_client_sends_the_secret_only_on_a_verified_connection(monkeypa
 
 
 @linux
+def test_a_shorter_wait_for_the_accept_is_kept(listening_socket: socket.socket) -> None:
+    """A caller with a deadline of its own (the running-app start's 1 s) passes a shorter
+    wait: a connection nobody accepts is refused within it, not after ACCEPT_WAIT_SECONDS."""
+    pytest.importorskip("psutil")
+    import threading
+
+    port = listening_socket.getsockname()[1]
+    outcome: list[BaseException] = []
+
+    def verify() -> None:
+        with connect(port) as client:
+            try:
+                check(os.getpid(), backend="psutil").verify_socket(client, wait_seconds=0.05)
+            except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+                outcome.append(exc)
+
+    worker = threading.Thread(target=verify, daemon=True)
+    worker.start()
+    worker.join(timeout=ACCEPT_WAIT_SECONDS * 0.75)  # the full wait would still be going on
+    assert not worker.is_alive(), "the check waited past the shorter bound"
+    assert len(outcome) == 1 and isinstance(outcome[0], ListenerUnverifiedError)
+    listening_socket.accept()[0].close()  # the connection, still queued
+
+
 def test_psutil_checks_the_connections_own_server_side_and_waits_for_the_accept(
     listening_socket: socket.socket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
