@@ -63,6 +63,7 @@ STARTED_UNDER_PID = os.getppid()
 
 #: The signals (numbers) noted while the serving loop was loading (:func:`hold_signals`).
 _early_signals: list[int] = []
+_holding = False  # hold_signals() was called (by the mcp-app-bridge command)
 
 
 def _note_signal(signum: int, frame: Any) -> None:
@@ -75,7 +76,13 @@ def hold_signals() -> None:
     before its early starts: a client that has an early reply may end the bridge at once
     (Claude Code: SIGINT, then SIGTERM 0.1 s later), and the loop, still loading, then acts
     on them as on its own (a graceful stop, exit status 0). POSIX only, as the early starts
-    (on Windows the loop takes no signal over), and only from the main thread."""
+    (on Windows the loop takes no signal over), and only from the main thread.
+
+    The serving loop gives them back when it is over (:func:`signals_held`): from then to
+    the exit, a late signal (a client's second one, or the one a one-file executable's
+    bootloader passes on after the client's own to the group) is noted, not the end of a
+    process that is already on its way out with its status."""
+    global _holding
     if sys.platform == "win32":
         return
     for name in ("SIGTERM", "SIGINT", "SIGHUP"):
@@ -85,6 +92,13 @@ def hold_signals() -> None:
                 signal.signal(signum, _note_signal)
             except (ValueError, OSError):  # not the main thread: the default stays
                 return
+    _holding = True
+
+
+def signals_held() -> bool:
+    """Whether :func:`hold_signals` holds this process's signals while no serving loop has
+    them: the serving loop, when over, calls it again instead of leaving the defaults."""
+    return _holding
 
 
 def take_early_signals() -> list[int]:

@@ -55,7 +55,7 @@ from ..stdio.fds import (
 from ..stdio.outbox import Outbox
 from ..system.cancelscope import move_on_after
 from .appstart import AppStart
-from .catalogstart import STARTED_UNDER_PID, take_early_signals
+from .catalogstart import STARTED_UNDER_PID, hold_signals, signals_held, take_early_signals
 from .dispatch import Dispatcher
 from .driver import Driver
 from .parts import build_stack
@@ -260,8 +260,13 @@ class Bridge:
             self._signals.append(signum)
 
     def _release_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give the signals back: to the defaults, or, when the command held them while the
+        loop loaded, held again until the exit (``catalogstart.signals_held``)."""
+        released = bool(self._signals)
         while self._signals:
             loop.remove_signal_handler(self._signals.pop())
+        if released and signals_held():
+            hold_signals()
 
     def _on_signal(self, signum: signal.Signals) -> None:
         name = signal.Signals(signum).name

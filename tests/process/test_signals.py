@@ -12,6 +12,7 @@ import pytest
 from support.apps import AppServer
 from support.processes import (
     EXIT_TIMEOUT,
+    base_env,
     bridge_error_reason,
     count_in_log,
     handshake,
@@ -64,3 +65,39 @@ def test_a_signal_right_after_the_early_initialize_reply_is_a_graceful_stop(app_
         assert status == 0, (status, bridge.stderr_tail())
         assert "Traceback" not in bridge.stderr_text()
         assert f"{signal.Signals(signum).name} received; shutting down" in bridge.stderr_text(), bridge.stderr_tail()
+
+
+_LATE_SIGNAL_SCRIPT = """
+import os, signal, sys
+from bridge.cli.buildconfig import build_config
+from bridge.cli.serve import parse_plain_argv
+from bridge.serve.catalogstart import hold_signals
+from bridge.serve.loop import run_stdio
+
+hold_signals()  # as the mcp-app-bridge command does before its early starts
+status = run_stdio(build_config(parse_plain_argv(["--url", sys.argv[1]])), catalog_start=None)
+os.kill(os.getpid(), getattr(signal, sys.argv[2]))  # late: the serving loop is over, the exit not made yet
+os._exit(40 + status)
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_after_the_serving_loop_is_over_does_not_end_the_exit(name: str) -> None:
+    """Between the serving loop's end and the exit (the pool closed, asyncio's teardown), a
+    late signal found the defaults again and ended a bridge that was leaving with its
+    status: a one-file executable's bootloader passes the client's SIGTERM on to the bridge
+    after the client sent it to the whole group, so the bridge gets it twice (Codex's kill
+    of the group, 2026-07-28 era: exit -15 instead of 0). The command's held signals are
+    held again once the loop is over."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_SIGNAL_SCRIPT, "http://127.0.0.1:9/mcp", name],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=EXIT_TIMEOUT,
+        env=base_env(),
+    )
+    assert done.returncode == 40, (done.returncode, done.stderr.decode(errors="replace")[-2000:])
