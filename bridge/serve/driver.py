@@ -42,8 +42,11 @@ from ..core.legacymap import cancelled_notification
 from ..core.methods import LIST_ITEMS, LISTS_THAT_CHANGE
 from ..core.policy import (
     HEADER_MISMATCH_REPLY,
+    SEND,
+    Action,
     AttemptOutcome,
     EnsureRunning,
+    Flow,
     RebuildSession,
     RefreshToken,
     RelistTools,
@@ -388,35 +391,16 @@ class Driver:
         reply, ``from_catalog``. ``launching``: the request whose ``EnsureRunning`` is
         logged as the one that needed the app.
 
-        Every flow begins with a ``Send``, and a ``Send`` that succeeds ends it: that path,
-        nearly every request's, is taken here before any flow exists (no generator to make
-        and drive per request); the flow is made when the first outcome needs a decision,
-        and is told of that ``Send`` and its outcome.
+        Every flow begins with a ``Send``, and a ``Send`` that succeeds ends it: that first
+        ``Send`` is made before any flow exists, and the flow (a generator to make and drive)
+        is made only when its outcome needs a decision, then told of it. Nearly every
+        request takes that path.
         """
-        outcome: AttemptOutcome = None
+        flow: Flow | None = None
+        action: Action = SEND
         line = b""
-        try:
-            line = await send()
-        except UpstreamError as exc:
-            outcome = exc
-        else:
-            if relist is None or not is_header_mismatch(line):
-                return Reply(line)
-            outcome = HEADER_MISMATCH_REPLY
-        flow = forward_flow(
-            can_rebuild=can_rebuild and not replay,
-            can_relist=relist is not None,
-            idempotent=idempotent,
-            remaining_seconds=None if deadline is None else (lambda: deadline - current_time()),
-        )
-        action = next(flow)
-        assert isinstance(action, Send), "a flow begins with a Send"
         while True:
-            try:
-                action = flow.send(outcome)
-            except StopIteration:
-                return Reply(line)
-            outcome = None
+            outcome: AttemptOutcome = None
             try:
                 if isinstance(action, Send):
                     # A message that carries the session waits inside the upstream while a
@@ -429,6 +413,7 @@ class Driver:
                 elif isinstance(action, EnsureRunning):
                     if launch is not None:
                         if (answer := await launch()) is not None:
+                            assert flow is not None
                             flow.close()
                             return Reply(answer, from_catalog=True)
                     elif launching is not None:
@@ -444,6 +429,20 @@ class Driver:
                     await asyncio.sleep(action.delay_seconds)
             except UpstreamError as exc:
                 outcome = exc
+            if flow is None:
+                if outcome is None:
+                    return Reply(line)  # the first Send answered: where the flow would end too
+                flow = forward_flow(
+                    can_rebuild=can_rebuild and not replay,
+                    can_relist=relist is not None,
+                    idempotent=idempotent,
+                    remaining_seconds=None if deadline is None else (lambda: deadline - current_time()),
+                )
+                next(flow)  # its first action: the Send just made
+            try:
+                action = flow.send(outcome)
+            except StopIteration:
+                return Reply(line)
 
     async def rebuild_session(self, lost_generation: int | None) -> None:
         """Get a new MCP session after the app forgot the one of ``lost_generation``
