@@ -65,6 +65,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import BridgeConfig
@@ -193,23 +194,18 @@ def _exchange(config: BridgeConfig, request: Request) -> tuple[bytes, Any, Any]:
 def _connect_tcp(config: BridgeConfig, endpoint: Endpoint, address: tuple[str, int], deadline: float) -> socket.socket:
     """A blocking TCP socket connected to ``address`` (a loopback IP literal and its port),
     its listener checked (unless ``--no-verify-listener``) before a byte is written, as
-    ``transport/verifiedconnect.py`` checks the loop's. Raises for anything else; the socket
-    is then closed."""
-    host = address[0]
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(max(min(config.connect_timeout_seconds, deadline - time.monotonic()), 0.001))
-        sock.connect(address)
-        if config.verify_listener:  # the loop's check, on this very socket, before a byte is written
-            from ..app.listener import ListenerCheck
+    ``transport/verifiedconnect.py`` checks the loop's."""
+    verify = None
+    if config.verify_listener:  # the loop's check, on this very socket
+        from ..app.listener import ListenerCheck
 
-            # (within this start's bound: the psutil backend may wait for the accept)
-            ListenerCheck(endpoint.listener_pid, app_name=config.app_name).verify_socket(sock, wait_seconds=deadline - time.monotonic())
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+        listener = ListenerCheck(endpoint.listener_pid, app_name=config.app_name)
+
+        def verify(sock: socket.socket) -> None:  # (within this start's bound: psutil may wait for the accept)
+            listener.verify_socket(sock, wait_seconds=deadline - time.monotonic())
+
+    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+    return _connected(socket.socket(family, socket.SOCK_STREAM), address, config, deadline, verify)
 
 
 def _connect_unix(config: BridgeConfig, endpoint: Endpoint, path: str, deadline: float) -> socket.socket:
@@ -218,20 +214,32 @@ def _connect_unix(config: BridgeConfig, endpoint: Endpoint, path: str, deadline:
     ``--no-verify-listener``: the socket file (:func:`~bridge.transport.socketfile.check_socket_file`),
     then the connect, then the peer on that very socket
     (:meth:`~bridge.app.unixpeer.UnixPeerCheck.verify_socket`), before a byte is written.
-    Raises for anything else (``ConnectFailed``: no socket there or nobody listens;
-    ``ListenerUnverifiedError``: refused, which the loop reports); the socket is then closed."""
+    Raises ``ConnectFailed`` (no socket there, or nobody listens: a stale socket of a dead
+    run, the loop may launch) and ``ListenerUnverifiedError`` (refused, which the loop reports)."""
+    verify = None
     if config.verify_listener:
+        from ..app.unixpeer import UnixPeerCheck
         from ..transport.socketfile import check_socket_file
 
         check_socket_file(path)
+        verify = UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload).verify_socket
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined,unused-ignore]  # POSIX only
+    return _connected(sock, path, config, deadline, verify)
+
+
+def _connected(
+    sock: socket.socket, address: Any, config: BridgeConfig, deadline: float, verify: Callable[[socket.socket], None] | None
+) -> socket.socket:
+    """``sock`` connected to ``address`` within the connect timeout and what is left of the
+    start's bound, then ``verify(sock)`` (``None``: not checked) before a byte is written.
+    Raises for anything else; ``sock`` is then closed."""
     try:
         sock.settimeout(max(min(config.connect_timeout_seconds, deadline - time.monotonic()), 0.001))
-        sock.connect(path)  # (ECONNREFUSED: a stale socket of a dead run; the loop may launch)
-        if config.verify_listener:
-            from ..app.unixpeer import UnixPeerCheck
-
-            UnixPeerCheck(endpoint.discovery_for_socket, app_name=config.app_name, refresh=endpoint.reload).verify_socket(sock)
+        sock.connect(address)
+        if verify is not None:
+            verify(sock)
+        if sock.family != getattr(socket, "AF_UNIX", None):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except BaseException:
         sock.close()
         raise
