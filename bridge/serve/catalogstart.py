@@ -46,7 +46,7 @@ from ..core.config import BridgeConfig
 from ..core.errors import InboundError
 from ..core.jsonrpc import Notification, Request, classify, encode_message
 
-__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "hold_signals", "read_line", "take_early_signals", "write_all"]
+__all__ = ["CATALOG_START_IDLE_SECONDS", "STARTED_UNDER_PID", "CatalogStart", "answer_start_from_catalog", "hold_signals", "read_line", "signals_held", "take_early_signals", "write_all"]
 
 #: How long the catalog start waits for the client's next line before the serving loop
 #: starts (seconds). Clients send their start-up messages within milliseconds of the

@@ -676,15 +676,23 @@ async def test_server_silent_inside_the_body_is_read_timeout() -> None:
     assert server.connections == 2
 
 
-async def test_a_later_read_bound_is_kept_in_full_after_an_earlier_one() -> None:
-    """The read timeout's timer outlives a wait (one per connection, not one per wait):
-    when it fires at an earlier wait's bound, the wait in progress still gets all of its own."""
+async def answered_wait(bound_seconds: float) -> Connection:
+    """A connection whose first wait for data, bounded ``bound_seconds`` from now, was
+    answered: its read timer is armed for that bound, and no wait is in progress."""
     connection = Connection(("127.0.0.1", 0))
     loop = asyncio.get_running_loop()
-    first = loop.create_task(connection.wait_for_data(loop.time() + 0.05, "first"))
+    first = loop.create_task(connection.wait_for_data(loop.time() + bound_seconds, "first"))
     await asyncio.sleep(0)
     connection.wakeup.set()
     await first
+    return connection
+
+
+async def test_a_later_read_bound_is_kept_in_full_after_an_earlier_one() -> None:
+    """The read timeout's timer outlives a wait (one per connection, not one per wait):
+    when it fires at an earlier wait's bound, the wait in progress still gets all of its own."""
+    connection = await answered_wait(0.05)
+    loop = asyncio.get_running_loop()
     bound = loop.time() + 0.3
     with pytest.raises(ReadTimeout, match="second"):
         await asyncio.wait_for(connection.wait_for_data(bound, "second"), WAIT)
@@ -693,12 +701,8 @@ async def test_a_later_read_bound_is_kept_in_full_after_an_earlier_one() -> None
 
 
 async def test_an_earlier_read_bound_than_the_last_is_kept() -> None:
-    connection = Connection(("127.0.0.1", 0))
+    connection = await answered_wait(3600)
     loop = asyncio.get_running_loop()
-    first = loop.create_task(connection.wait_for_data(loop.time() + 3600, "first"))
-    await asyncio.sleep(0)
-    connection.wakeup.set()
-    await first
     with pytest.raises(ReadTimeout, match="second"):
         await asyncio.wait_for(connection.wait_for_data(loop.time() + 0.05, "second"), WAIT)
     connection.close()
